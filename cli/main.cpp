@@ -1,0 +1,45 @@
+// xcargo: the command-line tool. Parses the verb and its options, runs it, maps errors to
+// the exit codes of exit_codes.h.
+#include <cstdio>
+#include <map>
+
+#include "exit_codes.h"
+#include "verbs.h"
+#include "xcargo/version.h"
+
+int main(int argc, char** argv) {
+  using namespace xcargo::cli;
+  CLI::App app{"xcargo: build, sign and check signed multi-architecture code containers (cargos)"};
+  app.name("xcargo");
+  app.set_version_flag("--version", std::string("xcargo ") + XCARGO_VERSION_STRING);
+  app.require_subcommand(1);
+  app.footer("Run 'xcargo VERB --help' for a verb's options.\n"
+             "Exit codes: 0 ok, 1 verification failed, 2 usage or I/O error, 3 remote execution failed,\n"
+             "4 could not reach a node.");
+  std::map<CLI::App*, Runner> runners;
+  for (const Verb& v : kVerbs) {
+    CLI::App* before = nullptr;
+    Runner r = v.add(app);
+    for (CLI::App* sub : app.get_subcommands({}))
+      if (sub->get_name() == v.name) before = sub;
+    runners[before] = std::move(r);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    std::fprintf(stderr, "xcargo: error: %s\n", what.c_str());
+    std::string verb;
+    for (CLI::App* sub : app.get_subcommands()) verb = sub->get_name();
+    std::fprintf(stderr, "hint: run 'xcargo %s--help' for usage\n", verb.empty() ? "" : (verb + " ").c_str());
+    return kExitUsage;
+  }
+  for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
+  return kExitUsage;
+}

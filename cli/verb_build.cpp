@@ -1,0 +1,87 @@
+// xcargo build: compiles kernel sources for several targets into one (optionally signed) cargo.
+#include <filesystem>
+#include <optional>
+
+#include "report.h"
+#include "verbs.h"
+#include "xcargo/compile.h"
+#include "xcargo/file.h"
+#include "xcargo/keys.h"
+
+namespace xcargo::cli {
+
+Runner add_build(CLI::App& app) {
+  struct Opts {
+    std::vector<std::string> sources, targets, includes, defines;
+    std::string out, name, version = "0.1.0", opt = "2", key;
+    unsigned jobs = 1;
+    int level = 19;
+    bool verbose = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("build", "Compile C/C++ kernels (or LLVM IR) into a cargo");
+  cmd->add_option("sources", o->sources, "Kernel sources: .c, .cc/.cpp/.cxx, .ll, .bc")->required();
+  cmd->add_option("-o,--output", o->out, "The cargo to write (OUT.xcargo)")->required();
+  cmd->add_option("--name", o->name, "Cargo name (default: the output file's name without .xcargo)");
+  cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str();
+  cmd->add_option("-t,--target", o->targets,
+                  "Variant to build, repeatable: bitcode, x86_64[:CPU], aarch64[:CPU], riscv64[:CPU]\n"
+                  "(default: bitcode x86_64 aarch64)");
+  cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str();
+  cmd->add_option("-I", o->includes, "Add an include directory");
+  cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)");
+  cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written");
+  cmd->add_option("-j,--jobs", o->jobs, "Compiler processes to run at once")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--zstd-level", o->level, "Compression level, 1-19; 0 stores sections uncompressed")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
+  cmd->add_flag("-v,--verbose", o->verbose, "Print each compiler command");
+  cmd->footer("Kernels #include <xcargo/kernel.h> and mark entry points with XC_ENTRY:\n"
+              "  XC_ENTRY int add(xc_ctx *ctx, const void *in, size_t in_len) { ... }\n"
+              "The same sources and options always give a byte-identical cargo.");
+  return [o] {
+    std::string name = o->name;
+    if (name.empty()) {
+      name = std::filesystem::path(o->out).filename().string();
+      if (name.ends_with(".xcargo")) name.resize(name.size() - 7);
+      if (!is_cargo_name(name))
+        return report(Error(Errc::invalid_argument, "cannot use '" + name + "' as the cargo name")
+                          .hint("pass --name NAME, with NAME matching [a-z0-9][a-z0-9._-]*"),
+                      o->out);
+    } else if (!is_cargo_name(name)) {
+      return report(Error(Errc::invalid_argument, "--name '" + name + "' must match [a-z0-9][a-z0-9._-]*"));
+    }
+    std::optional<SigningKey> key;
+    if (!o->key.empty()) {
+      auto k = SigningKey::load(o->key);
+      if (!k.ok()) return report(k.error());
+      key = std::move(*k);
+    }
+    CompileRequest req{o->sources, o->targets, o->opt, o->includes, o->defines, o->jobs, o->verbose};
+    auto compiled = compile_kernels(req);
+    if (!compiled.ok()) return report(compiled.error());
+    Manifest m;
+    m.name = name;
+    m.version = o->version;
+    m.entries = compiled->entries;
+    m.toolchain = compiled->toolchain;
+    std::vector<std::string> variant_names;
+    for (const auto& p : compiled->payloads) variant_names.push_back(p.variant.name);
+    auto bytes = write_cargo(std::move(m), std::move(compiled->payloads), WriteOptions{o->level});
+    if (!bytes.ok()) return report(bytes.error(), o->out);
+    if (key) {
+      auto signed_bytes = sign_cargo(*bytes, *key);
+      if (!signed_bytes.ok()) return report(signed_bytes.error(), o->out);
+      bytes = std::move(*signed_bytes);
+    }
+    if (auto s = write_file_atomic(o->out, *bytes); !s.ok()) return report(s.error(), o->out);
+    std::string variants, entries;
+    for (const auto& v : variant_names) variants += (variants.empty() ? "" : ", ") + v;
+    for (const auto& e : compiled->entries) entries += (entries.empty() ? "" : ", ") + e;
+    note("wrote " + o->out + " (" + std::to_string(bytes->size()) + " bytes; variants: " + variants +
+         "; entries: " + entries + (key ? "; signed by " + to_hex(key->public_key().id) : "; unsigned") + ")");
+    return 0;
+  };
+}
+
+}  // namespace xcargo::cli

@@ -1,0 +1,207 @@
+// The build driver: clang-16 per source and target, one link per target, symbol checks.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "compile/process.h"
+#include "compile/symbols.h"
+#include "xcargo/abi.h"
+#include "xcargo/compile.h"
+#include "xcargo/format.h"
+#include "xcargo/file.h"
+#include "xcargo/version.h"
+
+namespace xcargo {
+
+namespace fs = std::filesystem;
+
+std::string llvm_tool(const std::string& name) {
+  if (const char* dir = std::getenv("XCARGO_LLVM_BIN"); dir && *dir) return std::string(dir) + "/" + name;
+  return std::string(XCARGO_LLVM_BIN_DIR) + "/" + name;
+}
+
+std::string kernel_include_dir() {
+  if (const char* dir = std::getenv("XCARGO_KERNEL_INCLUDE"); dir && *dir) return dir;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path installed = exe.parent_path().parent_path() / "share" / "xcargo" / "include";
+    if (fs::exists(installed / "xcargo" / "kernel.h", ec)) return installed.string();
+  }
+  return XCARGO_SOURCE_KERNEL_INCLUDE;
+}
+
+namespace {
+
+enum class Lang { c, cxx, ir };
+
+Result<Lang> language_of(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  if (ext == ".c") return Lang::c;
+  if (ext == ".cc" || ext == ".cpp" || ext == ".cxx" || ext == ".C") return Lang::cxx;
+  if (ext == ".ll" || ext == ".bc") return Lang::ir;
+  return Error(Errc::invalid_argument, path + ": unknown source type '" + ext + "'")
+      .hint("sources are C (.c), C++ (.cc .cpp .cxx) or LLVM IR (.ll .bc)");
+}
+
+// A scratch directory removed with everything in it when the build ends.
+class TempDir {
+public:
+  TempDir() {
+    std::error_code ec;
+    std::string tmpl = (fs::temp_directory_path(ec) / "xcargo-build-XXXXXX").string();
+    if (::mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+std::vector<std::string> common_flags(const CompileRequest& req, Lang lang) {
+  std::vector<std::string> f = {"-c", "-O" + req.opt_level, "-ffreestanding", "-nostdlibinc", "-fno-stack-protector",
+                                "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-fno-common",
+                                "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-addrsig",
+                                "-Wno-unused-command-line-argument"};
+  if (lang == Lang::c) f.push_back("-std=c17");
+  if (lang == Lang::cxx) {
+    for (const char* x : {"-std=c++17", "-fno-exceptions", "-fno-rtti", "-nostdinc++", "-fno-threadsafe-statics"})
+      f.push_back(x);
+  }
+  if (lang != Lang::ir) {
+    f.push_back("-I" + kernel_include_dir());
+    for (const auto& d : req.include_dirs) f.push_back("-I" + fs::absolute(d).string());
+    for (const auto& d : req.defines) f.push_back("-D" + d);
+  }
+  return f;
+}
+
+Status check_imports(const SymbolScan& scan, const Target& t) {
+  for (const auto& sym : scan.imports)
+    if (!abi::is_allowed_import(sym))
+      return Error(Errc::import, t.name + ": the kernel imports '" + sym + "', which no xcargo loader provides")
+          .hint("kernels may call only the functions declared in <xcargo/kernel.h>")
+          .hint("a kernel cannot use the system's libc; pass data in and out through the entry's input and xc_reply()");
+  return {};
+}
+
+}  // namespace
+
+Result<CompileResult> compile_kernels(const CompileRequest& req) {
+  if (req.sources.empty()) return Error(Errc::invalid_argument, "no sources given");
+  static const std::set<std::string> kOpt = {"0", "1", "2", "3", "s", "z"};
+  if (!kOpt.count(req.opt_level))
+    return Error(Errc::invalid_argument, "optimization level '" + req.opt_level + "' is not one of 0 1 2 3 s z");
+
+  std::vector<Target> targets;
+  for (const auto& spec : req.targets.empty() ? default_targets() : req.targets) {
+    auto t = parse_target(spec);
+    XC_TRY(t);
+    for (const auto& other : targets)
+      if (other.name == t->name) return Error(Errc::invalid_argument, "target '" + t->name + "' is given twice");
+    targets.push_back(std::move(*t));
+  }
+
+  std::vector<Lang> langs;
+  std::vector<fs::path> sources;
+  std::set<fs::path> seen_sources;
+  for (const auto& s : req.sources) {
+    auto lang = language_of(s);
+    XC_TRY(lang);
+    std::error_code ec;
+    if (!fs::is_regular_file(s, ec)) return Error(Errc::io, s + ": no such file");
+    if (::access(s.c_str(), R_OK) != 0) return Error(Errc::io, s + ": not readable");
+    fs::path abs = fs::weakly_canonical(fs::absolute(s), ec);
+    if (!seen_sources.insert(abs).second) return Error(Errc::invalid_argument, s + ": source given twice");
+    langs.push_back(*lang);
+    sources.push_back(abs);
+  }
+
+  TempDir tmp;
+  if (tmp.path().empty()) return Error(Errc::io, "cannot create a temporary directory");
+
+  // One clang per (target, source), run from the source's directory with its bare file
+  // name, so outputs do not depend on where the build was started (reproducible builds).
+  std::vector<Command> compiles;
+  std::vector<std::vector<std::string>> outputs(targets.size());
+  for (size_t ti = 0; ti < targets.size(); ++ti) {
+    const Target& t = targets[ti];
+    for (size_t si = 0; si < sources.size(); ++si) {
+      std::string out = tmp.path() + "/t" + std::to_string(ti) + "_s" + std::to_string(si) +
+                        (t.kind == VariantKind::bitcode ? ".bc" : ".o");
+      Command c;
+      c.argv = {llvm_tool("clang")};
+      for (auto& f : common_flags(req, langs[si])) c.argv.push_back(std::move(f));
+      for (const auto& f : t.clang_flags) c.argv.push_back(f);
+      c.argv.push_back(sources[si].filename().string());
+      c.argv.push_back("-o");
+      c.argv.push_back(out);
+      c.cwd = sources[si].parent_path().string();
+      c.description = sources[si].filename().string() + " (" + t.name + ")";
+      compiles.push_back(std::move(c));
+      outputs[ti].push_back(out);
+    }
+  }
+  XC_TRY(run_commands(compiles, req.jobs, req.verbose));
+
+  // Several sources become one payload per target.
+  std::vector<std::string> payload_files(targets.size());
+  std::vector<Command> links;
+  for (size_t ti = 0; ti < targets.size(); ++ti) {
+    if (outputs[ti].size() == 1) {
+      payload_files[ti] = outputs[ti][0];
+      continue;
+    }
+    const bool bc = targets[ti].kind == VariantKind::bitcode;
+    std::string out = tmp.path() + "/t" + std::to_string(ti) + (bc ? "_linked.bc" : "_linked.o");
+    Command c;
+    c.argv = bc ? std::vector<std::string>{llvm_tool("llvm-link"), "-o", out}
+                : std::vector<std::string>{llvm_tool("ld.lld"), "-r", "--build-id=none", "-o", out};
+    for (const auto& o : outputs[ti]) c.argv.push_back(o);
+    c.description = "linking " + targets[ti].name;
+    links.push_back(std::move(c));
+    payload_files[ti] = out;
+  }
+  XC_TRY(run_commands(links, req.jobs, req.verbose));
+
+  CompileResult result;
+  std::string producer;
+  for (size_t ti = 0; ti < targets.size(); ++ti) {
+    const Target& t = targets[ti];
+    auto raw = read_file(payload_files[ti], format::kMaxSectionRawSize);
+    if (!raw.ok()) return Error(raw.error().code(), t.name + ": compiled payload: " + raw.error().message());
+    auto scan = scan_symbols(*raw, t.kind, t.name);
+    XC_TRY(scan);
+    if (scan->entries.empty())
+      return Error(Errc::compile, t.name + ": no entry points")
+          .hint("mark entry points with XC_ENTRY: XC_ENTRY int NAME(xc_ctx *ctx, const void *in, size_t in_len)")
+          .hint("and #include <xcargo/kernel.h>");
+    if (ti == 0) result.entries = scan->entries;
+    else if (scan->entries != result.entries)
+      return Error(Errc::compile, t.name + ": entry points differ from " + targets[0].name + "'s")
+          .hint("an XC_ENTRY inside an #if that depends on the architecture?");
+    XC_TRY(check_imports(*scan, t));
+    if (producer.empty()) producer = scan->producer;
+    Payload p;
+    p.variant.name = t.name;
+    p.variant.kind = t.kind;
+    p.variant.triple = t.triple;
+    p.variant.cpu = t.cpu;
+    for (const auto& e : scan->entries) p.variant.entries.push_back(EntrySymbol{e, e});
+    p.variant.imports = scan->imports;
+    p.raw = std::move(*raw);
+    result.payloads.push_back(std::move(p));
+  }
+  result.toolchain = {{"xcargo", XCARGO_VERSION_STRING}, {"clang", producer.empty() ? "unknown" : producer},
+                      {"opt", "O" + req.opt_level}};
+  return result;
+}
+
+}  // namespace xcargo

@@ -1,0 +1,79 @@
+// posix_spawn-based runner for the external compiler and linker processes.
+#include "compile/process.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+extern char** environ;
+
+namespace xcargo {
+
+static std::string quote_for_display(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool verbose) {
+  if (jobs == 0) jobs = 1;
+  std::map<pid_t, size_t> running;
+  std::vector<int> status(commands.size(), 0);
+  std::vector<std::string> spawn_error(commands.size());
+  size_t next = 0;
+  bool failed = false;
+  while (next < commands.size() || !running.empty()) {
+    while (!failed && next < commands.size() && running.size() < jobs) {
+      const Command& c = commands[next];
+      if (verbose) std::fprintf(stderr, "xcargo: %s\n", quote_for_display(c.argv).c_str());
+      std::vector<char*> argv;
+      for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      posix_spawn_file_actions_t fa;
+      posix_spawn_file_actions_init(&fa);
+      if (!c.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, c.cwd.c_str());
+      pid_t pid = 0;
+      int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+      posix_spawn_file_actions_destroy(&fa);
+      if (rc != 0) {
+        spawn_error[next] = std::strerror(rc);
+        failed = true;
+      } else {
+        running[pid] = next;
+      }
+      ++next;
+    }
+    if (running.empty()) break;
+    int ws = 0;
+    pid_t pid = ::waitpid(-1, &ws, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      return Error(Errc::io, std::string("waitpid: ") + std::strerror(errno));
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    status[it->second] = ws;
+    if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) failed = true;
+    running.erase(it);
+  }
+  for (size_t i = 0; i < commands.size() && i < next; ++i) {
+    const Command& c = commands[i];
+    if (!spawn_error[i].empty())
+      return Error(Errc::compile, c.description + ": cannot run " + c.argv[0] + ": " + spawn_error[i])
+          .hint("scripts/setup installs clang-16 and lld-16; or set XCARGO_LLVM_BIN to their directory");
+    int ws = status[i];
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
+      return Error(Errc::compile, c.description + ": " + c.argv[0] + " failed (exit " + std::to_string(WEXITSTATUS(ws)) + ")")
+          .hint("the compiler's messages are above");
+    if (WIFSIGNALED(ws))
+      return Error(Errc::compile, c.description + ": " + c.argv[0] + " was killed by signal " + std::to_string(WTERMSIG(ws)));
+  }
+  return {};
+}
+
+}  // namespace xcargo

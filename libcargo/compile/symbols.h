@@ -1,0 +1,21 @@
+// Entry points, imports and producer of a compiled payload (the one LLVM-using unit).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "xcargo/error.h"
+#include "xcargo/manifest.h"
+#include "xcargo/types.h"
+
+namespace xcargo {
+
+struct SymbolScan {
+  std::vector<std::string> entries;  // global functions in the XC_ENTRY section, sorted
+  std::vector<std::string> imports;  // undefined symbols, sorted, LLVM intrinsics left out
+  std::string producer;              // compiler identification (.comment / llvm.ident)
+};
+
+Result<SymbolScan> scan_symbols(ByteView payload, VariantKind kind, const std::string& what);
+
+}  // namespace xcargo

@@ -1,0 +1,45 @@
+// Ed25519 public keys and the trust store a cargo's signatures are checked against.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+
+namespace xcargo {
+
+struct PublicKey {
+  std::array<uint8_t, 32> raw{};
+  KeyId id{};
+  std::string source;  // file it came from, for messages
+};
+
+KeyId key_id_of(const std::array<uint8_t, 32>& raw);
+
+// Reads a PEM "PUBLIC KEY" (SubjectPublicKeyInfo) holding an Ed25519 key.
+Result<PublicKey> load_public_key(const std::string& path);
+Result<PublicKey> public_key_from_pem(std::string_view pem, const std::string& source);
+// Writes a key in the same PEM form.
+std::string public_key_to_pem(const PublicKey& key);
+
+class TrustStore {
+public:
+  // PATH is one .pub file or a directory whose *.pub files are all loaded.
+  // An unreadable or non-Ed25519 .pub file is an error, never silently skipped.
+  static Result<TrustStore> load(const std::string& path);
+
+  void add(PublicKey key);
+  const PublicKey* find(const KeyId& id) const;
+  size_t size() const { return keys_.size(); }
+  const std::vector<PublicKey>& keys() const { return keys_; }
+
+private:
+  std::vector<PublicKey> keys_;
+};
+
+// Ed25519 verification of msg under key. False on any mismatch.
+bool ed25519_verify(const PublicKey& key, ByteView msg, ByteView signature);
+
+}  // namespace xcargo

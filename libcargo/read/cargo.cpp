@@ -1,0 +1,183 @@
+// Full verification of a cargo in the spec's order (section 8) and bounded section decoding.
+#include "xcargo/cargo.h"
+
+#include <zstd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "common/le.h"
+#include "xcargo/file.h"
+
+namespace xcargo {
+
+using namespace format;
+
+namespace {
+
+std::string kind_label(uint16_t kind) {
+  switch (kind) {
+    case uint16_t(SectionKind::manifest): return "manifest";
+    case uint16_t(SectionKind::bitcode): return "bitcode";
+    case uint16_t(SectionKind::elf_object): return "object";
+  }
+  return "ancillary kind " + std::to_string(kind);
+}
+
+// Decompresses a section into exactly raw_size bytes; the output buffer is sized from the
+// declared size, which parse_container() already checked against the limits.
+Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& desc) {
+  if (sha256(stored) != s.stored_sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+  if (s.compression == Compression::none) return Bytes(stored.begin(), stored.end());
+  unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return Error(Errc::malformed, desc + ": not a zstd frame");
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared != s.raw_size)
+    return Error(Errc::malformed, desc + ": zstd frame size does not match the declared size " + std::to_string(s.raw_size));
+  size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
+  if (ZSTD_isError(frame) || frame != stored.size())
+    return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!dctx) return Error(Errc::io, desc + ": out of memory");
+  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, 27);  // at most 128 MiB of window
+  Bytes raw(size_t(s.raw_size));
+  size_t n = ZSTD_decompressDCtx(dctx.get(), raw.data(), raw.size(), stored.data(), stored.size());
+  if (ZSTD_isError(n)) return Error(Errc::malformed, desc + ": zstd: " + ZSTD_getErrorName(n));
+  if (n != s.raw_size) return Error(Errc::malformed, desc + ": decompressed to " + std::to_string(n) + " bytes, declared " + std::to_string(s.raw_size));
+  return raw;
+}
+
+uint16_t elf_machine_for(std::string_view triple) {
+  if (triple.starts_with("x86_64-")) return 62;    // EM_X86_64
+  if (triple.starts_with("aarch64-")) return 183;  // EM_AARCH64
+  if (triple.starts_with("riscv64-")) return 243;  // EM_RISCV
+  return 0;
+}
+
+// Cheap sanity checks of what a payload claims to be; the loader's linker checks the rest.
+Status check_payload(const Bytes& raw, const Variant& v, const std::string& desc) {
+  if (v.kind == VariantKind::bitcode) {
+    static const uint8_t kRaw[4] = {'B', 'C', 0xC0, 0xDE}, kWrapped[4] = {0xDE, 0xC0, 0x17, 0x0B};
+    if (raw.size() < 4 || (std::memcmp(raw.data(), kRaw, 4) && std::memcmp(raw.data(), kWrapped, 4)))
+      return Error(Errc::malformed, desc + ": not LLVM bitcode (bad magic)");
+    return {};
+  }
+  if (raw.size() < 64 || std::memcmp(raw.data(), "\x7f" "ELF", 4) != 0)
+    return Error(Errc::malformed, desc + ": not an ELF file");
+  if (raw[4] != 2 || raw[5] != 1) return Error(Errc::malformed, desc + ": not a 64-bit little-endian ELF file");
+  if (le::load16(raw.data() + 16) != 1) return Error(Errc::malformed, desc + ": not an ELF relocatable object (ET_REL)");
+  uint16_t want = elf_machine_for(v.triple);
+  if (want == 0) return Error(Errc::unsupported, desc + ": unsupported object triple '" + v.triple + "'");
+  if (le::load16(raw.data() + 18) != want)
+    return Error(Errc::malformed, desc + ": ELF machine " + std::to_string(le::load16(raw.data() + 18)) +
+                                      " does not match triple " + v.triple);
+  return {};
+}
+
+Status check_signatures(const Container& c, const TrustStore& trust, std::vector<Signer>& signers) {
+  if (c.signatures.empty())
+    return Error(Errc::not_signed, "cargo is not signed").hint("sign it with 'xcargo sign CARGO --key KEY'");
+  const auto msg = signed_message(c.digest);
+  size_t trusted = 0;
+  for (size_t i = 0; i < c.signatures.size(); ++i) {
+    const auto& s = c.signatures[i];
+    Signer& signer = signers[i];
+    const PublicKey* key = trust.find(s.key_id);
+    if (!key) continue;  // a co-signer this verifier does not know: neither good nor bad
+    if (!ed25519_verify(*key, msg, s.signature))
+      return Error(Errc::bad_signature, "signature " + std::to_string(i) + " by key " + to_hex(s.key_id) + " (" +
+                                            key->source + ") does not verify")
+          .hint("the cargo was changed after it was signed, or the signature was damaged");
+    signer.trusted = true;
+    signer.key_source = key->source;
+    ++trusted;
+  }
+  if (trusted == 0) {
+    std::string ids;
+    for (const auto& s : c.signatures) ids += (ids.empty() ? "" : ", ") + to_hex(s.key_id);
+    return Error(Errc::untrusted, "no signature by a trusted key (signed by " + ids + ")")
+        .hint("add the signer's .pub file to the trust directory if you trust it")
+        .hint("'xcargo inspect CARGO' shows who signed it");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string Cargo::describe_section(uint32_t index) const {
+  for (const auto& v : manifest_.variants)
+    if (v.section == index) return "section " + std::to_string(index) + " (" + v.name + " " + variant_kind_name(v.kind) + ")";
+  uint16_t kind = index < container_.sections.size() ? container_.sections[index].kind : 0;
+  return "section " + std::to_string(index) + " (" + kind_label(kind) + ")";
+}
+
+Result<Bytes> Cargo::section_data(uint32_t index) const {
+  if (index >= container_.sections.size())
+    return Error(Errc::invalid_argument, "section " + std::to_string(index) + " does not exist");
+  const SectionEntry& s = container_.sections[index];
+  const std::string desc = describe_section(index);
+  auto raw = decode(ByteView(bytes_).subspan(size_t(s.offset), size_t(s.stored_size)), s, desc);
+  XC_TRY(raw);
+  for (const auto& v : manifest_.variants)
+    if (v.section == index && sha256(*raw) != v.sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+  return raw;
+}
+
+Result<Bytes> Cargo::variant_payload(const Variant& variant) const { return section_data(variant.section); }
+
+Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& limits) {
+  Cargo cargo;
+  cargo.bytes_ = std::move(bytes);
+  // Steps 1-3: structure and limits, nothing allocated from declared sizes yet.
+  auto container = parse_container(cargo.bytes_, limits);
+  XC_TRY(container);
+  cargo.container_ = std::move(*container);
+  const Container& c = cargo.container_;
+  cargo.signers_.resize(c.signatures.size());
+  for (size_t i = 0; i < c.signatures.size(); ++i) cargo.signers_[i].key_id = c.signatures[i].key_id;
+
+  // Step 4: signatures over the cargo digest, before any section is decompressed or parsed.
+  if (trust) XC_TRY(check_signatures(c, *trust, cargo.signers_));
+
+  // Step 5: the manifest.
+  auto manifest_raw = cargo.section_data(0);
+  XC_TRY(manifest_raw);
+  auto manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(manifest_raw->data()), manifest_raw->size()));
+  XC_TRY(manifest);
+  cargo.manifest_ = std::move(*manifest);
+
+  // Step 6: the manifest and the section table describe the same sections.
+  std::vector<int> used(c.sections.size(), 0);
+  for (const auto& v : cargo.manifest_.variants) {
+    const std::string where = "manifest: variant '" + v.name + "'";
+    if (v.section >= c.sections.size())
+      return Error(Errc::manifest, where + ": section " + std::to_string(v.section) + " does not exist");
+    const SectionEntry& s = c.sections[v.section];
+    const uint16_t want = uint16_t(v.kind == VariantKind::object ? SectionKind::elf_object : SectionKind::bitcode);
+    if (s.kind != want)
+      return Error(Errc::manifest, where + ": section " + std::to_string(v.section) + " is of kind " + kind_label(s.kind) +
+                                       ", not " + variant_kind_name(v.kind));
+    if (s.raw_size != v.raw_size)
+      return Error(Errc::manifest, where + ": raw_size " + std::to_string(v.raw_size) + " differs from the section table's " +
+                                       std::to_string(s.raw_size));
+    used[v.section]++;
+  }
+  for (uint32_t i = 1; i < c.sections.size(); ++i)
+    if (!c.sections[i].ancillary() && used[i] == 0)
+      return Error(Errc::manifest, "section " + std::to_string(i) + " (" + kind_label(c.sections[i].kind) +
+                                       ") is not described by the manifest");
+
+  // Step 7: every section decompresses to its declared size and digest.
+  for (uint32_t i = 1; i < c.sections.size(); ++i) {
+    auto raw = cargo.section_data(i);
+    XC_TRY(raw);
+    for (const auto& v : cargo.manifest_.variants)
+      if (v.section == i) XC_TRY(check_payload(*raw, v, cargo.describe_section(i)));
+  }
+  return cargo;
+}
+
+Result<Bytes> read_cargo_file(const std::string& path, const Limits& limits) {
+  return read_file(path, limits.max_cargo_size);
+}
+
+}  // namespace xcargo

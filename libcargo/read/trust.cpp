@@ -1,0 +1,106 @@
+// Ed25519 public keys in PEM (OpenSSL), key ids, the trust store, signature verification.
+#include "xcargo/trust.h"
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "xcargo/file.h"
+
+namespace xcargo {
+
+namespace fs = std::filesystem;
+
+KeyId key_id_of(const std::array<uint8_t, 32>& raw) {
+  Digest d = sha256(raw);
+  KeyId id{};
+  std::memcpy(id.data(), d.data(), id.size());
+  return id;
+}
+
+Result<PublicKey> public_key_from_pem(std::string_view pem, const std::string& source) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), int(pem.size())), BIO_free);
+  if (!bio) return Error(Errc::key, source + ": out of memory");
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr),
+                                                           EVP_PKEY_free);
+  if (!pkey)
+    return Error(Errc::key, source + ": not a PEM public key")
+        .hint("public keys are the KEY.pub files written by 'xcargo keygen -o KEY'");
+  if (EVP_PKEY_get_id(pkey.get()) != EVP_PKEY_ED25519)
+    return Error(Errc::key, source + ": not an Ed25519 key (xcargo signatures are Ed25519)");
+  PublicKey key;
+  size_t len = key.raw.size();
+  if (EVP_PKEY_get_raw_public_key(pkey.get(), key.raw.data(), &len) != 1 || len != key.raw.size())
+    return Error(Errc::key, source + ": cannot read the raw Ed25519 public key");
+  key.id = key_id_of(key.raw);
+  key.source = source;
+  return key;
+}
+
+Result<PublicKey> load_public_key(const std::string& path) {
+  auto data = read_file(path, 64 * 1024);
+  if (!data.ok()) return Error(Errc::key, path + ": " + data.error().message());
+  return public_key_from_pem(std::string_view(reinterpret_cast<const char*>(data->data()), data->size()), path);
+}
+
+std::string public_key_to_pem(const PublicKey& key) {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, key.raw.data(), key.raw.size()), EVP_PKEY_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
+  if (!pkey || !bio || PEM_write_bio_PUBKEY(bio.get(), pkey.get()) != 1) return {};
+  char* p = nullptr;
+  long n = BIO_get_mem_data(bio.get(), &p);
+  return std::string(p, size_t(n));
+}
+
+Result<TrustStore> TrustStore::load(const std::string& path) {
+  TrustStore store;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      if (entry.path().extension() == ".pub") files.push_back(entry.path().string());
+    if (ec) return Error(Errc::io, path + ": cannot list the trust directory: " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto key = load_public_key(f);
+      XC_TRY(key);
+      store.add(std::move(*key));
+    }
+    if (store.size() == 0)
+      return Error(Errc::key, path + ": no .pub files in the trust directory")
+          .hint("copy the signer's KEY.pub (from 'xcargo keygen') into " + path);
+    return store;
+  }
+  if (!fs::exists(path, ec)) return Error(Errc::io, path + ": no such file or directory");
+  auto key = load_public_key(path);
+  XC_TRY(key);
+  store.add(std::move(*key));
+  return store;
+}
+
+void TrustStore::add(PublicKey key) {
+  if (!find(key.id)) keys_.push_back(std::move(key));
+}
+
+const PublicKey* TrustStore::find(const KeyId& id) const {
+  for (const auto& k : keys_)
+    if (k.id == id) return &k;
+  return nullptr;
+}
+
+bool ed25519_verify(const PublicKey& key, ByteView msg, ByteView signature) {
+  if (signature.size() != 64) return false;
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, key.raw.data(), key.raw.size()), EVP_PKEY_free);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!pkey || !ctx) return false;
+  if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, pkey.get()) != 1) return false;
+  return EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), msg.data(), msg.size()) == 1;
+}
+
+}  // namespace xcargo

@@ -105,7 +105,9 @@ Status check_signatures(const Container& c, const TrustStore& trust, std::vector
 
 std::string Cargo::describe_section(uint32_t index) const {
   for (const auto& v : manifest_.variants)
-    if (v.section == index) return "section " + std::to_string(index) + " (" + v.name + " " + variant_kind_name(v.kind) + ")";
+    if (v.section == index)
+      return "section " + std::to_string(index) + " (" + v.name +
+             (v.name == variant_kind_name(v.kind) ? "" : std::string(" ") + variant_kind_name(v.kind)) + ")";
   uint16_t kind = index < container_.sections.size() ? container_.sections[index].kind : 0;
   return "section " + std::to_string(index) + " (" + kind_label(kind) + ")";
 }

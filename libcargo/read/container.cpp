@@ -139,7 +139,7 @@ static Status parse_signatures(ByteView b, Container& c) {
   const uint64_t need = kSigBlockHeaderSize + uint64_t(n) * kSigEntrySize;
   if (avail < need) return malformed("truncated: the signature block declares " + std::to_string(n) + " signatures");
   if (avail > need)
-    return malformed("trailing data: " + std::to_string(avail - need) + " bytes after the signature block at " +
+    return malformed("trailing data: " + std::to_string(avail - need) + " byte(s) after the signature block at " +
                      at(start + need));
   std::set<KeyId> seen;
   for (uint32_t i = 0; i < n; ++i) {

@@ -34,4 +34,8 @@ Result<SigningKey> generate_key_files(const std::string& path, bool overwrite);
 // sets *already_signed.
 Result<Bytes> sign_cargo(ByteView cargo, const SigningKey& key, bool* already_signed = nullptr);
 
+// Appends a signature after checking only the container structure (spec steps 1-3): for
+// making test vectors whose manifest or payloads are deliberately wrong. Tools use sign_cargo.
+Result<Bytes> add_signature(ByteView cargo, const SigningKey& key);
+
 }  // namespace xcargo

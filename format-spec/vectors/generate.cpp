@@ -1,0 +1,236 @@
+// xcargo-vectors: writes the format's test vectors (one valid cargo and one per failure
+// class) and their index, vectors.txt. Deterministic: Ed25519 signatures are deterministic
+// and the keys are fixed (keys/), so regenerating gives the committed bytes.
+//
+// usage: xcargo-vectors KEYDIR OUTDIR
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "../../libcargo/common/le.h"
+#include "xcargo/cargo.h"
+#include "xcargo/file.h"
+#include "xcargo/format.h"
+#include "xcargo/keys.h"
+#include "xcargo/writer.h"
+
+using namespace xcargo;
+namespace fmt = xcargo::format;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "xcargo-vectors: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T must(Result<T> r, const char* what) {
+  if (!r.ok()) die(std::string(what) + ": " + r.error().message());
+  return std::move(r).value();
+}
+
+// A 64-byte ELF64 little-endian ET_REL header for x86_64, then a marker: enough for the
+// container's payload checks, not a linkable object (the format does not need one).
+Bytes fake_object() {
+  Bytes b(64, 0);
+  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  std::memcpy(b.data(), ident, sizeof ident);
+  le::store16(b.data() + 16, 1);   // ET_REL
+  le::store16(b.data() + 18, 62);  // EM_X86_64
+  le::store32(b.data() + 20, 1);   // EV_CURRENT
+  le::store16(b.data() + 52, 64);  // e_ehsize
+  const std::string_view tail = "xcargo test vector object payload";
+  b.insert(b.end(), tail.begin(), tail.end());
+  return b;
+}
+
+Bytes fake_bitcode() {
+  Bytes b = {'B', 'C', 0xC0, 0xDE};
+  const std::string_view tail = "xcargo test vector bitcode payload";
+  b.insert(b.end(), tail.begin(), tail.end());
+  return b;
+}
+
+Manifest base_manifest() {
+  Manifest m;
+  m.name = "vector";
+  m.version = "1.0.0";
+  m.entries = {"add"};
+  m.toolchain = {{"xcargo", "test-vectors"}};
+  return m;
+}
+
+std::vector<Payload> base_payloads() {
+  Payload bc{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"add", "add"}}, {"xc_reply"}},
+             fake_bitcode()};
+  Payload obj{{"x86_64", VariantKind::object, 0, "x86_64-unknown-linux-gnu", "x86-64", 0, {}, {{"add", "add"}}, {"memcpy", "xc_reply"}},
+              fake_object()};
+  return {bc, obj};
+}
+
+Bytes unsigned_cargo(int level = 19) { return must(write_cargo(base_manifest(), base_payloads(), {level}), "write"); }
+
+// The manifest text of the base cargo, for vectors that edit it.
+std::string base_manifest_text() {
+  Manifest m = base_manifest();
+  uint32_t i = 1;
+  for (auto& p : base_payloads()) {
+    p.variant.section = i++;
+    p.variant.raw_size = p.raw.size();
+    p.variant.sha256 = sha256(p.raw);
+    m.variants.push_back(p.variant);
+  }
+  return emit_manifest(m);
+}
+
+// A cargo whose manifest is the given text, with the base payloads.
+Bytes with_manifest(const std::string& yaml) {
+  std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), Bytes(yaml.begin(), yaml.end())}};
+  for (auto& p : base_payloads())
+    s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode),
+                 p.raw});
+  return must(write_sections(s), "write_sections");
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  if (pos == std::string::npos) die("vector edit: '" + from + "' not found");
+  return s.replace(pos, from.size(), to);
+}
+
+uint8_t* section_entry(Bytes& b, size_t i) { return b.data() + fmt::kHeaderSize + i * fmt::kSectionEntrySize; }
+
+struct Vector {
+  const char* name;
+  const char* expect;  // "success" or an errc_name()
+  const char* about;
+  std::function<Bytes()> make;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) die("usage: xcargo-vectors KEYDIR OUTDIR");
+  const std::string keydir = argv[1], outdir = argv[2];
+  const SigningKey signer = must(SigningKey::load(keydir + "/vector-signer.key"), "signer key");
+  const SigningKey other = must(SigningKey::load(keydir + "/other-signer.key"), "other key");
+  auto sign = [&](Bytes b) { return must(add_signature(b, signer), "sign"); };
+
+  const std::vector<Vector> vectors = {
+      {"valid", "success", "two variants, zstd sections, signed by vector-signer", [&] { return sign(unsigned_cargo()); }},
+      {"valid-uncompressed", "success", "sections stored without compression", [&] { return sign(unsigned_cargo(0)); }},
+      {"valid-cosigned", "success", "signed by other-signer (unknown to the verifier) and vector-signer",
+       [&] { return sign(must(add_signature(unsigned_cargo(), other), "sign")); }},
+      {"valid-ancillary", "success", "an unknown ancillary section (kind 0x8001) that readers skip",
+       [&] {
+         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}};
+         std::string y = base_manifest_text();
+         s[0].raw.assign(y.begin(), y.end());
+         for (auto& p : base_payloads())
+           s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode), p.raw});
+         s.push_back({0x8001, Bytes{'n', 'o', 't', 'e'}});
+         return sign(must(write_sections(s), "write"));
+       }},
+      {"bad-magic", "malformed", "first byte changed", [&] { Bytes b = sign(unsigned_cargo()); b[0] = 0x88; return b; }},
+      {"truncated-header", "malformed", "only the first 40 bytes", [&] { Bytes b = sign(unsigned_cargo()); b.resize(40); return b; }},
+      {"truncated", "malformed", "cut in the middle of the last section",
+       [&] { Bytes b = sign(unsigned_cargo()); auto c = must(parse_container(b), "parse"); b.resize(c.content_size - 5); return b; }},
+      {"unsupported-version", "unsupported", "format major version 2",
+       [&] { Bytes b = unsigned_cargo(); le::store16(b.data() + fmt::kHdrVersionMajor, 2); return sign(b); }},
+      {"reserved-nonzero", "malformed", "a reserved header byte set",
+       [&] { Bytes b = unsigned_cargo(); b[fmt::kHdrReserved + 7] = 1; return sign(b); }},
+      {"section-reserved-nonzero", "malformed", "a reserved byte of section 1 set",
+       [&] { Bytes b = unsigned_cargo(); section_entry(b, 1)[fmt::kSecReserved2] = 1; return sign(b); }},
+      {"oversized-declared-size", "limit", "section 1 declares 2^40 raw bytes",
+       [&] { Bytes b = unsigned_cargo(); le::store64(section_entry(b, 1) + fmt::kSecRawSize, 1ull << 40); return sign(b); }},
+      {"too-many-sections", "limit", "section_count 65",
+       [&] { Bytes b = unsigned_cargo(); le::store32(b.data() + fmt::kHdrSectionCount, 65); return b; }},
+      {"section-gap", "malformed", "section 2 starts one byte after section 1 ends",
+       [&] {
+         Bytes b = unsigned_cargo();
+         uint8_t* e = section_entry(b, 2);
+         le::store64(e + fmt::kSecOffset, le::load64(e + fmt::kSecOffset) + 1);
+         return sign(b);
+       }},
+      {"duplicate-section", "malformed", "section 1 is a second manifest",
+       [&] { Bytes b = unsigned_cargo(); le::store16(section_entry(b, 1) + fmt::kSecKind, 1); return sign(b); }},
+      {"unknown-critical-section", "unsupported", "section 1 has critical kind 0x0042",
+       [&] { Bytes b = unsigned_cargo(); le::store16(section_entry(b, 1) + fmt::kSecKind, 0x42); return sign(b); }},
+      {"unknown-compression", "unsupported", "section 1 uses compression 7",
+       [&] { Bytes b = unsigned_cargo(); section_entry(b, 1)[fmt::kSecCompression] = 7; return sign(b); }},
+      {"trailing-data", "malformed", "one byte after the signature block",
+       [&] { Bytes b = sign(unsigned_cargo()); b.push_back(0); return b; }},
+      {"digest-mismatch", "digest_mismatch", "a byte of section 2's stored data changed; signature still valid",
+       [&] {
+         Bytes b = sign(unsigned_cargo());
+         auto c = must(parse_container(b), "parse");
+         b[c.sections[2].offset + c.sections[2].stored_size / 2] ^= 0x01;
+         return b;
+       }},
+      {"raw-digest-mismatch", "digest_mismatch", "the manifest's sha256 of the x86_64 payload is wrong; signed",
+       [&] {
+         std::string y = base_manifest_text();
+         std::string good = to_hex(sha256(fake_object()));
+         std::string bad = good;
+         bad[0] = bad[0] == '0' ? '1' : '0';
+         return sign(with_manifest(replace(y, good, bad)));
+       }},
+      {"zstd-size-mismatch", "malformed", "section 1's zstd frame holds more bytes than its declared raw size",
+       [&] {
+         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}, {uint16_t(fmt::SectionKind::bitcode), fake_bitcode()}};
+         std::string y = base_manifest_text();
+         s[0].raw.assign(y.begin(), y.end());
+         s.push_back({uint16_t(fmt::SectionKind::elf_object), fake_object()});
+         s[1].raw.resize(s[1].raw.size() + 4096, 0);  // the frame decompresses to 4 KiB more
+         Bytes b = must(write_sections(s), "write");
+         le::store64(section_entry(b, 1) + fmt::kSecRawSize, fake_bitcode().size());
+         return sign(b);
+       }},
+      {"payload-not-elf", "malformed", "the object variant's payload is not ELF",
+       [&] {
+         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}, {uint16_t(fmt::SectionKind::bitcode), fake_bitcode()}};
+         Bytes notelf = fake_object();
+         notelf[1] = 'X';
+         s.push_back({uint16_t(fmt::SectionKind::elf_object), notelf});
+         std::string y = replace(base_manifest_text(), to_hex(sha256(fake_object())), to_hex(sha256(notelf)));
+         s[0].raw.assign(y.begin(), y.end());
+         return sign(must(write_sections(s), "write"));
+       }},
+      {"malformed-manifest", "manifest", "the manifest is not valid YAML; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "variants:", "variants: [\n"))); }},
+      {"manifest-missing-field", "manifest", "a variant without 'triple'; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "    triple: x86_64-unknown-linux-gnu\n", ""))); }},
+      {"manifest-duplicate-key", "manifest", "the key 'name' twice at the top level; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "name: vector\n", "name: vector\nname: other\n"))); }},
+      {"manifest-duplicate-variant-section", "manifest", "two variants name section 1; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "section: 2", "section: 1"))); }},
+      {"manifest-section-mismatch", "manifest", "a variant's raw_size differs from the section table; signed",
+       [&] {
+         std::string y = base_manifest_text();
+         std::string from = "raw_size: " + std::to_string(fake_object().size());
+         return sign(with_manifest(replace(y, from, "raw_size: 1")));
+       }},
+      {"unsigned", "not_signed", "no signatures", [&] { return unsigned_cargo(); }},
+      {"unknown-key", "untrusted", "signed only by other-signer", [&] { return must(add_signature(unsigned_cargo(), other), "sign"); }},
+      {"bad-signature", "bad_signature", "one bit of vector-signer's signature flipped",
+       [&] { Bytes b = sign(unsigned_cargo()); b[b.size() - 1] ^= 0x80; return b; }},
+      {"too-many-signatures", "limit", "the signature block declares 17 signatures",
+       [&] { Bytes b = sign(unsigned_cargo()); auto c = must(parse_container(b), "parse"); le::store32(b.data() + c.content_size + 4, 17); return b; }},
+  };
+
+  std::string index =
+      "# xcargo format 1 test vectors, generated by format-spec/vectors/generate.cpp. Do not edit.\n"
+      "# Verify each NAME.xcargo with the trust store keys/vector-signer.pub; the result must be\n"
+      "# 'success' or an error of the class after 'expect:' (see xcargo-format.md, section 9).\n";
+  for (const auto& v : vectors) {
+    Bytes b = v.make();
+    if (auto s = write_file_atomic(outdir + "/" + v.name + ".xcargo", b); !s.ok())
+      die(outdir + "/" + v.name + ".xcargo: " + s.error().message());
+    index += std::string(v.name) + " expect: " + v.expect + "  # " + v.about + "\n";
+  }
+  if (auto s = write_file_atomic(outdir + "/vectors.txt", as_bytes(index)); !s.ok()) die("vectors.txt: " + s.error().message());
+  std::printf("wrote %zu vectors to %s\n", vectors.size(), outdir.c_str());
+  return 0;
+}

@@ -34,22 +34,24 @@ T must(Result<T> r, const char* what) {
 // A 64-byte ELF64 little-endian ET_REL header for x86_64, then a marker: enough for the
 // container's payload checks, not a linkable object (the format does not need one).
 Bytes fake_object() {
-  Bytes b(64, 0);
+  const std::string_view tail = "xcargo test vector object payload";
+  Bytes b(64 + tail.size(), 0);
   const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
   std::memcpy(b.data(), ident, sizeof ident);
   le::store16(b.data() + 16, 1);   // ET_REL
   le::store16(b.data() + 18, 62);  // EM_X86_64
   le::store32(b.data() + 20, 1);   // EV_CURRENT
   le::store16(b.data() + 52, 64);  // e_ehsize
-  const std::string_view tail = "xcargo test vector object payload";
-  b.insert(b.end(), tail.begin(), tail.end());
+  std::memcpy(b.data() + 64, tail.data(), tail.size());
   return b;
 }
 
 Bytes fake_bitcode() {
-  Bytes b = {'B', 'C', 0xC0, 0xDE};
   const std::string_view tail = "xcargo test vector bitcode payload";
-  b.insert(b.end(), tail.begin(), tail.end());
+  Bytes b(4 + tail.size());
+  const uint8_t magic[4] = {'B', 'C', 0xC0, 0xDE};
+  std::memcpy(b.data(), magic, 4);
+  std::memcpy(b.data() + 4, tail.data(), tail.size());
   return b;
 }
 

@@ -69,7 +69,7 @@ std::vector<std::string> common_flags(const CompileRequest& req, Lang lang) {
   std::vector<std::string> f = {"-c", "-O" + req.opt_level, "-ffreestanding", "-nostdlibinc", "-fno-stack-protector",
                                 "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-fno-common",
                                 "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-addrsig",
-                                "-Wno-unused-command-line-argument"};
+                                "-Wno-unused-command-line-argument", "-Wno-override-module"};
   if (lang == Lang::c) f.push_back("-std=c17");
   if (lang == Lang::cxx) {
     for (const char* x : {"-std=c++17", "-fno-exceptions", "-fno-rtti", "-nostdinc++", "-fno-threadsafe-statics"})

@@ -51,8 +51,8 @@ XC_API int memcmp(const void *a, const void *b, size_t n);
 XC_API size_t strlen(const char *s);
 
 /* libm subset. */
-#define XC_MATH1(f) XC_API double f(double); XC_API float f##f(float);
-#define XC_MATH2(f) XC_API double f(double, double); XC_API float f##f(float, float);
+#define XC_MATH1(fn) XC_API double fn(double); XC_API float fn##f(float);
+#define XC_MATH2(fn) XC_API double fn(double, double); XC_API float fn##f(float, float);
 XC_MATH1(sqrt) XC_MATH1(fabs) XC_MATH1(floor) XC_MATH1(ceil) XC_MATH1(round) XC_MATH1(trunc)
 XC_MATH1(exp) XC_MATH1(exp2) XC_MATH1(log) XC_MATH1(log2) XC_MATH1(log10) XC_MATH1(cbrt)
 XC_MATH1(sin) XC_MATH1(cos) XC_MATH1(tan) XC_MATH1(asin) XC_MATH1(acos) XC_MATH1(atan)

@@ -1,0 +1,135 @@
+// Tests of the build driver with the real clang-16: entries, imports, refusals, reproducibility.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "support.h"
+#include "xcargo/abi.h"
+#include "xcargo/compile.h"
+
+using namespace xcargo;
+
+static std::string write(const test::ScratchDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+static std::string example(const std::string& path) { return test::source_dir() + "/examples/" + path; }
+
+TEST_CASE("targets parse into triples and CPUs", "[compile]") {
+  auto t = parse_target("x86_64:x86-64-v3");
+  REQUIRE(t.ok());
+  CHECK(t->triple == "x86_64-unknown-linux-gnu");
+  CHECK(t->cpu == "x86-64-v3");
+  CHECK(parse_target("bitcode")->kind == VariantKind::bitcode);
+  CHECK(parse_target("aarch64")->cpu == "generic");
+  CHECK(parse_target("riscv64")->triple == "riscv64-unknown-linux-gnu");
+  CHECK(parse_target("sparc").error().code() == Errc::invalid_argument);
+  CHECK(parse_target("bitcode:znver4").error().code() == Errc::invalid_argument);
+  CHECK(parse_target("x86_64:-fplugin=x").error().code() == Errc::invalid_argument);
+}
+
+TEST_CASE("hello builds for the default targets with its two entries", "[compile]") {
+  auto r = compile_kernels({{example("hello/hello.c")}});
+  REQUIRE(r.ok());
+  CHECK(r->entries == std::vector<std::string>{"add", "greet"});
+  REQUIRE(r->payloads.size() == 3);
+  CHECK(r->payloads[0].variant.kind == VariantKind::bitcode);
+  CHECK(r->payloads[1].variant.triple == "x86_64-unknown-linux-gnu");
+  CHECK(r->payloads[2].variant.triple == "aarch64-unknown-linux-gnu");
+  for (const auto& p : r->payloads) {
+    for (const auto& i : p.variant.imports) CHECK(abi::is_allowed_import(i));
+    CHECK(std::count(p.variant.imports.begin(), p.variant.imports.end(), "xc_reply") == 1);
+  }
+}
+
+TEST_CASE("the C++ example and riscv64 build too", "[compile]") {
+  CompileRequest req{{example("cpp-reduce/reduce.cc")}, {"x86_64", "riscv64"}};
+  auto r = compile_kernels(req);
+  REQUIRE(r.ok());
+  CHECK(r->entries == std::vector<std::string>{"stats_f64", "stats_i32"});
+}
+
+TEST_CASE("a kernel importing a forbidden symbol is refused, naming it", "[compile]") {
+  test::ScratchDir dir;
+  auto src = write(dir, "bad.c",
+                   "#include <xcargo/kernel.h>\n"
+                   "int system(const char *);\n"
+                   "XC_ENTRY int run(xc_ctx *c, const void *in, size_t n) { return system(\"id\"); }\n");
+  auto r = compile_kernels({{src}, {"x86_64"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::import);
+  CHECK(r.error().message().find("'system'") != std::string::npos);
+}
+
+TEST_CASE("no entry points, static entries and compile errors are refused", "[compile]") {
+  test::ScratchDir dir;
+  auto none = write(dir, "none.c", "#include <xcargo/kernel.h>\nint f(void) { return 1; }\n");
+  auto r = compile_kernels({{none}, {"x86_64"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("no entry points") != std::string::npos);
+
+  auto st = write(dir, "st.c", "#include <xcargo/kernel.h>\nXC_ENTRY static int f(xc_ctx *c, const void *i, size_t n) { return 0; }\n");
+  r = compile_kernels({{st}, {"bitcode"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("static") != std::string::npos);
+
+  auto broken = write(dir, "broken.c", "this is not C\n");
+  r = compile_kernels({{broken}, {"x86_64"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::compile);
+
+  r = compile_kernels({{dir / "missing.c"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::io);
+  r = compile_kernels({{dir / "notes.txt"}});
+  CHECK(r.error().code() == Errc::invalid_argument);
+}
+
+TEST_CASE("several sources link into one payload per target", "[compile]") {
+  test::ScratchDir dir;
+  auto a = write(dir, "a.c", "#include <xcargo/kernel.h>\nint twice(int);\n"
+                             "XC_ENTRY int run(xc_ctx *c, const void *i, size_t n) { int v = twice((int)n); return xc_reply(c, &v, 4); }\n");
+  auto b = write(dir, "b.c", "int twice(int x) { return 2 * x; }\n");
+  auto r = compile_kernels({{a, b}, {"bitcode", "x86_64", "aarch64"}});
+  REQUIRE(r.ok());
+  for (const auto& p : r->payloads) CHECK(p.variant.imports == std::vector<std::string>{"xc_reply"});
+}
+
+TEST_CASE("LLVM IR sources are accepted", "[compile]") {
+  test::ScratchDir dir;
+  auto ll = write(dir, "k.ll",
+                  "define i32 @run(ptr %c, ptr %i, i64 %n) section \".text.xc_entry\" {\n  ret i32 0\n}\n");
+  auto r = compile_kernels({{ll}, {"bitcode", "x86_64"}});
+  REQUIRE(r.ok());
+  CHECK(r->entries == std::vector<std::string>{"run"});
+}
+
+TEST_CASE("compiling twice gives identical payloads", "[compile]") {
+  auto a = compile_kernels({{example("sgemm/sgemm.c")}});
+  auto b = compile_kernels({{example("sgemm/sgemm.c")}});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (size_t i = 0; i < a->payloads.size(); ++i) CHECK(a->payloads[i].raw == b->payloads[i].raw);
+}
+
+// kernel.h and the allow-list describe the same API: a kernel that calls every function
+// kernel.h declares imports exactly the allow-list.
+TEST_CASE("kernel.h declares exactly the allow-list", "[compile][abi]") {
+  std::ifstream in(test::source_dir() + "/libcargo/kernel-include/xcargo/kernel.h");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> allowed(abi::allowed_imports().begin(), abi::allowed_imports().end());
+  // Call each allowed function through a pointer so no builtin lowering removes the import.
+  std::string body = "#include <xcargo/kernel.h>\n#undef memcpy\n#undef memmove\n#undef memset\n#undef memcmp\n"
+                     "#undef strlen\n#undef sqrt\n#undef sqrtf\n#undef fabs\n#undef fabsf\n#undef fma\n#undef fmaf\n"
+                     "XC_ENTRY int run(xc_ctx *c, const void *i, size_t n) {\n  void *volatile sink;\n";
+  for (const auto& s : allowed) body += "  sink = (void *)&" + s + ";\n";
+  body += "  (void)sink; return 0;\n}\n";
+  test::ScratchDir dir;
+  auto r = compile_kernels({{write(dir, "all.c", body)}, {"x86_64"}});
+  REQUIRE(r.ok());
+  const auto& imports = r->payloads[0].variant.imports;
+  CHECK(std::set<std::string>(imports.begin(), imports.end()) == allowed);
+}

@@ -1,0 +1,66 @@
+// Implementation of the shared test helpers.
+#include "support.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace xcargo::test {
+
+ScratchDir::ScratchDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "xcargo-test-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+static SigningKey load_key(const std::string& name) {
+  auto k = SigningKey::load(vectors_dir() + "/keys/" + name);
+  if (!k.ok()) throw std::runtime_error(k.error().message());
+  return std::move(*k);
+}
+
+SigningKey vector_signer() { return load_key("vector-signer.key"); }
+SigningKey other_signer() { return load_key("other-signer.key"); }
+
+TrustStore vector_trust() {
+  auto t = TrustStore::load(vectors_dir() + "/keys/vector-signer.pub");
+  if (!t.ok()) throw std::runtime_error(t.error().message());
+  return std::move(*t);
+}
+
+Manifest small_manifest() {
+  Manifest m;
+  m.name = "small";
+  m.version = "1.2.3";
+  m.entries = {"add", "sub"};
+  m.toolchain = {{"xcargo", "test"}};
+  return m;
+}
+
+std::vector<Payload> small_payloads() {
+  Bytes obj(200, 0x5a);
+  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  std::memcpy(obj.data(), ident, sizeof ident);
+  obj[16] = 1, obj[17] = 0;  // ET_REL
+  obj[18] = 62;  // EM_X86_64
+  obj[19] = 0;
+  Bytes bc(300, 0x33);
+  bc[0] = 'B', bc[1] = 'C', bc[2] = 0xC0, bc[3] = 0xDE;
+  Payload b{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"add", "add"}, {"sub", "sub"}}, {"xc_reply"}}, bc};
+  Payload x{{"x86_64", VariantKind::object, 0, "x86_64-unknown-linux-gnu", "x86-64", 0, {}, {{"add", "add"}, {"sub", "sub"}}, {"memcpy", "xc_reply"}}, obj};
+  return {b, x};
+}
+
+Bytes small_cargo(int zstd_level) {
+  auto b = write_cargo(small_manifest(), small_payloads(), {zstd_level});
+  if (!b.ok()) throw std::runtime_error(b.error().message());
+  return std::move(*b);
+}
+
+}  // namespace xcargo::test

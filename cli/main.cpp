@@ -1,5 +1,6 @@
 // xcargo: the command-line tool. Parses the verb and its options, runs it, maps errors to
 // the exit codes of exit_codes.h.
+#include <cctype>
 #include <cstdio>
 #include <map>
 
@@ -24,6 +25,19 @@ int main(int argc, char** argv) {
       if (sub->get_name() == v.name) before = sub;
     runners[before] = std::move(r);
   }
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string verbs;
+    for (const Verb& v : kVerbs) {
+      known = known || v.name == std::string(argv[1]);
+      verbs += (verbs.empty() ? "" : ", ") + std::string(v.name);
+    }
+    if (!known) {
+      std::fprintf(stderr, "xcargo: error: unknown verb '%s'\nhint: verbs are %s; see 'xcargo --help'\n", argv[1],
+                   verbs.c_str());
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -34,6 +48,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
+    if (!what.empty()) what[0] = char(std::tolower(static_cast<unsigned char>(what[0])));
     std::fprintf(stderr, "xcargo: error: %s\n", what.c_str());
     std::string verb;
     for (CLI::App* sub : app.get_subcommands()) verb = sub->get_name();

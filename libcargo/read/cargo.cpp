@@ -3,6 +3,9 @@
 
 #include <zstd.h>
 
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -46,6 +49,64 @@ Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& 
   return raw;
 }
 
+// Incremental SHA-256 (OpenSSL EVP).
+class Sha256Stream {
+public:
+  Sha256Stream() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
+  void update(const void* p, size_t n) { EVP_DigestUpdate(ctx_.get(), p, n); }
+  Digest finish() {
+    Digest d{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), d.data(), &len);
+    return d;
+  }
+
+private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+};
+
+// The same checks as decode() followed by a raw digest comparison, without holding the
+// raw bytes: the frame is decompressed in chunks through `scratch` and hashed as it goes.
+// `head` receives the first bytes of the raw payload (for the payload magic checks).
+Status check_streaming(ByteView stored, const SectionEntry& s, const std::string& desc, const Digest* raw_digest,
+                       ZSTD_DStream* ds, Bytes& scratch, Bytes& head) {
+  if (sha256(stored) != s.stored_sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+  head.clear();
+  if (s.compression == Compression::none) {
+    head.assign(stored.begin(), stored.begin() + std::min<size_t>(stored.size(), 64));
+    if (raw_digest && s.stored_sha256 != *raw_digest) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+    return {};
+  }
+  unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return Error(Errc::malformed, desc + ": not a zstd frame");
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared != s.raw_size)
+    return Error(Errc::malformed, desc + ": zstd frame size does not match the declared size " + std::to_string(s.raw_size));
+  size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
+  if (ZSTD_isError(frame) || frame != stored.size())
+    return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
+  ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
+  Sha256Stream hash;
+  ZSTD_inBuffer in{stored.data(), stored.size(), 0};
+  uint64_t produced = 0;
+  size_t ret = 1;
+  while (ret != 0) {
+    ZSTD_outBuffer out{scratch.data(), scratch.size(), 0};
+    ret = ZSTD_decompressStream(ds, &out, &in);
+    if (ZSTD_isError(ret)) return Error(Errc::malformed, desc + ": zstd: " + ZSTD_getErrorName(ret));
+    produced += out.pos;
+    if (produced > s.raw_size)
+      return Error(Errc::malformed, desc + ": decompresses to more than the declared " + std::to_string(s.raw_size) + " bytes");
+    if (head.size() < 64) head.insert(head.end(), scratch.data(), scratch.data() + std::min<size_t>(out.pos, 64 - head.size()));
+    hash.update(scratch.data(), out.pos);
+    if (ret != 0 && in.pos == in.size && out.pos == 0)
+      return Error(Errc::malformed, desc + ": zstd frame is truncated");
+  }
+  if (produced != s.raw_size)
+    return Error(Errc::malformed, desc + ": decompressed to " + std::to_string(produced) + " bytes, declared " + std::to_string(s.raw_size));
+  if (raw_digest && hash.finish() != *raw_digest) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+  return {};
+}
+
 uint16_t elf_machine_for(std::string_view triple) {
   if (triple.starts_with("x86_64-")) return 62;    // EM_X86_64
   if (triple.starts_with("aarch64-")) return 183;  // EM_AARCH64
@@ -54,6 +115,7 @@ uint16_t elf_machine_for(std::string_view triple) {
 }
 
 // Cheap sanity checks of what a payload claims to be; the loader's linker checks the rest.
+// raw: the payload, or at least its first 64 bytes.
 Status check_payload(const Bytes& raw, const Variant& v, const std::string& desc) {
   if (v.kind == VariantKind::bitcode) {
     static const uint8_t kRaw[4] = {'B', 'C', 0xC0, 0xDE}, kWrapped[4] = {0xDE, 0xC0, 0x17, 0x0B};
@@ -168,12 +230,22 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
       return Error(Errc::manifest, "section " + std::to_string(i) + " (" + kind_label(c.sections[i].kind) +
                                        ") is not described by the manifest");
 
-  // Step 7: every section decompresses to its declared size and digest.
+  // Step 7: every section decompresses to its declared size and digest. Streamed through
+  // one scratch buffer: verification never holds a whole raw payload.
+  // One stream for all sections, so its window buffer is allocated once.
+  std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
+  if (!ds) return Error(Errc::io, "out of memory");
+  ZSTD_DCtx_setParameter(ds.get(), ZSTD_d_windowLogMax, 27);
+  Bytes scratch(ZSTD_DStreamOutSize()), head;
   for (uint32_t i = 1; i < c.sections.size(); ++i) {
-    auto raw = cargo.section_data(i);
-    XC_TRY(raw);
+    const SectionEntry& s = c.sections[i];
+    const Variant* variant = nullptr;
     for (const auto& v : cargo.manifest_.variants)
-      if (v.section == i) XC_TRY(check_payload(*raw, v, cargo.describe_section(i)));
+      if (v.section == i) variant = &v;
+    const std::string desc = cargo.describe_section(i);
+    ByteView stored = ByteView(cargo.bytes_).subspan(size_t(s.offset), size_t(s.stored_size));
+    XC_TRY(check_streaming(stored, s, desc, variant ? &variant->sha256 : nullptr, ds.get(), scratch, head));
+    if (variant) XC_TRY(check_payload(head, *variant, desc));
   }
   return cargo;
 }

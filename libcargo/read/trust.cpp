@@ -22,7 +22,31 @@ KeyId key_id_of(const std::array<uint8_t, 32>& raw) {
   return id;
 }
 
+// The DER SubjectPublicKeyInfo of every Ed25519 key is these 12 bytes and the 32-byte key
+// (RFC 8410). Decoding it directly skips OpenSSL's decoder framework, which costs ~0.5 ms
+// per key at start-up; anything else goes to PEM_read_bio_PUBKEY.
+static bool decode_ed25519_spki(std::string_view pem, std::array<uint8_t, 32>& raw) {
+  static constexpr std::string_view kBegin = "-----BEGIN PUBLIC KEY-----", kEnd = "-----END PUBLIC KEY-----";
+  static constexpr uint8_t kPrefix[12] = {0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00};
+  size_t b = pem.find(kBegin), e = pem.find(kEnd);
+  if (b == std::string_view::npos || e == std::string_view::npos || e < b) return false;
+  std::string b64;
+  for (char c : pem.substr(b + kBegin.size(), e - b - kBegin.size()))
+    if (c != '\n' && c != '\r' && c != ' ' && c != '\t') b64.push_back(c);
+  if (b64.size() != 60) return false;  // base64 of 44 bytes
+  uint8_t der[48];
+  if (EVP_DecodeBlock(der, reinterpret_cast<const unsigned char*>(b64.data()), int(b64.size())) != 45) return false;
+  if (std::memcmp(der, kPrefix, sizeof kPrefix) != 0) return false;
+  std::memcpy(raw.data(), der + sizeof kPrefix, raw.size());
+  return true;
+}
+
 Result<PublicKey> public_key_from_pem(std::string_view pem, const std::string& source) {
+  if (PublicKey fast; decode_ed25519_spki(pem, fast.raw)) {
+    fast.id = key_id_of(fast.raw);
+    fast.source = source;
+    return fast;
+  }
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), int(pem.size())), BIO_free);
   if (!bio) return Error(Errc::key, source + ": out of memory");
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr),

@@ -72,7 +72,9 @@ std::vector<Payload> base_payloads() {
   return {bc, obj};
 }
 
-Bytes unsigned_cargo(int level = 19) { return must(write_cargo(base_manifest(), base_payloads(), {level}), "write"); }
+Bytes unsigned_cargo(int level = 19, bool dictionary = true) {
+  return must(write_cargo(base_manifest(), base_payloads(), {level, dictionary}), "write");
+}
 
 // The manifest text of the base cargo, for vectors that edit it.
 std::string base_manifest_text() {
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
   const std::vector<Vector> vectors = {
       {"valid", "success", "two variants, zstd sections, signed by vector-signer", [&] { return sign(unsigned_cargo()); }},
       {"valid-uncompressed", "success", "sections stored without compression", [&] { return sign(unsigned_cargo(0)); }},
+      {"valid-plain-zstd", "success", "sections compressed with zstd and no dictionary (compression 1)",
+       [&] { return sign(unsigned_cargo(19, false)); }},
       {"valid-cosigned", "success", "signed by other-signer (unknown to the verifier) and vector-signer",
        [&] { return sign(must(add_signature(unsigned_cargo(), other), "sign")); }},
       {"valid-ancillary", "success", "an unknown ancillary section (kind 0x8001) that readers skip",
@@ -160,6 +164,18 @@ int main(int argc, char** argv) {
        [&] { Bytes b = unsigned_cargo(); le::store16(section_entry(b, 1) + fmt::kSecKind, 1); return sign(b); }},
       {"unknown-critical-section", "unsupported", "section 1 has critical kind 0x0042",
        [&] { Bytes b = unsigned_cargo(); le::store16(section_entry(b, 1) + fmt::kSecKind, 0x42); return sign(b); }},
+      {"dictionary-missing", "malformed", "section 1 was compressed with dictionary 1 but is labelled plain zstd (compression 1)",
+       [&] {
+         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}};
+         std::string y = base_manifest_text();
+         s[0].raw.assign(y.begin(), y.end());
+         for (auto& p : base_payloads())
+           s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode), p.raw});
+         // The frame refers to dictionary content that a plain zstd decoder does not have.
+         Bytes b = must(write_sections(s, {19, true}), "write");
+         section_entry(b, 1)[fmt::kSecCompression] = uint8_t(fmt::Compression::zstd);
+         return sign(b);
+       }},
       {"unknown-compression", "unsupported", "section 1 uses compression 7",
        [&] { Bytes b = unsigned_cargo(); section_entry(b, 1)[fmt::kSecCompression] = 7; return sign(b); }},
       {"trailing-data", "malformed", "one byte after the signature block",

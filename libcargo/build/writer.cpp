@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/le.h"
+#include "read/dictionary.h"
 #include "xcargo/format.h"
 
 namespace xcargo {
@@ -15,14 +16,18 @@ using namespace format;
 
 namespace {
 
-Result<Bytes> compress(ByteView raw, int level) {
+Result<Bytes> compress(ByteView raw, int level, bool dictionary) {
   std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
   if (!cctx) return Error(Errc::io, "zstd: out of memory");
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);  // readers require the size
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0);     // SHA-256 covers integrity
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_dictIDFlag, 0);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_windowLog, 0);
+  if (dictionary) {
+    ByteView d = dictionary1();
+    size_t rc = ZSTD_CCtx_loadDictionary(cctx.get(), d.data(), d.size());
+    if (ZSTD_isError(rc)) return Error(Errc::io, std::string("zstd dictionary: ") + ZSTD_getErrorName(rc));
+  }
   Bytes out(ZSTD_compressBound(raw.size()));
   size_t n = ZSTD_compress2(cctx.get(), out.data(), out.size(), raw.data(), raw.size());
   if (ZSTD_isError(n)) return Error(Errc::io, std::string("zstd: ") + ZSTD_getErrorName(n));
@@ -48,9 +53,9 @@ Result<Bytes> write_sections(const std::vector<RawSection>& sections, const Writ
       stored.push_back({Compression::none, s.raw});
       continue;
     }
-    auto z = compress(s.raw, options.zstd_level);
+    auto z = compress(s.raw, options.zstd_level, options.dictionary);
     XC_TRY(z);
-    stored.push_back({Compression::zstd, std::move(*z)});
+    stored.push_back({options.dictionary ? Compression::zstd_dict1 : Compression::zstd, std::move(*z)});
   }
   const uint64_t table_end = kHeaderSize + sections.size() * kSectionEntrySize;
   uint64_t content = table_end;

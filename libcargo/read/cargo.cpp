@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "common/le.h"
+#include "read/dictionary.h"
 #include "xcargo/file.h"
 
 namespace xcargo {
@@ -42,6 +43,11 @@ Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& 
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!dctx) return Error(Errc::io, desc + ": out of memory");
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, 27);  // at most 128 MiB of window
+  if (s.compression == Compression::zstd_dict1) {
+    const ZSTD_DDict* dict = dictionary1_ddict();
+    if (!dict) return Error(Errc::io, desc + ": cannot load zstd dictionary 1");
+    ZSTD_DCtx_refDDict(dctx.get(), dict);
+  }
   Bytes raw(size_t(s.raw_size));
   size_t n = ZSTD_decompressDCtx(dctx.get(), raw.data(), raw.size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) return Error(Errc::malformed, desc + ": zstd: " + ZSTD_getErrorName(n));
@@ -85,6 +91,10 @@ Status check_streaming(ByteView stored, const SectionEntry& s, const std::string
   if (ZSTD_isError(frame) || frame != stored.size())
     return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
   ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
+  const ZSTD_DDict* dict = nullptr;
+  if (s.compression == Compression::zstd_dict1 && !(dict = dictionary1_ddict()))
+    return Error(Errc::io, desc + ": cannot load zstd dictionary 1");
+  ZSTD_DCtx_refDDict(ds, dict);  // nullptr: no dictionary for this section
   Sha256Stream hash;
   ZSTD_inBuffer in{stored.data(), stored.size(), 0};
   uint64_t produced = 0;

@@ -90,7 +90,7 @@ static Status parse_sections(ByteView b, const Limits& limits, uint32_t count, C
     if (!s.ancillary() && !known_kind(s.kind))
       return Error(Errc::unsupported, where + ": unknown critical section kind " + std::to_string(s.kind))
           .hint("the cargo needs a newer reader, or it was damaged");
-    if (comp > uint8_t(Compression::zstd))
+    if (comp > uint8_t(Compression::zstd_dict1))
       return Error(Errc::unsupported, where + ": unknown compression " + std::to_string(comp));
     s.compression = Compression(comp);
 
@@ -108,7 +108,7 @@ static Status parse_sections(ByteView b, const Limits& limits, uint32_t count, C
                                     std::to_string(limits.max_total_raw_size));
     if (s.compression == Compression::none && s.stored_size != s.raw_size)
       return malformed(where + ": stored size differs from raw size for an uncompressed section");
-    if (s.compression == Compression::zstd &&
+    if (s.compression != Compression::none &&
         (s.stored_size == 0 || s.stored_size > ZSTD_compressBound(s.raw_size)))
       return malformed(where + ": stored size " + std::to_string(s.stored_size) +
                        " is impossible for a zstd frame of raw size " + std::to_string(s.raw_size));

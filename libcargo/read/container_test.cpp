@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/le.h"
+#include "read/dictionary.h"
 #include "support.h"
 #include "xcargo/cargo.h"
 
@@ -81,7 +82,7 @@ TEST_CASE("section table entries are checked", "[container]") {
   CHECK(with(0, [](uint8_t* e) { le::store16(e, uint16_t(fmt::SectionKind::bitcode)); }) == Errc::malformed);
   CHECK(with(1, [](uint8_t* e) { le::store16(e, uint16_t(fmt::SectionKind::manifest)); }) == Errc::malformed);
   CHECK(with(1, [](uint8_t* e) { le::store16(e, 0x0077); }) == Errc::unsupported);
-  CHECK(with(1, [](uint8_t* e) { e[fmt::kSecCompression] = 2; }) == Errc::unsupported);
+  CHECK(with(1, [](uint8_t* e) { e[fmt::kSecCompression] = 3; }) == Errc::unsupported);
   CHECK(with(1, [](uint8_t* e) { e[fmt::kSecReserved1] = 1; }) == Errc::malformed);
   CHECK(with(1, [](uint8_t* e) { le::store64(e + fmt::kSecOffset, le::load64(e + fmt::kSecOffset) - 1); }) == Errc::malformed);
   CHECK(with(1, [](uint8_t* e) { le::store64(e + fmt::kSecStoredSize, 0); }) == Errc::malformed);
@@ -126,4 +127,21 @@ TEST_CASE("two signatures by the same key are refused", "[container]") {
   twice.insert(twice.end(), once->end() - fmt::kSigEntrySize, once->end());
   le::store32(twice.data() + c->content_size + 4, 2);
   CHECK(parse_error(twice) == Errc::malformed);
+}
+
+TEST_CASE("the embedded dictionary is dictionary 1 of the spec", "[container]") {
+  CHECK(dictionary1().size() == fmt::kDictionary1Size);
+  CHECK(to_hex(sha256(dictionary1())) == fmt::kDictionary1Sha256);
+}
+
+TEST_CASE("sections compress with the dictionary by default, plain zstd on request", "[container]") {
+  auto with_dict = parse_container(test::small_cargo());
+  REQUIRE(with_dict.ok());
+  for (const auto& s : with_dict->sections) CHECK(s.compression == fmt::Compression::zstd_dict1);
+  auto plain_bytes = write_cargo(test::small_manifest(), test::small_payloads(), {19, false});
+  REQUIRE(plain_bytes.ok());
+  auto plain = parse_container(*plain_bytes);
+  REQUIRE(plain.ok());
+  for (const auto& s : plain->sections) CHECK(s.compression == fmt::Compression::zstd);
+  CHECK(load_cargo(*plain_bytes, nullptr).ok());
 }

@@ -47,8 +47,13 @@ inline constexpr uint16_t kAncillaryBit = 0x8000;
 
 enum class Compression : uint8_t {
   none = 0,
-  zstd = 1,
+  zstd = 1,        // a zstd frame without dictionary
+  zstd_dict1 = 2,  // a zstd frame compressed with built-in dictionary 1 (spec section 4.3)
 };
+
+// Dictionary 1: format-spec/dictionary/xcargo-dict-1.zdict, embedded in the reader.
+inline constexpr size_t kDictionary1Size = 16384;
+inline constexpr char kDictionary1Sha256[] = "5cf56f9924d54faa872dd2c0640913140f7ee2137b8c1a422ebb8d76239b5d8e";
 
 // Signature block (section 6 of the spec), immediately after the content.
 inline constexpr uint8_t kSigMagic[4] = {'X', 'S', 'I', 'G'};

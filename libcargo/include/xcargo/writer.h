@@ -18,7 +18,8 @@ struct Payload {
 };
 
 struct WriteOptions {
-  int zstd_level = 19;  // 0 stores sections uncompressed
+  int zstd_level = 19;     // 0 stores sections uncompressed
+  bool dictionary = true;  // compress with built-in dictionary 1 (compression 2), else plain zstd
 };
 
 // The canonical YAML text of a manifest: same Manifest, same bytes.

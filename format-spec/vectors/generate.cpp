@@ -89,14 +89,17 @@ std::string base_manifest_text() {
   return emit_manifest(m);
 }
 
-// A cargo whose manifest is the given text, with the base payloads.
-Bytes with_manifest(const std::string& yaml) {
+// The sections of the base cargo with the given manifest text.
+std::vector<RawSection> sections_with(const std::string& yaml) {
   std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), Bytes(yaml.begin(), yaml.end())}};
   for (auto& p : base_payloads())
     s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode),
                  p.raw});
-  return must(write_sections(s), "write_sections");
+  return s;
 }
+
+// A cargo whose manifest is the given text, with the base payloads.
+Bytes with_manifest(const std::string& yaml) { return must(write_sections(sections_with(yaml)), "write_sections"); }
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);
@@ -131,11 +134,7 @@ int main(int argc, char** argv) {
        [&] { return sign(must(add_signature(unsigned_cargo(), other), "sign")); }},
       {"valid-ancillary", "success", "an unknown ancillary section (kind 0x8001) that readers skip",
        [&] {
-         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}};
-         std::string y = base_manifest_text();
-         s[0].raw.assign(y.begin(), y.end());
-         for (auto& p : base_payloads())
-           s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode), p.raw});
+         std::vector<RawSection> s = sections_with(base_manifest_text());
          s.push_back({0x8001, Bytes{'n', 'o', 't', 'e'}});
          return sign(must(write_sections(s), "write"));
        }},
@@ -166,11 +165,7 @@ int main(int argc, char** argv) {
        [&] { Bytes b = unsigned_cargo(); le::store16(section_entry(b, 1) + fmt::kSecKind, 0x42); return sign(b); }},
       {"dictionary-missing", "malformed", "section 1 was compressed with dictionary 1 but is labelled plain zstd (compression 1)",
        [&] {
-         std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), {}}};
-         std::string y = base_manifest_text();
-         s[0].raw.assign(y.begin(), y.end());
-         for (auto& p : base_payloads())
-           s.push_back({uint16_t(p.variant.kind == VariantKind::object ? fmt::SectionKind::elf_object : fmt::SectionKind::bitcode), p.raw});
+         std::vector<RawSection> s = sections_with(base_manifest_text());
          // The frame refers to dictionary content that a plain zstd decoder does not have.
          Bytes b = must(write_sections(s, {19, true}), "write");
          section_entry(b, 1)[fmt::kSecCompression] = uint8_t(fmt::Compression::zstd);

@@ -28,11 +28,8 @@ std::string kind_label(uint16_t kind) {
   return "ancillary kind " + std::to_string(kind);
 }
 
-// Decompresses a section into exactly raw_size bytes; the output buffer is sized from the
-// declared size, which parse_container() already checked against the limits.
-Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& desc) {
-  if (sha256(stored) != s.stored_sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
-  if (s.compression == Compression::none) return Bytes(stored.begin(), stored.end());
+// Spec 4.2, before any decompression: one frame, declaring exactly the section's raw size.
+Status check_frame(ByteView stored, const SectionEntry& s, const std::string& desc) {
   unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return Error(Errc::malformed, desc + ": not a zstd frame");
   if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared != s.raw_size)
@@ -40,6 +37,15 @@ Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& 
   size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
   if (ZSTD_isError(frame) || frame != stored.size())
     return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
+  return {};
+}
+
+// Decompresses a section into exactly raw_size bytes; the output buffer is sized from the
+// declared size, which parse_container() already checked against the limits.
+Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& desc) {
+  if (sha256(stored) != s.stored_sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+  if (s.compression == Compression::none) return Bytes(stored.begin(), stored.end());
+  XC_TRY(check_frame(stored, s, desc));
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!dctx) return Error(Errc::io, desc + ": out of memory");
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, 27);  // at most 128 MiB of window
@@ -83,13 +89,7 @@ Status check_streaming(ByteView stored, const SectionEntry& s, const std::string
     if (raw_digest && s.stored_sha256 != *raw_digest) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
     return {};
   }
-  unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
-  if (declared == ZSTD_CONTENTSIZE_ERROR) return Error(Errc::malformed, desc + ": not a zstd frame");
-  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared != s.raw_size)
-    return Error(Errc::malformed, desc + ": zstd frame size does not match the declared size " + std::to_string(s.raw_size));
-  size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
-  if (ZSTD_isError(frame) || frame != stored.size())
-    return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
+  XC_TRY(check_frame(stored, s, desc));
   ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
   const ZSTD_DDict* dict = nullptr;
   if (s.compression == Compression::zstd_dict1 && !(dict = dictionary1_ddict()))

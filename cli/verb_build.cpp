@@ -20,17 +20,17 @@ Runner add_build(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("build", "Compile C/C++ kernels (or LLVM IR) into a cargo");
-  cmd->add_option("sources", o->sources, "Kernel sources: .c, .cc/.cpp/.cxx, .ll, .bc")->required();
-  cmd->add_option("-o,--output", o->out, "The cargo to write (OUT.xcargo)")->required();
-  cmd->add_option("--name", o->name, "Cargo name (default: the output file's name without .xcargo)");
-  cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str();
+  cmd->add_option("sources", o->sources, "Kernel sources: .c, .cc/.cpp/.cxx, .ll, .bc")->required()->type_name("SRC");
+  cmd->add_option("-o,--output", o->out, "The cargo to write (OUT.xcargo)")->required()->type_name("FILE");
+  cmd->add_option("--name", o->name, "Cargo name (default: the output file's name without .xcargo)")->type_name("NAME");
+  cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str()->type_name("VERSION");
   cmd->add_option("-t,--target", o->targets,
                   "Variant to build, repeatable: bitcode, x86_64[:CPU], aarch64[:CPU], riscv64[:CPU]\n"
-                  "(default: bitcode x86_64 aarch64)");
-  cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str();
-  cmd->add_option("-I", o->includes, "Add an include directory");
-  cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)");
-  cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written");
+                  "(default: bitcode x86_64 aarch64)")->type_name("TARGET");
+  cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str()->type_name("LEVEL");
+  cmd->add_option("-I", o->includes, "Add an include directory")->type_name("DIR");
+  cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)")->type_name("MACRO");
+  cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written")->type_name("KEY");
   cmd->add_option("-j,--jobs", o->jobs, "Compiler processes to run at once")->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--zstd-level", o->level, "Compression level, 1-19; 0 stores sections uncompressed")
       ->capture_default_str()

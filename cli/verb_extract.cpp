@@ -12,9 +12,9 @@ Runner add_extract(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("extract", "Write one variant out as a plain .o or .bc file");
-  cmd->add_option("cargo", o->cargo, "The cargo to read")->required();
-  cmd->add_option("--variant", o->variant, "Variant name, as 'xcargo inspect' lists them")->required();
-  cmd->add_option("-o,--output", o->out, "The file to write")->required();
+  cmd->add_option("cargo", o->cargo, "The cargo to read")->required()->type_name("CARGO");
+  cmd->add_option("--variant", o->variant, "Variant name, as 'xcargo inspect' lists them")->required()->type_name("NAME");
+  cmd->add_option("-o,--output", o->out, "The file to write")->required()->type_name("FILE");
   cmd->footer("The payload's digests are checked before anything is written.");
   return [o] {
     auto bytes = read_cargo_file(o->cargo);

@@ -15,8 +15,8 @@ Runner add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show what a cargo holds");
-  cmd->add_option("cargo", o->cargo, "The cargo to inspect")->required();
-  cmd->add_option("--trust", o->trust, "Also check signatures against these keys (a .pub file or a directory)");
+  cmd->add_option("cargo", o->cargo, "The cargo to inspect")->required()->type_name("CARGO");
+  cmd->add_option("--trust", o->trust, "Also check signatures against these keys (a .pub file or a directory)")->type_name("PATH");
   cmd->add_flag("--json", o->json, "Print JSON on stdout");
   cmd->footer("Structure, manifest and digests are always checked; signatures only with --trust.\n"
               "Use 'xcargo verify' to decide whether to trust a cargo.");

@@ -14,7 +14,7 @@ Runner add_keygen(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("keygen", "Make an Ed25519 signing key: KEY (private, 0600) and KEY.pub");
-  cmd->add_option("-o,--output", o->out, "Path of the private key; the public key goes to PATH.pub")->required();
+  cmd->add_option("-o,--output", o->out, "Path of the private key; the public key goes to PATH.pub")->required()->type_name("PATH");
   cmd->add_flag("--force", o->force, "Overwrite existing key files");
   cmd->footer("Copy KEY.pub into the trust directory of every verifier and loader that should accept\n"
               "cargos signed with KEY. Keep KEY secret.");

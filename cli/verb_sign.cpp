@@ -13,9 +13,9 @@ Runner add_sign(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("sign", "Add a signature to a cargo");
-  cmd->add_option("cargo", o->cargo, "The cargo to sign")->required();
-  cmd->add_option("--key", o->key, "Private key (from 'xcargo keygen')")->required();
-  cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place");
+  cmd->add_option("cargo", o->cargo, "The cargo to sign")->required()->type_name("CARGO");
+  cmd->add_option("--key", o->key, "Private key (from 'xcargo keygen')")->required()->type_name("KEY");
+  cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place")->type_name("FILE");
   cmd->footer("Existing signatures are kept; signing twice with the same key changes nothing.\n"
               "The cargo's digest (its identity) does not change when signatures are added.");
   return [o] {

@@ -15,8 +15,8 @@ Runner add_verify(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("verify", "Check a cargo's structure, digests and signatures");
-  cmd->add_option("cargo", o->cargo, "The cargo to verify")->required();
-  cmd->add_option("--trust", o->trust, "A trusted .pub key, or a directory of them")->required();
+  cmd->add_option("cargo", o->cargo, "The cargo to verify")->required()->type_name("CARGO");
+  cmd->add_option("--trust", o->trust, "A trusted .pub key, or a directory of them")->required()->type_name("PATH");
   cmd->add_flag("--json", o->json, "Print the result as JSON on stdout");
   cmd->footer("Exit codes: 0 valid and signed by a trusted key; 1 verification failed;\n"
               "2 usage or I/O error (including an unreadable trust store).");

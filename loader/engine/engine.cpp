@@ -1,0 +1,260 @@
+// Engine: the load pipeline (verify, select, compile or cache, import check, link) and invoke.
+#include "engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include "disk_cache.h"
+#include "jit.h"
+#include "runtime.h"
+#include "xcargo/abi.h"
+
+namespace xcargo::loader {
+
+const char* invoke_status_name(InvokeStatus s) {
+  switch (s) {
+    case InvokeStatus::ok: return "ok";
+    case InvokeStatus::kernel_error: return "kernel_error";
+    case InvokeStatus::not_loaded: return "not_loaded";
+    case InvokeStatus::no_entry: return "no_entry";
+    case InvokeStatus::reply_too_large: return "reply_too_large";
+    case InvokeStatus::crashed: return "crashed";
+    case InvokeStatus::timeout: return "timeout";
+    case InvokeStatus::refused: return "refused";
+    case InvokeStatus::internal: return "internal";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Loaded {
+  LoadedSummary summary;
+  std::map<std::string, EntryFn, std::less<>> entries;
+  std::atomic<uint64_t> invocations{0};
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  EngineConfig config;
+  TrustStore trust;
+  DiskCache cache;
+  std::unique_ptr<Jit> jit;
+  mutable std::shared_mutex mu;  // guards cargos
+  std::map<Digest, std::shared_ptr<Loaded>> cargos;
+  std::mutex load_mu;            // one load at a time: loads are rare, invocations are not
+  std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0},
+      invocations{0}, invocations_failed{0};
+
+  void log(const std::string& line) const {
+    if (config.log) config.log(line);
+  }
+  std::string cache_key(const Digest& digest, const Variant& v) const;
+  Result<LoadReport> load(Bytes bytes);
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore trust) {
+  std::unique_ptr<Engine> e(new Engine());
+  auto cache = DiskCache::open(config.cache_dir);
+  XC_TRY(cache);
+  auto jit = Jit::create();
+  XC_TRY(jit);
+  e->impl_->config = std::move(config);
+  e->impl_->trust = std::move(trust);
+  e->impl_->cache = std::move(*cache);
+  e->impl_->jit = std::move(*jit);
+  return e;
+}
+
+const HostInfo& Engine::host() const { return impl_->jit->host(); }
+
+std::string Engine::Impl::cache_key(const Digest& digest, const Variant& v) const {
+  const HostInfo& h = jit->host();
+  std::string features;
+  for (const auto& f : h.features) features += f + ",";
+  std::string key = "xcargo-jit-v1\n" + to_hex(digest) + "\n" + v.name + "\n" + to_hex(v.sha256) + "\n" + h.triple +
+                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\nO2\n";
+  return to_hex(sha256(as_bytes(key)));
+}
+
+Result<LoadReport> Engine::Impl::load(Bytes bytes) {
+  LoadReport report;
+  auto t0 = Clock::now();
+  auto cargo = load_cargo(std::move(bytes), &trust, config.limits);
+  XC_TRY(cargo);
+  report.verify_ms = ms_since(t0);
+  report.digest = cargo->digest();
+  const Manifest& m = cargo->manifest();
+  report.name = m.name;
+  report.version = m.version;
+  {
+    std::shared_lock lock(mu);
+    if (auto it = cargos.find(report.digest); it != cargos.end()) {
+      report.already_loaded = true;
+      report.variant = it->second->summary.variant;
+      return report;
+    }
+  }
+  auto chosen = select_variant(m, jit->host(), config.prefer);
+  XC_TRY(chosen);
+  const Variant& v = **chosen;
+  report.variant = v.name;
+  const std::string what = m.name + " " + v.name;
+  auto payload = cargo->variant_payload(v);
+  XC_TRY(payload);
+
+  Bytes object;
+  if (v.kind == VariantKind::bitcode) {
+    auto t1 = Clock::now();
+    const std::string key = cache_key(report.digest, v);
+    bool corrupt = false;
+    if (auto hit = cache.get(key, &corrupt)) {
+      object = std::move(*hit);
+      report.disk_cache_hit = true;
+      cache_hits++;
+    } else {
+      if (corrupt) {
+        cache_corrupt++;
+        log("disk cache: damaged entry " + key + " removed; compiling again");
+      }
+      if (cache.enabled()) cache_misses++;
+      auto compiled = jit->compile_bitcode(*payload, what);
+      XC_TRY(compiled);
+      object = std::move(*compiled);
+      report.jit_compiled = true;
+      jit_compiles++;
+      if (auto s = cache.put(key, object); !s.ok()) log("disk cache: cannot store " + key + ": " + s.error().message());
+    }
+    report.codegen_ms = ms_since(t1);
+  } else {
+    object = std::move(*payload);
+  }
+
+  // The allow-list, checked on what will actually be linked, before any of it is linked.
+  auto undefined = jit->undefined_symbols(object, what);
+  XC_TRY(undefined);
+  std::vector<std::string> forbidden;
+  for (const auto& s : *undefined)
+    if (!abi::is_allowed_import(s)) forbidden.push_back(s);
+  if (!forbidden.empty()) {
+    std::string list;
+    for (const auto& s : forbidden) list += (list.empty() ? "'" : ", '") + s + "'";
+    return Error(Errc::import, what + ": imports " + list + ", outside the allowed kernel API")
+        .hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+  }
+
+  auto t2 = Clock::now();
+  std::vector<std::string> symbols;
+  for (const auto& e : v.entries) symbols.push_back(e.symbol);
+  auto addrs = jit->link(object, to_hex(report.digest) + "/" + v.name, symbols);
+  XC_TRY(addrs);
+  report.link_ms = ms_since(t2);
+
+  auto loaded = std::make_shared<Loaded>();
+  loaded->summary = {report.digest, m.name, m.version, v.name, {}, m.entries, 0};
+  for (const auto& x : m.variants) loaded->summary.variants.push_back(x.name);
+  for (size_t i = 0; i < v.entries.size(); ++i)
+    loaded->entries[v.entries[i].entry] = reinterpret_cast<EntryFn>((*addrs)[i]);
+  std::unique_lock lock(mu);
+  cargos[report.digest] = std::move(loaded);
+  return report;
+}
+
+Result<LoadReport> Engine::load(Bytes bytes) {
+  std::lock_guard<std::mutex> lock(impl_->load_mu);
+  auto r = impl_->load(std::move(bytes));
+  if (!r.ok()) impl_->loads_refused++;
+  return r;
+}
+
+bool Engine::has(const Digest& digest) const {
+  std::shared_lock lock(impl_->mu);
+  return impl_->cargos.count(digest) > 0;
+}
+
+InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+  InvokeResult r;
+  impl_->invocations++;
+  std::shared_ptr<Loaded> cargo;
+  {
+    std::shared_lock lock(impl_->mu);
+    if (auto it = impl_->cargos.find(digest); it != impl_->cargos.end()) cargo = it->second;
+  }
+  if (!cargo) {
+    impl_->invocations_failed++;
+    r.status = InvokeStatus::not_loaded;
+    r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
+    return r;
+  }
+  r.variant = cargo->summary.variant;
+  auto it = cargo->entries.find(entry);
+  if (it == cargo->entries.end()) {
+    impl_->invocations_failed++;
+    r.status = InvokeStatus::no_entry;
+    std::string names;
+    for (const auto& [name, fn] : cargo->entries) names += (names.empty() ? "" : ", ") + name;
+    r.message = "cargo " + cargo->summary.name + " has no entry '" + std::string(entry) + "' (entries: " + names + ")";
+    return r;
+  }
+  xc_ctx ctx;
+  ctx.max_reply = impl_->config.max_reply;
+  ctx.alloc_budget = impl_->config.max_alloc;
+  ctx.node_id = impl_->config.node_id;
+  ctx.node_count = impl_->config.node_count;
+  if (impl_->config.log) {
+    std::string tag = cargo->summary.name + "/" + std::string(entry) + ": ";
+    ctx.log = [this, tag](std::string_view line) { impl_->log(tag + std::string(line)); };
+  }
+  cargo->invocations++;
+  r.kernel_return = it->second(&ctx, input.data(), input.size());
+  r.output = std::move(ctx.reply);
+  if (ctx.reply_overflow) {
+    r.status = InvokeStatus::reply_too_large;
+    r.message = "the kernel's reply went past the limit of " + std::to_string(ctx.max_reply) + " bytes";
+  } else if (r.kernel_return != 0) {
+    r.status = InvokeStatus::kernel_error;
+    r.message = "the kernel returned " + std::to_string(r.kernel_return);
+  } else {
+    r.status = InvokeStatus::ok;
+  }
+  if (r.status != InvokeStatus::ok) impl_->invocations_failed++;
+  return r;
+}
+
+std::vector<LoadedSummary> Engine::list() const {
+  std::shared_lock lock(impl_->mu);
+  std::vector<LoadedSummary> out;
+  for (const auto& [d, c] : impl_->cargos) {
+    out.push_back(c->summary);
+    out.back().invocations = c->invocations.load();
+  }
+  return out;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    std::shared_lock lock(impl_->mu);
+    s.cargos_loaded = impl_->cargos.size();
+  }
+  s.loads_refused = impl_->loads_refused;
+  s.jit_compiles = impl_->jit_compiles;
+  s.disk_cache_hits = impl_->cache_hits;
+  s.disk_cache_misses = impl_->cache_misses;
+  s.disk_cache_corrupt = impl_->cache_corrupt;
+  s.invocations = impl_->invocations;
+  s.invocations_failed = impl_->invocations_failed;
+  return s;
+}
+
+}  // namespace xcargo::loader

@@ -1,0 +1,94 @@
+// The execution engine shared by xcargo-loader and `xcargo run`: verifies a cargo, selects
+// its variant, JIT-compiles or links it against the allowed runtime only, keeps it loaded by
+// digest, and invokes its entries.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "select.h"
+#include "xcargo/cargo.h"
+#include "xcargo/error.h"
+#include "xcargo/trust.h"
+
+namespace xcargo::loader {
+
+struct EngineConfig {
+  std::string cache_dir;  // JIT output cache; empty disables it
+  Prefer prefer = Prefer::native;
+  Limits limits;          // cargo size limits, at most the format's
+  uint64_t max_reply = 64ull << 20;
+  uint64_t max_alloc = 1ull << 30;  // xc_alloc budget per invocation
+  uint32_t node_id = 0;
+  uint32_t node_count = 1;
+  std::function<void(std::string_view)> log;  // one line per event and per xc_log
+};
+
+// Outcome classes of an invocation; their numeric values are the wire protocol's.
+enum class InvokeStatus : uint16_t {
+  ok = 0,
+  kernel_error = 1,     // the entry returned non-zero
+  not_loaded = 2,       // no cargo with that digest is loaded here
+  no_entry = 3,         // the cargo has no such entry point
+  reply_too_large = 4,  // xc_reply went past the reply limit
+  crashed = 5,          // the kernel crashed (signal)
+  timeout = 6,          // the kernel ran past the time limit
+  refused = 7,          // verification, trust, variant or import refusal
+  internal = 8,
+};
+const char* invoke_status_name(InvokeStatus s);
+
+struct InvokeResult {
+  InvokeStatus status = InvokeStatus::internal;
+  int32_t kernel_return = 0;
+  std::string variant;
+  Bytes output;
+  std::string message;  // for failures: what went wrong, in a message for people
+};
+
+struct LoadReport {
+  Digest digest{};
+  std::string name, version, variant;
+  bool already_loaded = false;
+  bool jit_compiled = false;
+  bool disk_cache_hit = false;
+  double verify_ms = 0, codegen_ms = 0, link_ms = 0;
+};
+
+struct LoadedSummary {
+  Digest digest{};
+  std::string name, version, variant;
+  std::vector<std::string> variants, entries;
+  uint64_t invocations = 0;
+};
+
+struct EngineStats {
+  uint64_t cargos_loaded = 0, loads_refused = 0, jit_compiles = 0, disk_cache_hits = 0, disk_cache_misses = 0,
+           disk_cache_corrupt = 0, invocations = 0, invocations_failed = 0;
+};
+
+class Engine {
+public:
+  static Result<std::unique_ptr<Engine>> create(EngineConfig config, TrustStore trust);
+  ~Engine();
+
+  // Verifies and loads a cargo; loading one that is already loaded does nothing.
+  Result<LoadReport> load(Bytes cargo);
+  bool has(const Digest& digest) const;
+  // Runs one entry in the calling thread. Thread-safe.
+  InvokeResult invoke(const Digest& digest, std::string_view entry, ByteView input);
+  std::vector<LoadedSummary> list() const;
+  EngineStats stats() const;
+  const HostInfo& host() const;
+
+private:
+  Engine();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xcargo::loader

@@ -1,0 +1,230 @@
+// Tests of the execution engine with real cargos built by the xcargo binary: selection,
+// JIT and disk cache, linking against the allow-list only, invocation results.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine.h"
+#include "runtime.h"
+#include "support.h"
+#include "xcargo/abi.h"
+#include "xcargo/file.h"
+
+using namespace xcargo;
+using namespace xcargo::loader;
+
+namespace {
+
+std::string key_path() { return test::vectors_dir() + "/keys/vector-signer.key"; }
+
+// Builds an example with the real xcargo binary, signed by the vector signer.
+Bytes build_example(const test::ScratchDir& dir, const std::string& src, const std::string& extra = "") {
+  std::string out = dir / (std::filesystem::path(src).stem().string() + ".xcargo");
+  std::string cmd = std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/" + src + " -o " + out +
+                    " --key " + key_path() + " " + extra + " 2>/dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto b = read_file(out, 1 << 26);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+std::unique_ptr<Engine> engine(Prefer prefer = Prefer::native, const std::string& cache = "") {
+  EngineConfig c;
+  c.prefer = prefer;
+  c.cache_dir = cache;
+  auto e = Engine::create(c, test::vector_trust());
+  REQUIRE(e.ok());
+  return std::move(*e);
+}
+
+Bytes i64s(int64_t a, int64_t b) {
+  Bytes in(16);
+  std::memcpy(in.data(), &a, 8);
+  std::memcpy(in.data() + 8, &b, 8);
+  return in;
+}
+
+int64_t as_i64(const Bytes& b) {
+  REQUIRE(b.size() == 8);
+  int64_t v;
+  std::memcpy(&v, b.data(), 8);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("the runtime table covers exactly the allow-list", "[engine]") {
+  const auto& table = runtime_symbols();
+  REQUIRE(table.size() == abi::allowed_imports().size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    CHECK(table[i].name == abi::allowed_imports()[i]);
+    CHECK(table[i].address != nullptr);
+  }
+}
+
+TEST_CASE("hello runs natively and from JIT-compiled bitcode", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  for (Prefer prefer : {Prefer::native, Prefer::bitcode}) {
+    auto e = engine(prefer);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    CHECK(r->variant == (prefer == Prefer::native ? e->host().arch : std::string("bitcode")));
+    CHECK(r->jit_compiled == (prefer == Prefer::bitcode));
+    auto sum = e->invoke(r->digest, "add", i64s(2, 40));
+    CHECK(sum.status == InvokeStatus::ok);
+    CHECK(as_i64(sum.output) == 42);
+    CHECK(sum.variant == r->variant);
+    auto greet = e->invoke(r->digest, "greet", {});
+    REQUIRE(greet.status == InvokeStatus::ok);
+    CHECK(std::string(greet.output.begin(), greet.output.end()) == "hello from node 0");
+    auto bad = e->invoke(r->digest, "add", Bytes(3));
+    CHECK(bad.status == InvokeStatus::kernel_error);
+    CHECK(bad.kernel_return == 1);
+    auto again = e->load(cargo);
+    REQUIRE(again.ok());
+    CHECK(again->already_loaded);
+  }
+}
+
+TEST_CASE("unknown digests and entries are reported, not crashes", "[engine]") {
+  test::ScratchDir dir;
+  auto e = engine();
+  auto r = e->load(build_example(dir, "hello/hello.c"));
+  REQUIRE(r.ok());
+  auto no_entry = e->invoke(r->digest, "mul", {});
+  CHECK(no_entry.status == InvokeStatus::no_entry);
+  CHECK(no_entry.message.find("add, greet") != std::string::npos);
+  Digest other{};
+  CHECK(e->invoke(other, "add", {}).status == InvokeStatus::not_loaded);
+  CHECK_FALSE(e->has(other));
+  CHECK(e->has(r->digest));
+}
+
+TEST_CASE("the disk cache spares a restarted engine the JIT, and survives damage", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  const std::string cache = dir / "cache";
+  {
+    auto e = engine(Prefer::bitcode, cache);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    CHECK(r->jit_compiled);
+    CHECK(e->stats().jit_compiles == 1);
+  }
+  {
+    auto e = engine(Prefer::bitcode, cache);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    CHECK(r->disk_cache_hit);
+    CHECK_FALSE(r->jit_compiled);
+    CHECK(e->stats().jit_compiles == 0);
+    CHECK(e->stats().disk_cache_hits == 1);
+    CHECK(as_i64(e->invoke(r->digest, "add", i64s(1, 2)).output) == 3);
+  }
+  // Damage every cache entry: the next engine notices, compiles again and still works.
+  for (const auto& f : std::filesystem::directory_iterator(cache + "/jit")) {
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x55');
+  }
+  auto e = engine(Prefer::bitcode, cache);
+  auto r = e->load(cargo);
+  REQUIRE(r.ok());
+  CHECK(r->jit_compiled);
+  CHECK(e->stats().disk_cache_corrupt == 1);
+  CHECK(as_i64(e->invoke(r->digest, "add", i64s(5, 6)).output) == 11);
+}
+
+TEST_CASE("untrusted and tampered cargos are refused at load", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  EngineConfig c;
+  TrustStore other;
+  other.add(test::other_signer().public_key());
+  auto e = Engine::create(c, other);
+  REQUIRE(e.ok());
+  auto r = (*e)->load(cargo);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::untrusted);
+  auto trusted = engine();
+  Bytes tampered = cargo;
+  tampered[tampered.size() - 200] ^= 1;
+  auto t = trusted->load(tampered);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().code() == Errc::digest_mismatch);
+  CHECK(trusted->stats().loads_refused == 1);
+}
+
+TEST_CASE("a payload importing a forbidden symbol is refused before linking, naming it", "[engine]") {
+  test::ScratchDir dir;
+  std::ofstream(dir / "evil.c") << "int system(const char *);\n"
+                                   "__attribute__((section(\".text.xc_entry\"))) int run(void *c, const void *i, unsigned long n)"
+                                   " { return system(\"id\"); }\n";
+  std::string cmd = "/usr/lib/llvm-16/bin/clang -c -O2 -fPIC --target=x86_64-unknown-linux-gnu " + dir / "evil.c" +
+                    " -o " + dir / "evil.o";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto obj = read_file(dir / "evil.o", 1 << 20);
+  REQUIRE(obj.ok());
+  Manifest m;
+  m.name = "evil";
+  m.version = "1";
+  m.entries = {"run"};
+  Payload p{{"x86_64", VariantKind::object, 0, "x86_64-unknown-linux-gnu", "x86-64", 0, {}, {{"run", "run"}}, {"system"}}, *obj};
+  auto bytes = write_cargo(m, {p});
+  REQUIRE(bytes.ok());
+  auto signed_bytes = sign_cargo(*bytes, test::vector_signer());
+  REQUIRE(signed_bytes.ok());
+  auto e = engine();
+  auto r = e->load(*signed_bytes);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::import);
+  CHECK(r.error().message().find("'system'") != std::string::npos);
+}
+
+TEST_CASE("sgemm gives the same matrix natively and from bitcode", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "sgemm/sgemm.c");
+  const uint32_t n = 37;  // not a multiple of the block size
+  Bytes in(4 + 2 * n * n * 4);
+  std::memcpy(in.data(), &n, 4);
+  std::vector<float> a(n * n), b(n * n), want(n * n, 0.f);
+  for (uint32_t i = 0; i < n * n; ++i) a[i] = float(i % 7) - 3.f, b[i] = float(i % 5) * 0.5f;
+  std::memcpy(in.data() + 4, a.data(), n * n * 4);
+  std::memcpy(in.data() + 4 + n * n * 4, b.data(), n * n * 4);
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t k = 0; k < n; ++k)
+      for (uint32_t j = 0; j < n; ++j) want[i * n + j] += a[i * n + k] * b[k * n + j];
+  for (Prefer prefer : {Prefer::native, Prefer::bitcode}) {
+    auto e = engine(prefer);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    auto out = e->invoke(r->digest, "sgemm_run", in);
+    REQUIRE(out.status == InvokeStatus::ok);
+    REQUIRE(out.output.size() == n * n * 4);
+    std::vector<float> got(n * n);
+    std::memcpy(got.data(), out.output.data(), n * n * 4);
+    for (uint32_t i = 0; i < n * n; ++i) REQUIRE(std::fabs(got[i] - want[i]) < 1e-3f);
+  }
+}
+
+TEST_CASE("the C++ example runs", "[engine]") {
+  test::ScratchDir dir;
+  auto e = engine(Prefer::bitcode);
+  auto r = e->load(build_example(dir, "cpp-reduce/reduce.cc"));
+  REQUIRE(r.ok());
+  const int32_t values[] = {4, -2, 9, 1};
+  auto out = e->invoke(r->digest, "stats_i32", ByteView(reinterpret_cast<const uint8_t*>(values), sizeof values));
+  REQUIRE(out.status == InvokeStatus::ok);
+  double s[4];
+  REQUIRE(out.output.size() == sizeof s);
+  std::memcpy(s, out.output.data(), sizeof s);
+  CHECK(s[0] == 4);
+  CHECK(s[1] == 12);
+  CHECK(s[2] == -2);
+  CHECK(s[3] == 9);
+}

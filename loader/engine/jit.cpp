@@ -1,0 +1,160 @@
+// LLVM ORC LLJIT with a JITLink object layer; per-cargo bare JITDylibs that see only the
+// runtime's absolute symbols, so an import outside the allow-list cannot resolve.
+#include "jit.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <mutex>
+
+#include "runtime.h"
+
+namespace xcargo::loader {
+
+namespace orc = llvm::orc;
+
+namespace {
+
+std::string message(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+llvm::StringRef as_ref(ByteView b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+}  // namespace
+
+struct Jit::Impl {
+  std::unique_ptr<orc::LLJIT> jit;
+  orc::JITTargetMachineBuilder jtmb{llvm::Triple()};
+  HostInfo host;
+  std::mutex mu;  // LLJIT is thread-safe, but JITDylib creation by name must not race
+};
+
+Jit::Jit() : impl_(std::make_unique<Impl>()) {}
+Jit::~Jit() {
+  if (impl_ && impl_->jit) {
+    if (auto err = impl_->jit->getExecutionSession().endSession()) llvm::consumeError(std::move(err));
+  }
+}
+
+std::string Jit::llvm_version() { return LLVM_VERSION_STRING; }
+
+const HostInfo& Jit::host() const { return impl_->host; }
+
+Result<std::unique_ptr<Jit>> Jit::create() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  std::unique_ptr<Jit> j(new Jit());
+  auto jtmb = orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Error(Errc::unsupported, "cannot describe this host to LLVM: " + message(jtmb.takeError()));
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Default);  // -O2
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
+  j->impl_->jtmb = *jtmb;
+  HostInfo& h = j->impl_->host;
+  h.triple = jtmb->getTargetTriple().str();
+  h.arch = jtmb->getTargetTriple().getArchName().str();
+  h.cpu = jtmb->getCPU();
+  for (const auto& f : jtmb->getFeatures().getFeatures())
+    if (!f.empty() && f[0] == '+') h.features.insert(f.substr(1));
+
+  auto jit = orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(*jtmb)
+                 .setObjectLinkingLayerCreator([](orc::ExecutionSession& es, const llvm::Triple&) -> llvm::Expected<std::unique_ptr<orc::ObjectLayer>> {
+                   auto mm = llvm::jitlink::InProcessMemoryManager::Create();
+                   if (!mm) return mm.takeError();
+                   return std::make_unique<orc::ObjectLinkingLayer>(es, std::move(*mm));
+                 })
+                 .create();
+  if (!jit) return Error(Errc::unsupported, "cannot start the LLVM JIT: " + message(jit.takeError()));
+  j->impl_->jit = std::move(*jit);
+  return j;
+}
+
+Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what) const {
+  llvm::LLVMContext ctx;
+  auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
+  if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
+  auto tm = impl_->jtmb.createTargetMachine();
+  if (!tm) return Error(Errc::unsupported, what + ": no code generator for this host: " + message(tm.takeError()));
+  llvm::Module& m = **mod;
+  m.setTargetTriple((*tm)->getTargetTriple().str());
+  m.setDataLayout((*tm)->createDataLayout());
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm->get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+
+  orc::SimpleCompiler compile(**tm);
+  auto obj = compile(m);
+  if (!obj) return Error(Errc::compile, what + ": code generation failed: " + message(obj.takeError()));
+  llvm::StringRef b = (*obj)->getBuffer();
+  return Bytes(b.begin(), b.end());
+}
+
+Result<std::vector<std::string>> Jit::undefined_symbols(ByteView object, const std::string& what) const {
+  auto obj = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(as_ref(object), what));
+  if (!obj) return Error(Errc::malformed, what + ": not a readable object: " + message(obj.takeError()));
+  std::vector<std::string> out;
+  for (const auto& sym : (*obj)->symbols()) {
+    auto flags = sym.getFlags();
+    if (!flags) return Error(Errc::malformed, what + ": unreadable symbol table: " + message(flags.takeError()));
+    if (!(*flags & llvm::object::SymbolRef::SF_Undefined)) continue;
+    auto name = sym.getName();
+    if (!name) return Error(Errc::malformed, what + ": unreadable symbol name: " + message(name.takeError()));
+    if (!name->empty() && *name != "_GLOBAL_OFFSET_TABLE_") out.push_back(name->str());
+  }
+  return out;
+}
+
+Result<std::vector<void*>> Jit::link(ByteView object, const std::string& name, const std::vector<std::string>& symbols) {
+  orc::LLJIT& jit = *impl_->jit;
+  orc::ExecutionSession& es = jit.getExecutionSession();
+  orc::JITDylib* jd = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (es.getJITDylibByName(name)) return Error(Errc::invalid_argument, name + ": already linked");
+    jd = &es.createBareJITDylib(name);
+  }
+  orc::SymbolMap runtime;
+  for (const auto& s : runtime_symbols())
+    runtime[es.intern(s.name)] = llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(s.address),
+                                                          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  auto fail = [&](Errc code, std::string msg) -> Error {
+    if (auto err = es.removeJITDylib(*jd)) llvm::consumeError(std::move(err));
+    return Error(code, std::move(msg));
+  };
+  if (auto err = jd->define(orc::absoluteSymbols(std::move(runtime))))
+    return fail(Errc::compile, name + ": " + message(std::move(err)));
+  if (auto err = jit.addObjectFile(*jd, llvm::MemoryBuffer::getMemBufferCopy(as_ref(object), name)))
+    return fail(Errc::malformed, name + ": cannot add the object: " + message(std::move(err)));
+  std::vector<void*> addrs;
+  for (const auto& s : symbols) {
+    auto addr = jit.lookup(*jd, s);
+    if (!addr) return fail(Errc::import, name + ": cannot link '" + s + "': " + message(addr.takeError()));
+    addrs.push_back(addr->toPtr<void*>());
+  }
+  return addrs;
+}
+
+}  // namespace xcargo::loader

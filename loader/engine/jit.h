@@ -1,0 +1,40 @@
+// Code generation and linking with LLVM ORC (JITLink): bitcode to a host object, and objects
+// linked into memory against the runtime symbols only. The only LLVM-including unit here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "select.h"
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+
+namespace xcargo::loader {
+
+class Jit {
+public:
+  static Result<std::unique_ptr<Jit>> create();
+  ~Jit();
+
+  const HostInfo& host() const;
+  static std::string llvm_version();
+
+  // Compiles a bitcode payload for this host's CPU and features at -O2 into an ELF object.
+  // Portable (le64) modules are retargeted to the host triple first.
+  Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what) const;
+
+  // The object's undefined symbols, for the allow-list check before anything is linked.
+  Result<std::vector<std::string>> undefined_symbols(ByteView object, const std::string& what) const;
+
+  // Links object into a new JITDylib `name` whose only other symbols are the runtime's
+  // (runtime.h), and returns the addresses of `symbols` in order. Nothing runs.
+  Result<std::vector<void*>> link(ByteView object, const std::string& name, const std::vector<std::string>& symbols);
+
+private:
+  Jit();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xcargo::loader

@@ -1,0 +1,112 @@
+// The runtime API implementation (xc_reply, xc_alloc, ...) and the allowed-symbol table.
+#include "runtime.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "xcargo/abi.h"
+
+extern "C" {
+
+int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
+  if (len > ctx->max_reply - ctx->reply.size() || (len && !data)) {
+    ctx->reply_overflow = true;
+    return -1;
+  }
+  const auto* p = static_cast<const uint8_t*>(data);
+  ctx->reply.insert(ctx->reply.end(), p, p + len);
+  return 0;
+}
+
+void* xc_alloc(xc_ctx* ctx, size_t len) {
+  if (len == 0) len = 1;
+  if (len > ctx->alloc_budget) return nullptr;
+  // glibc malloc, behind operator new[], returns 16-byte aligned blocks on x86-64 and aarch64.
+  std::unique_ptr<uint8_t[]> block(new (std::nothrow) uint8_t[len]);
+  if (!block) return nullptr;
+  ctx->alloc_budget -= len;
+  ctx->allocations.push_back(std::move(block));
+  return ctx->allocations.back().get();
+}
+
+void xc_log(xc_ctx* ctx, const char* msg) {
+  if (!msg) return;
+  if (ctx->log) ctx->log(std::string_view(msg, strnlen(msg, 1024)));
+}
+
+uint32_t xc_node_id(xc_ctx* ctx) { return ctx->node_id; }
+uint32_t xc_node_count(xc_ctx* ctx) { return ctx->node_count; }
+
+}  // extern "C"
+
+namespace xcargo::loader {
+
+namespace {
+
+using D1 = double (*)(double);
+using F1 = float (*)(float);
+using D2 = double (*)(double, double);
+using F2 = float (*)(float, float);
+
+template <class F>
+void* fn(F f) {
+  return reinterpret_cast<void*>(f);
+}
+
+std::vector<RuntimeSymbol> build_table() {
+  const std::vector<RuntimeSymbol> all = {
+      {"xc_alloc", fn(&xc_alloc)}, {"xc_log", fn(&xc_log)}, {"xc_node_count", fn(&xc_node_count)},
+      {"xc_node_id", fn(&xc_node_id)}, {"xc_reply", fn(&xc_reply)},
+      {"memcmp", fn(static_cast<int (*)(const void*, const void*, size_t)>(&::memcmp))},
+      {"memcpy", fn(static_cast<void* (*)(void*, const void*, size_t)>(&::memcpy))},
+      {"memmove", fn(static_cast<void* (*)(void*, const void*, size_t)>(&::memmove))},
+      {"memset", fn(static_cast<void* (*)(void*, int, size_t)>(&::memset))},
+      {"strlen", fn(static_cast<size_t (*)(const char*)>(&::strlen))},
+      {"acos", fn(static_cast<D1>(&::acos))}, {"acosf", fn(static_cast<F1>(&::acosf))},
+      {"asin", fn(static_cast<D1>(&::asin))}, {"asinf", fn(static_cast<F1>(&::asinf))},
+      {"atan", fn(static_cast<D1>(&::atan))}, {"atan2", fn(static_cast<D2>(&::atan2))},
+      {"atan2f", fn(static_cast<F2>(&::atan2f))}, {"atanf", fn(static_cast<F1>(&::atanf))},
+      {"ceil", fn(static_cast<D1>(&::ceil))}, {"ceilf", fn(static_cast<F1>(&::ceilf))},
+      {"cos", fn(static_cast<D1>(&::cos))}, {"cosf", fn(static_cast<F1>(&::cosf))},
+      {"cosh", fn(static_cast<D1>(&::cosh))}, {"coshf", fn(static_cast<F1>(&::coshf))},
+      {"exp", fn(static_cast<D1>(&::exp))}, {"exp2", fn(static_cast<D1>(&::exp2))},
+      {"exp2f", fn(static_cast<F1>(&::exp2f))}, {"expf", fn(static_cast<F1>(&::expf))},
+      {"fabs", fn(static_cast<D1>(&::fabs))}, {"fabsf", fn(static_cast<F1>(&::fabsf))},
+      {"floor", fn(static_cast<D1>(&::floor))}, {"floorf", fn(static_cast<F1>(&::floorf))},
+      {"fma", fn(static_cast<double (*)(double, double, double)>(&::fma))},
+      {"fmaf", fn(static_cast<float (*)(float, float, float)>(&::fmaf))},
+      {"fmax", fn(static_cast<D2>(&::fmax))}, {"fmaxf", fn(static_cast<F2>(&::fmaxf))},
+      {"fmin", fn(static_cast<D2>(&::fmin))}, {"fminf", fn(static_cast<F2>(&::fminf))},
+      {"fmod", fn(static_cast<D2>(&::fmod))}, {"fmodf", fn(static_cast<F2>(&::fmodf))},
+      {"log", fn(static_cast<D1>(&::log))}, {"log10", fn(static_cast<D1>(&::log10))},
+      {"log10f", fn(static_cast<F1>(&::log10f))}, {"log2", fn(static_cast<D1>(&::log2))},
+      {"log2f", fn(static_cast<F1>(&::log2f))}, {"logf", fn(static_cast<F1>(&::logf))},
+      {"pow", fn(static_cast<D2>(&::pow))}, {"powf", fn(static_cast<F2>(&::powf))},
+      {"round", fn(static_cast<D1>(&::round))}, {"roundf", fn(static_cast<F1>(&::roundf))},
+      {"sin", fn(static_cast<D1>(&::sin))}, {"sinf", fn(static_cast<F1>(&::sinf))},
+      {"sinh", fn(static_cast<D1>(&::sinh))}, {"sinhf", fn(static_cast<F1>(&::sinhf))},
+      {"sqrt", fn(static_cast<D1>(&::sqrt))}, {"sqrtf", fn(static_cast<F1>(&::sqrtf))},
+      {"tan", fn(static_cast<D1>(&::tan))}, {"tanf", fn(static_cast<F1>(&::tanf))},
+      {"tanh", fn(static_cast<D1>(&::tanh))}, {"tanhf", fn(static_cast<F1>(&::tanhf))},
+      {"trunc", fn(static_cast<D1>(&::trunc))}, {"truncf", fn(static_cast<F1>(&::truncf))},
+      {"hypot", fn(static_cast<D2>(&::hypot))}, {"hypotf", fn(static_cast<F2>(&::hypotf))},
+      {"cbrt", fn(static_cast<D1>(&::cbrt))}, {"cbrtf", fn(static_cast<F1>(&::cbrtf))},
+      {"lround", fn(static_cast<long (*)(double)>(&::lround))},
+  };
+  // Ordered as the allow-list; a name missing here is a build bug caught by the tests.
+  std::vector<RuntimeSymbol> table;
+  for (std::string_view name : abi::allowed_imports())
+    for (const auto& s : all)
+      if (s.name == name) table.push_back(s);
+  return table;
+}
+
+}  // namespace
+
+const std::vector<RuntimeSymbol>& runtime_symbols() {
+  static const std::vector<RuntimeSymbol> table = build_table();
+  return table;
+}
+
+}  // namespace xcargo::loader

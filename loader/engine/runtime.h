@@ -1,0 +1,40 @@
+// The kernel runtime: what xc_ctx holds during one invocation, and the addresses of the
+// allowed imports (xcargo/abi.h) that the JIT links kernels against, and nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xcargo/types.h"
+
+// The opaque context type of <xcargo/kernel.h>, defined here for the loader only.
+struct xc_ctx {
+  xcargo::Bytes reply;
+  size_t max_reply = 0;
+  bool reply_overflow = false;
+  size_t alloc_budget = 0;  // bytes xc_alloc may still hand out
+  std::vector<std::unique_ptr<uint8_t[]>> allocations;
+  uint32_t node_id = 0;
+  uint32_t node_count = 1;
+  std::function<void(std::string_view)> log;
+};
+
+namespace xcargo::loader {
+
+struct RuntimeSymbol {
+  std::string_view name;
+  void* address;
+};
+
+// One entry per name of abi::allowed_imports(), in the same order.
+const std::vector<RuntimeSymbol>& runtime_symbols();
+
+using EntryFn = int (*)(xc_ctx*, const void*, size_t);
+
+}  // namespace xcargo::loader

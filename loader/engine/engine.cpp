@@ -14,21 +14,6 @@
 
 namespace xcargo::loader {
 
-const char* invoke_status_name(InvokeStatus s) {
-  switch (s) {
-    case InvokeStatus::ok: return "ok";
-    case InvokeStatus::kernel_error: return "kernel_error";
-    case InvokeStatus::not_loaded: return "not_loaded";
-    case InvokeStatus::no_entry: return "no_entry";
-    case InvokeStatus::reply_too_large: return "reply_too_large";
-    case InvokeStatus::crashed: return "crashed";
-    case InvokeStatus::timeout: return "timeout";
-    case InvokeStatus::refused: return "refused";
-    case InvokeStatus::internal: return "internal";
-  }
-  return "unknown";
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -192,7 +177,7 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   }
   if (!cargo) {
     impl_->invocations_failed++;
-    r.status = InvokeStatus::not_loaded;
+    r.status = wire::ReplyStatus::not_loaded;
     r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
     return r;
   }
@@ -200,7 +185,7 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   auto it = cargo->entries.find(entry);
   if (it == cargo->entries.end()) {
     impl_->invocations_failed++;
-    r.status = InvokeStatus::no_entry;
+    r.status = wire::ReplyStatus::no_entry;
     std::string names;
     for (const auto& [name, fn] : cargo->entries) names += (names.empty() ? "" : ", ") + name;
     r.message = "cargo " + cargo->summary.name + " has no entry '" + std::string(entry) + "' (entries: " + names + ")";
@@ -219,15 +204,15 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   r.kernel_return = it->second(&ctx, input.data(), input.size());
   r.output = std::move(ctx.reply);
   if (ctx.reply_overflow) {
-    r.status = InvokeStatus::reply_too_large;
+    r.status = wire::ReplyStatus::reply_too_large;
     r.message = "the kernel's reply went past the limit of " + std::to_string(ctx.max_reply) + " bytes";
   } else if (r.kernel_return != 0) {
-    r.status = InvokeStatus::kernel_error;
+    r.status = wire::ReplyStatus::kernel_error;
     r.message = "the kernel returned " + std::to_string(r.kernel_return);
   } else {
-    r.status = InvokeStatus::ok;
+    r.status = wire::ReplyStatus::ok;
   }
-  if (r.status != InvokeStatus::ok) impl_->invocations_failed++;
+  if (r.status != wire::ReplyStatus::ok) impl_->invocations_failed++;
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "xcargo/cargo.h"
 #include "xcargo/error.h"
 #include "xcargo/trust.h"
+#include "xcargo/wire.h"
 
 namespace xcargo::loader {
 
@@ -28,22 +29,8 @@ struct EngineConfig {
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
 };
 
-// Outcome classes of an invocation; their numeric values are the wire protocol's.
-enum class InvokeStatus : uint16_t {
-  ok = 0,
-  kernel_error = 1,     // the entry returned non-zero
-  not_loaded = 2,       // no cargo with that digest is loaded here
-  no_entry = 3,         // the cargo has no such entry point
-  reply_too_large = 4,  // xc_reply went past the reply limit
-  crashed = 5,          // the kernel crashed (signal)
-  timeout = 6,          // the kernel ran past the time limit
-  refused = 7,          // verification, trust, variant or import refusal
-  internal = 8,
-};
-const char* invoke_status_name(InvokeStatus s);
-
 struct InvokeResult {
-  InvokeStatus status = InvokeStatus::internal;
+  wire::ReplyStatus status = wire::ReplyStatus::internal;
   int32_t kernel_return = 0;
   std::string variant;
   Bytes output;

@@ -76,14 +76,14 @@ TEST_CASE("hello runs natively and from JIT-compiled bitcode", "[engine]") {
     CHECK(r->variant == (prefer == Prefer::native ? e->host().arch : std::string("bitcode")));
     CHECK(r->jit_compiled == (prefer == Prefer::bitcode));
     auto sum = e->invoke(r->digest, "add", i64s(2, 40));
-    CHECK(sum.status == InvokeStatus::ok);
+    CHECK(sum.status == wire::ReplyStatus::ok);
     CHECK(as_i64(sum.output) == 42);
     CHECK(sum.variant == r->variant);
     auto greet = e->invoke(r->digest, "greet", {});
-    REQUIRE(greet.status == InvokeStatus::ok);
+    REQUIRE(greet.status == wire::ReplyStatus::ok);
     CHECK(std::string(greet.output.begin(), greet.output.end()) == "hello from node 0");
     auto bad = e->invoke(r->digest, "add", Bytes(3));
-    CHECK(bad.status == InvokeStatus::kernel_error);
+    CHECK(bad.status == wire::ReplyStatus::kernel_error);
     CHECK(bad.kernel_return == 1);
     auto again = e->load(cargo);
     REQUIRE(again.ok());
@@ -97,10 +97,10 @@ TEST_CASE("unknown digests and entries are reported, not crashes", "[engine]") {
   auto r = e->load(build_example(dir, "hello/hello.c"));
   REQUIRE(r.ok());
   auto no_entry = e->invoke(r->digest, "mul", {});
-  CHECK(no_entry.status == InvokeStatus::no_entry);
+  CHECK(no_entry.status == wire::ReplyStatus::no_entry);
   CHECK(no_entry.message.find("add, greet") != std::string::npos);
   Digest other{};
-  CHECK(e->invoke(other, "add", {}).status == InvokeStatus::not_loaded);
+  CHECK(e->invoke(other, "add", {}).status == wire::ReplyStatus::not_loaded);
   CHECK_FALSE(e->has(other));
   CHECK(e->has(r->digest));
 }
@@ -204,7 +204,7 @@ TEST_CASE("sgemm gives the same matrix natively and from bitcode", "[engine]") {
     auto r = e->load(cargo);
     REQUIRE(r.ok());
     auto out = e->invoke(r->digest, "sgemm_run", in);
-    REQUIRE(out.status == InvokeStatus::ok);
+    REQUIRE(out.status == wire::ReplyStatus::ok);
     REQUIRE(out.output.size() == n * n * 4);
     std::vector<float> got(n * n);
     std::memcpy(got.data(), out.output.data(), n * n * 4);
@@ -219,7 +219,7 @@ TEST_CASE("the C++ example runs", "[engine]") {
   REQUIRE(r.ok());
   const int32_t values[] = {4, -2, 9, 1};
   auto out = e->invoke(r->digest, "stats_i32", ByteView(reinterpret_cast<const uint8_t*>(values), sizeof values));
-  REQUIRE(out.status == InvokeStatus::ok);
+  REQUIRE(out.status == wire::ReplyStatus::ok);
   double s[4];
   REQUIRE(out.output.size() == sizeof s);
   std::memcpy(s, out.output.data(), sizeof s);

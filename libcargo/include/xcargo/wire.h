@@ -1,0 +1,148 @@
+// The xcargo wire protocol, version 1: message types, status codes and their encodings.
+// Paired with format-spec/wire-protocol.md; change both together.
+//
+// Every message is a UCX Active Message whose id is the MsgType, whose AM header is the
+// message's encoded header (below) and whose AM data is its bulk bytes (a cargo, an
+// invocation's input, a result's output, a listing). Over a byte stream (the local one-shot
+// mode) a message is framed as: u16 type, u16 reserved 0, u32 header_len, u64 data_len,
+// header, data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+
+namespace xcargo::wire {
+
+inline constexpr uint16_t kVersion = 1;
+inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
+inline constexpr size_t kMaxHeader = 8192;        // no header is longer
+inline constexpr size_t kMaxName = 64;            // entry and variant names
+inline constexpr size_t kMaxMessage = 4096;       // human-readable texts
+inline constexpr size_t kFrameHeaderSize = 16;
+
+enum class MsgType : uint16_t {
+  hello = 1, hello_reply = 2,
+  push = 3, push_reply = 4,
+  has = 5, has_reply = 6,
+  invoke = 7, result = 8,
+  list = 9, list_reply = 10,
+  stats = 11, stats_reply = 12,
+};
+inline constexpr uint16_t kMaxMsgType = 12;
+
+// ReplyStatus of a reply. Values are part of the protocol.
+enum class ReplyStatus : uint16_t {
+  ok = 0,
+  kernel_error = 1,     // the entry returned non-zero (kernel_return says what)
+  not_loaded = 2,       // the digest is not loaded here: push the cargo first
+  no_entry = 3,
+  reply_too_large = 4,
+  crashed = 5,          // the kernel crashed; the node recovered
+  timeout = 6,          // the kernel ran past the node's time limit; the node recovered
+  refused = 7,          // the cargo failed verification, trust, variant selection or the allow-list
+  internal = 8,
+  bad_request = 9,      // a message that does not decode, or out of order
+  limit = 10,           // a cargo or input larger than the node accepts
+  unsupported_version = 11,
+};
+const char* status_name(ReplyStatus s);
+
+struct Hello {
+  uint16_t min_version = kVersion, max_version = kVersion;
+};
+struct HelloReply {
+  uint16_t version = kVersion;
+  ReplyStatus status = ReplyStatus::ok;
+  uint32_t node_id = 0, node_count = 1;
+  uint64_t max_cargo = 0, max_input = 0, max_reply = 0;
+  std::string loader_version;
+};
+struct Push {
+  uint64_t request_id = 0;
+  uint64_t cargo_size = 0;  // the AM data's length
+};
+struct PushReply {
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;
+  uint16_t error_kind = 0;  // for refused: the libcargo Errc value (verification vs. import)
+  Digest digest{};
+  bool already_loaded = false, jit_compiled = false, disk_cache_hit = false;
+  std::string variant, message;
+};
+struct Has {
+  uint64_t request_id = 0;
+  Digest digest{};
+};
+struct HasReply {
+  uint64_t request_id = 0;
+  bool has = false;
+};
+struct Invoke {
+  uint64_t request_id = 0;
+  Digest digest{};
+  std::string entry;
+  uint64_t input_size = 0;  // the AM data's length
+};
+struct ResultMsg {
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;
+  int32_t kernel_return = 0;
+  uint64_t output_size = 0;  // the AM data's length
+  std::string variant, message;
+};
+struct RequestOnly {  // list and stats requests
+  uint64_t request_id = 0;
+};
+struct CargoListing {
+  Digest digest{};
+  uint64_t invocations = 0;
+  std::string name, version, variant;
+  std::vector<std::string> variants, entries;
+};
+struct Counter {
+  std::string name;
+  uint64_t value = 0;
+};
+
+// Headers. Encoders never fail; decoders check every length and limit before use.
+Bytes encode(const Hello&);
+Bytes encode(const HelloReply&);
+Bytes encode(const Push&);
+Bytes encode(const PushReply&);
+Bytes encode(const Has&);
+Bytes encode(const HasReply&);
+Bytes encode(const Invoke&);
+Bytes encode(const ResultMsg&);
+Bytes encode(const RequestOnly&);
+Result<Hello> decode_hello(ByteView header);
+Result<HelloReply> decode_hello_reply(ByteView header);
+Result<Push> decode_push(ByteView header);
+Result<PushReply> decode_push_reply(ByteView header);
+Result<Has> decode_has(ByteView header);
+Result<HasReply> decode_has_reply(ByteView header);
+Result<Invoke> decode_invoke(ByteView header);
+Result<ResultMsg> decode_result(ByteView header);
+Result<RequestOnly> decode_request(ByteView header);
+
+// Bulk data of list_reply and stats_reply (their header is a RequestOnly).
+Bytes encode_listing(const std::vector<CargoListing>&);
+Result<std::vector<CargoListing>> decode_listing(ByteView data);
+Bytes encode_counters(const std::vector<Counter>&);
+Result<std::vector<Counter>> decode_counters(ByteView data);
+
+// Byte-stream framing (local one-shot mode).
+struct Frame {
+  MsgType type{};
+  Bytes header, data;
+};
+Bytes encode_frame(MsgType type, ByteView header, ByteView data);
+// Decodes one frame from the start of bytes; max_data bounds the data length before use.
+Result<Frame> decode_frame(ByteView bytes, uint64_t max_data, size_t* consumed = nullptr);
+
+}  // namespace xcargo::wire

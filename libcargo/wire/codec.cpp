@@ -1,0 +1,323 @@
+// Encoders and bounds-checked decoders for the wire protocol's headers, data and frames.
+#include <cstring>
+
+#include "common/le.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::wire {
+
+const char* status_name(ReplyStatus s) {
+  switch (s) {
+    case ReplyStatus::ok: return "ok";
+    case ReplyStatus::kernel_error: return "kernel_error";
+    case ReplyStatus::not_loaded: return "not_loaded";
+    case ReplyStatus::no_entry: return "no_entry";
+    case ReplyStatus::reply_too_large: return "reply_too_large";
+    case ReplyStatus::crashed: return "crashed";
+    case ReplyStatus::timeout: return "timeout";
+    case ReplyStatus::refused: return "refused";
+    case ReplyStatus::internal: return "internal";
+    case ReplyStatus::bad_request: return "bad_request";
+    case ReplyStatus::limit: return "limit";
+    case ReplyStatus::unsupported_version: return "unsupported_version";
+  }
+  return "unknown";
+}
+
+namespace {
+
+class Out {
+public:
+  Out& u8(uint8_t v) { b_.push_back(v); return *this; }
+  Out& u16(uint16_t v) { grow(2); le::store16(end(2), v); return *this; }
+  Out& u32(uint32_t v) { grow(4); le::store32(end(4), v); return *this; }
+  Out& u64(uint64_t v) { grow(8); le::store64(end(8), v); return *this; }
+  Out& raw(ByteView v) { b_.insert(b_.end(), v.begin(), v.end()); return *this; }
+  Out& zeros(size_t n) { b_.resize(b_.size() + n, 0); return *this; }
+  // u16 length then the bytes; the caller keeps s within the message's limit.
+  Out& str(const std::string& s) { u16(uint16_t(s.size())); return raw(as_bytes(s)); }
+  Bytes take() { return std::move(b_); }
+
+private:
+  void grow(size_t n) { b_.resize(b_.size() + n); }
+  uint8_t* end(size_t n) { return b_.data() + b_.size() - n; }
+  Bytes b_;
+};
+
+class In {
+public:
+  In(ByteView b, const char* what) : b_(b), what_(what) {}
+  bool need(size_t n) {
+    if (failed_ || b_.size() - pos_ < n) return fail("truncated");
+    return true;
+  }
+  uint8_t u8() { return need(1) ? b_[pos_++] : 0; }
+  uint16_t u16() { return need(2) ? (pos_ += 2, le::load16(&b_[pos_ - 2])) : 0; }
+  uint32_t u32() { return need(4) ? (pos_ += 4, le::load32(&b_[pos_ - 4])) : 0; }
+  uint64_t u64() { return need(8) ? (pos_ += 8, le::load64(&b_[pos_ - 8])) : 0; }
+  void raw(uint8_t* out, size_t n) {
+    if (need(n)) std::memcpy(out, &b_[pos_], n), pos_ += n;
+  }
+  void zeros(size_t n) {
+    if (!need(n)) return;
+    if (!le::all_zero(&b_[pos_], n)) fail("reserved bytes are not zero");
+    pos_ += n;
+  }
+  std::string str(size_t max) {
+    uint16_t n = u16();
+    if (failed_) return {};
+    if (n > max) return fail("a string of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max)), std::string();
+    if (!need(n)) return {};
+    std::string s(reinterpret_cast<const char*>(&b_[pos_]), n);
+    pos_ += n;
+    return s;
+  }
+  void status_field(ReplyStatus& out) {
+    uint16_t v = u16();
+    if (!failed_ && v > uint16_t(ReplyStatus::unsupported_version)) fail("unknown status " + std::to_string(v));
+    out = ReplyStatus(v);
+  }
+  bool fail(const std::string& msg) {
+    if (!failed_) error_ = msg;
+    failed_ = true;
+    return false;
+  }
+  // The whole input must have been consumed: no trailing bytes.
+  xcargo::Status finish() {
+    if (!failed_ && pos_ != b_.size()) fail(std::to_string(b_.size() - pos_) + " trailing bytes");
+    if (failed_) return Error(Errc::malformed, std::string("wire: ") + what_ + ": " + error_);
+    return {};
+  }
+  bool failed() const { return failed_; }
+  size_t pos() const { return pos_; }
+
+private:
+  ByteView b_;
+  const char* what_;
+  size_t pos_ = 0;
+  bool failed_ = false;
+  std::string error_;
+};
+
+template <class T>
+Result<T> done(In& in, T value) {
+  XC_TRY(in.finish());
+  return value;
+}
+
+}  // namespace
+
+Bytes encode(const Hello& m) {
+  return Out().raw(kHelloMagic).u16(m.min_version).u16(m.max_version).u32(0).u32(0).take();
+}
+Result<Hello> decode_hello(ByteView h) {
+  In in(h, "hello");
+  uint8_t magic[4] = {};
+  in.raw(magic, 4);
+  if (!in.failed() && std::memcmp(magic, kHelloMagic, 4) != 0) in.fail("bad magic (not an xcargo client?)");
+  Hello m;
+  m.min_version = in.u16();
+  m.max_version = in.u16();
+  in.zeros(8);
+  if (!in.failed() && m.min_version > m.max_version) in.fail("min_version is above max_version");
+  return done(in, m);
+}
+
+Bytes encode(const HelloReply& m) {
+  return Out().raw(kHelloMagic).u16(m.version).u16(uint16_t(m.status)).u32(m.node_id).u32(m.node_count)
+      .u64(m.max_cargo).u64(m.max_input).u64(m.max_reply).str(m.loader_version).take();
+}
+Result<HelloReply> decode_hello_reply(ByteView h) {
+  In in(h, "hello_reply");
+  uint8_t magic[4] = {};
+  in.raw(magic, 4);
+  if (!in.failed() && std::memcmp(magic, kHelloMagic, 4) != 0) in.fail("bad magic (not an xcargo loader?)");
+  HelloReply m;
+  m.version = in.u16();
+  in.status_field(m.status);
+  m.node_id = in.u32();
+  m.node_count = in.u32();
+  m.max_cargo = in.u64();
+  m.max_input = in.u64();
+  m.max_reply = in.u64();
+  m.loader_version = in.str(kMaxName);
+  return done(in, m);
+}
+
+Bytes encode(const Push& m) { return Out().u64(m.request_id).u64(m.cargo_size).take(); }
+Result<Push> decode_push(ByteView h) {
+  In in(h, "push");
+  Push m;
+  m.request_id = in.u64();
+  m.cargo_size = in.u64();
+  return done(in, m);
+}
+
+Bytes encode(const PushReply& m) {
+  uint8_t flags = uint8_t(m.already_loaded) | uint8_t(m.jit_compiled) << 1 | uint8_t(m.disk_cache_hit) << 2;
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(m.error_kind).u8(flags).zeros(3).raw(m.digest)
+      .str(m.variant).str(m.message).take();
+}
+Result<PushReply> decode_push_reply(ByteView h) {
+  In in(h, "push_reply");
+  PushReply m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  m.error_kind = in.u16();
+  uint8_t flags = in.u8();
+  if (!in.failed() && (flags & ~7u)) in.fail("unknown flags");
+  m.already_loaded = flags & 1, m.jit_compiled = flags & 2, m.disk_cache_hit = flags & 4;
+  in.zeros(3);
+  in.raw(m.digest.data(), 32);
+  m.variant = in.str(kMaxName);
+  m.message = in.str(kMaxMessage);
+  return done(in, m);
+}
+
+Bytes encode(const Has& m) { return Out().u64(m.request_id).raw(m.digest).take(); }
+Result<Has> decode_has(ByteView h) {
+  In in(h, "has");
+  Has m;
+  m.request_id = in.u64();
+  in.raw(m.digest.data(), 32);
+  return done(in, m);
+}
+
+Bytes encode(const HasReply& m) { return Out().u64(m.request_id).u8(m.has ? 1 : 0).zeros(7).take(); }
+Result<HasReply> decode_has_reply(ByteView h) {
+  In in(h, "has_reply");
+  HasReply m;
+  m.request_id = in.u64();
+  uint8_t has = in.u8();
+  if (!in.failed() && has > 1) in.fail("has must be 0 or 1");
+  m.has = has == 1;
+  in.zeros(7);
+  return done(in, m);
+}
+
+Bytes encode(const Invoke& m) { return Out().u64(m.request_id).raw(m.digest).u64(m.input_size).str(m.entry).take(); }
+Result<Invoke> decode_invoke(ByteView h) {
+  In in(h, "invoke");
+  Invoke m;
+  m.request_id = in.u64();
+  in.raw(m.digest.data(), 32);
+  m.input_size = in.u64();
+  m.entry = in.str(kMaxName);
+  if (!in.failed() && m.entry.empty()) in.fail("empty entry name");
+  return done(in, m);
+}
+
+Bytes encode(const ResultMsg& m) {
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
+      .str(m.variant).str(m.message).take();
+}
+Result<ResultMsg> decode_result(ByteView h) {
+  In in(h, "result");
+  ResultMsg m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  in.zeros(2);
+  m.kernel_return = int32_t(in.u32());
+  m.output_size = in.u64();
+  m.variant = in.str(kMaxName);
+  m.message = in.str(kMaxMessage);
+  return done(in, m);
+}
+
+Bytes encode(const RequestOnly& m) { return Out().u64(m.request_id).take(); }
+Result<RequestOnly> decode_request(ByteView h) {
+  In in(h, "request");
+  RequestOnly m;
+  m.request_id = in.u64();
+  return done(in, m);
+}
+
+namespace {
+constexpr uint32_t kMaxListed = 4096, kMaxCounters = 256;
+constexpr size_t kListingMinRecord = 32 + 8 + 2 * 3 + 2 + 2;  // empty strings and lists
+}  // namespace
+
+Bytes encode_listing(const std::vector<CargoListing>& list) {
+  Out o;
+  o.u32(uint32_t(list.size()));
+  for (const auto& c : list) {
+    o.raw(c.digest).u64(c.invocations).str(c.name).str(c.version).str(c.variant);
+    o.u16(uint16_t(c.variants.size()));
+    for (const auto& v : c.variants) o.str(v);
+    o.u16(uint16_t(c.entries.size()));
+    for (const auto& e : c.entries) o.str(e);
+  }
+  return o.take();
+}
+
+Result<std::vector<CargoListing>> decode_listing(ByteView data) {
+  In in(data, "list_reply");
+  uint32_t n = in.u32();
+  if (!in.failed() && (n > kMaxListed || uint64_t(n) * kListingMinRecord > data.size()))
+    in.fail("count " + std::to_string(n) + " does not fit the data");
+  std::vector<CargoListing> out;
+  for (uint32_t i = 0; i < n && !in.failed(); ++i) {
+    CargoListing c;
+    in.raw(c.digest.data(), 32);
+    c.invocations = in.u64();
+    c.name = in.str(kMaxName);
+    c.version = in.str(kMaxName);
+    c.variant = in.str(kMaxName);
+    uint16_t nv = in.u16();
+    if (nv > 64) in.fail("too many variants");
+    for (uint16_t j = 0; j < nv && !in.failed(); ++j) c.variants.push_back(in.str(kMaxName));
+    uint16_t ne = in.u16();
+    if (ne > 256) in.fail("too many entries");
+    for (uint16_t j = 0; j < ne && !in.failed(); ++j) c.entries.push_back(in.str(kMaxName));
+    out.push_back(std::move(c));
+  }
+  return done(in, std::move(out));
+}
+
+Bytes encode_counters(const std::vector<Counter>& counters) {
+  Out o;
+  o.u32(uint32_t(counters.size()));
+  for (const auto& c : counters) o.str(c.name).u64(c.value);
+  return o.take();
+}
+
+Result<std::vector<Counter>> decode_counters(ByteView data) {
+  In in(data, "stats_reply");
+  uint32_t n = in.u32();
+  if (!in.failed() && (n > kMaxCounters || uint64_t(n) * 10 > data.size())) in.fail("count does not fit the data");
+  std::vector<Counter> out;
+  for (uint32_t i = 0; i < n && !in.failed(); ++i) {
+    Counter c;
+    c.name = in.str(kMaxName);
+    c.value = in.u64();
+    out.push_back(std::move(c));
+  }
+  return done(in, std::move(out));
+}
+
+Bytes encode_frame(MsgType type, ByteView header, ByteView data) {
+  return Out().u16(uint16_t(type)).u16(0).u32(uint32_t(header.size())).u64(data.size()).raw(header).raw(data).take();
+}
+
+Result<Frame> decode_frame(ByteView bytes, uint64_t max_data, size_t* consumed) {
+  In in(bytes, "frame");
+  Frame f;
+  uint16_t type = in.u16();
+  in.zeros(2);
+  uint32_t hlen = in.u32();
+  uint64_t dlen = in.u64();
+  if (in.failed()) return Error(Errc::malformed, "wire: frame: truncated");
+  if (type == 0 || type > kMaxMsgType) return Error(Errc::malformed, "wire: frame: unknown message type " + std::to_string(type));
+  if (hlen > kMaxHeader) return Error(Errc::limit, "wire: frame: header of " + std::to_string(hlen) + " bytes is over the limit");
+  if (dlen > max_data) return Error(Errc::limit, "wire: frame: data of " + std::to_string(dlen) + " bytes is over the limit");
+  if (bytes.size() - kFrameHeaderSize < hlen || bytes.size() - kFrameHeaderSize - hlen < dlen)
+    return Error(Errc::malformed, "wire: frame: truncated");
+  f.type = MsgType(type);
+  const uint8_t* p = bytes.data() + kFrameHeaderSize;
+  f.header.assign(p, p + hlen);
+  f.data.assign(p + hlen, p + hlen + dlen);
+  if (consumed) *consumed = kFrameHeaderSize + hlen + size_t(dlen);
+  return f;
+}
+
+}  // namespace xcargo::wire

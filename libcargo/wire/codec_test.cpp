@@ -1,0 +1,142 @@
+// Tests of the wire codec: every message round-trips, and every truncation, extension or
+// out-of-limit field is refused without crashing.
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "xcargo/wire.h"
+
+using namespace xcargo;
+using namespace xcargo::wire;
+
+namespace {
+
+Digest some_digest() {
+  Digest d{};
+  for (size_t i = 0; i < d.size(); ++i) d[i] = uint8_t(i * 7 + 1);
+  return d;
+}
+
+// Every proper prefix and a one-byte extension of a valid encoding must fail to decode.
+template <class Decode>
+void check_strict(const Bytes& good, Decode decode) {
+  REQUIRE(decode(good).ok());
+  for (size_t n = 0; n < good.size(); ++n) {
+    INFO("prefix of " << n << " bytes");
+    CHECK_FALSE(decode(ByteView(good).first(n)).ok());
+  }
+  Bytes longer = good;
+  longer.push_back(0);
+  CHECK_FALSE(decode(longer).ok());
+}
+
+}  // namespace
+
+TEST_CASE("hello and hello_reply round-trip", "[wire]") {
+  auto h = decode_hello(encode(Hello{1, 3}));
+  REQUIRE(h.ok());
+  CHECK(h->min_version == 1);
+  CHECK(h->max_version == 3);
+  check_strict(encode(Hello{}), decode_hello);
+  Bytes bad = encode(Hello{});
+  bad[0] = 'Y';
+  CHECK_FALSE(decode_hello(bad).ok());
+  CHECK_FALSE(decode_hello(encode(Hello{3, 1})).ok());
+
+  HelloReply r{1, ReplyStatus::ok, 2, 4, 1 << 20, 1 << 16, 1 << 24, "xcargo-loader 0.1.0"};
+  auto rr = decode_hello_reply(encode(r));
+  REQUIRE(rr.ok());
+  CHECK(rr->node_id == 2);
+  CHECK(rr->node_count == 4);
+  CHECK(rr->max_reply == 1u << 24);
+  CHECK(rr->loader_version == "xcargo-loader 0.1.0");
+  check_strict(encode(r), decode_hello_reply);
+}
+
+TEST_CASE("push, has and their replies round-trip", "[wire]") {
+  auto p = decode_push(encode(Push{7, 12345}));
+  REQUIRE(p.ok());
+  CHECK(p->request_id == 7);
+  CHECK(p->cargo_size == 12345);
+  check_strict(encode(Push{7, 1}), decode_push);
+
+  PushReply pr;
+  pr.request_id = 9, pr.status = ReplyStatus::refused, pr.error_kind = 8, pr.digest = some_digest();
+  pr.jit_compiled = true, pr.variant = "bitcode", pr.message = "no signature by a trusted key";
+  auto prr = decode_push_reply(encode(pr));
+  REQUIRE(prr.ok());
+  CHECK(prr->status == ReplyStatus::refused);
+  CHECK(prr->error_kind == 8);
+  CHECK(prr->digest == some_digest());
+  CHECK(prr->jit_compiled);
+  CHECK_FALSE(prr->already_loaded);
+  CHECK(prr->message == pr.message);
+  check_strict(encode(pr), decode_push_reply);
+
+  check_strict(encode(Has{3, some_digest()}), decode_has);
+  check_strict(encode(HasReply{3, true}), decode_has_reply);
+  Bytes two = encode(HasReply{3, true});
+  two[8] = 2;
+  CHECK_FALSE(decode_has_reply(two).ok());
+}
+
+TEST_CASE("invoke and result round-trip", "[wire]") {
+  Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
+  auto i = decode_invoke(encode(inv));
+  REQUIRE(i.ok());
+  CHECK(i->entry == "sgemm_run");
+  CHECK(i->input_size == 1u << 20);
+  check_strict(encode(inv), decode_invoke);
+  CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, "", 0})).ok());
+  CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, std::string(65, 'a'), 0})).ok());
+
+  ResultMsg res{11, ReplyStatus::kernel_error, -3, 8, "x86_64", "the kernel returned -3"};
+  auto r = decode_result(encode(res));
+  REQUIRE(r.ok());
+  CHECK(r->status == ReplyStatus::kernel_error);
+  CHECK(r->kernel_return == -3);
+  CHECK(r->variant == "x86_64");
+  check_strict(encode(res), decode_result);
+  Bytes unknown = encode(res);
+  unknown[8] = 99;
+  CHECK_FALSE(decode_result(unknown).ok());
+}
+
+TEST_CASE("listings and counters round-trip", "[wire]") {
+  std::vector<CargoListing> list = {{some_digest(), 42, "hello", "0.1.0", "x86_64", {"bitcode", "x86_64"}, {"add", "greet"}},
+                                    {Digest{}, 0, "empty", "1", "bitcode", {}, {}}};
+  auto l = decode_listing(encode_listing(list));
+  REQUIRE(l.ok());
+  REQUIRE(l->size() == 2);
+  CHECK((*l)[0].invocations == 42);
+  CHECK((*l)[0].entries == std::vector<std::string>{"add", "greet"});
+  check_strict(encode_listing(list), decode_listing);
+  Bytes huge_count = encode_listing({});
+  huge_count[3] = 0x7f;
+  CHECK_FALSE(decode_listing(huge_count).ok());
+
+  std::vector<Counter> counters = {{"invocations", 10}, {"jit_compiles", 0}};
+  auto c = decode_counters(encode_counters(counters));
+  REQUIRE(c.ok());
+  CHECK((*c)[0].name == "invocations");
+  CHECK((*c)[0].value == 10);
+  check_strict(encode_counters(counters), decode_counters);
+}
+
+TEST_CASE("frames carry a header and data and check their lengths", "[wire]") {
+  Bytes header = encode(Push{1, 3});
+  Bytes data = {1, 2, 3};
+  Bytes f = encode_frame(MsgType::push, header, data);
+  size_t used = 0;
+  auto fr = decode_frame(f, 1 << 20, &used);
+  REQUIRE(fr.ok());
+  CHECK(fr->type == MsgType::push);
+  CHECK(fr->header == header);
+  CHECK(fr->data == data);
+  CHECK(used == f.size());
+  for (size_t n = 0; n < f.size(); ++n) CHECK_FALSE(decode_frame(ByteView(f).first(n), 1 << 20).ok());
+  CHECK(decode_frame(f, 2).error().code() == Errc::limit);
+  Bytes bad_type = f;
+  bad_type[0] = 0;
+  CHECK_FALSE(decode_frame(bad_type, 1 << 20).ok());
+}

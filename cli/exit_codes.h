@@ -13,6 +13,11 @@ enum ExitCode : int {
   kExitUnreachable = 4,     // a node could not be reached (later verbs: push, run, ls)
 };
 
-inline int exit_code_for(Errc code) { return is_verification_failure(code) ? kExitVerifyFailed : kExitUsage; }
+inline int exit_code_for(Errc code) {
+  if (is_verification_failure(code)) return kExitVerifyFailed;
+  if (code == Errc::remote) return kExitRemoteFailed;
+  if (code == Errc::unreachable) return kExitUnreachable;
+  return kExitUsage;
+}
 
 }  // namespace xcargo::cli

@@ -18,6 +18,8 @@ const char* errc_name(Errc code) {
     case Errc::key: return "key";
     case Errc::compile: return "compile";
     case Errc::import: return "import";
+    case Errc::remote: return "remote";
+    case Errc::unreachable: return "unreachable";
   }
   return "unknown";
 }
@@ -36,6 +38,10 @@ bool is_verification_failure(Errc code) {
     default:
       return false;
   }
+}
+
+Errc errc_from_index(uint16_t index) {
+  return index <= uint16_t(Errc::unreachable) ? Errc(index) : Errc::remote;
 }
 
 }  // namespace xcargo

@@ -62,6 +62,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
 }
 
 const HostInfo& Engine::host() const { return impl_->jit->host(); }
+const EngineConfig& Engine::config() const { return impl_->config; }
 
 std::string Engine::Impl::cache_key(const Digest& digest, const Variant& v) const {
   const HostInfo& h = jit->host();

@@ -71,6 +71,7 @@ public:
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;
   const HostInfo& host() const;
+  const EngineConfig& config() const;
 
 private:
   Engine();

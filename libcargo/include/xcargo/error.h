@@ -1,6 +1,7 @@
 // Typed errors and Result<T> for every libcargo call; the CLI alone maps them to exit codes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -23,6 +24,8 @@ enum class Errc {
   key,              // a key file is missing, unreadable or not an Ed25519 key
   compile,          // the compiler or linker failed on a kernel source
   import,           // a kernel imports a symbol outside the allowed API
+  remote,           // a node ran the request and it failed (kernel error, crash, timeout)
+  unreachable,      // a node could not be reached, or the connection to it was lost
 };
 
 // Short stable name of an error kind ("digest_mismatch"); used in --json and test vectors.
@@ -30,6 +33,8 @@ const char* errc_name(Errc code);
 
 // True for kinds that mean "this cargo must not be trusted" (CLI exit code 1).
 bool is_verification_failure(Errc code);
+// The kind with this errc_name(), for kinds carried over the wire; Errc::remote if unknown.
+Errc errc_from_index(uint16_t index);
 
 class [[nodiscard]] Error {
 public:

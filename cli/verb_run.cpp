@@ -1,0 +1,123 @@
+// xcargo run: runs one entry of a cargo on a node (pushing it first if the node lacks it),
+// or, with no --to, in a private local loader with the same checks.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "describe.h"
+#include "exit_codes.h"
+#include "node_target.h"
+#include "report.h"
+#include "values.h"
+#include "verbs.h"
+#include "xcargo/cargo.h"
+#include "xcargo/client.h"
+#include "xcargo/file.h"
+
+namespace xcargo::cli {
+
+namespace {
+
+// How a refused push reads: verification failures keep their kind (exit 1), the rest are
+// remote failures (exit 3).
+Error push_refusal(const wire::PushReply& r, const std::string& peer) {
+  Errc kind = errc_from_index(r.error_kind);
+  if (!is_verification_failure(kind)) kind = Errc::remote;
+  Error e(kind, peer + " refused the cargo: " + r.message);
+  if (Errc(r.error_kind) == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+  if (Errc(r.error_kind) == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
+  return e;
+}
+
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  struct Opts {
+    std::string cargo, entry, to, trust, input, result = "hex", output, prefer, cache;
+    std::vector<std::string> args;
+    unsigned timeout = 10;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("run", "Run an entry of a cargo on a node, or locally");
+  cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
+  cmd->add_option("--entry", o->entry, "Entry point to run")->required()->type_name("NAME");
+  cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
+  cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
+                                     "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE");
+  cmd->add_option("--input", o->input, "Append this file's bytes to the input")->type_name("FILE");
+  cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 str hex")
+      ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));
+  cmd->add_option("--output", o->output, "Write the raw reply bytes to this file")->type_name("FILE");
+  cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();
+  cmd->add_option("--prefer", o->prefer, "Local runs: native objects or bitcode first")->check(CLI::IsMember({"native", "bitcode"}));
+  cmd->add_option("--cache", o->cache, "Local runs: JIT cache directory")->type_name("DIR");
+  cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
+              "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
+  return [o] {
+    Bytes input;
+    for (const auto& a : o->args)
+      if (auto s = pack_arg(a, input); !s.ok()) return report(s.error());
+    if (!o->input.empty()) {
+      auto extra = read_file(o->input, 1ull << 31);
+      if (!extra.ok()) return report(extra.error(), o->input);
+      input.insert(input.end(), extra->begin(), extra->end());
+    }
+    auto bytes = read_cargo_file(o->cargo);
+    if (!bytes.ok()) return report(bytes.error(), o->cargo);
+    auto container = parse_container(*bytes);
+    if (!container.ok()) return report(container.error(), o->cargo);
+
+    if (o->trust.empty())
+      return report(Error(Errc::invalid_argument, "a local run needs --trust")
+                        .hint("pass --trust with the signer's .pub file, or --to HOST:PORT to run on a node"));
+    if (auto t = TrustStore::load(o->trust); !t.ok()) return report(t.error());  // clearer here than from the loader
+    client::LocalOptions lo{local_loader_path(), o->trust, o->cache, o->prefer, o->timeout};
+    auto conn = client::spawn_local(lo);
+    if (!conn.ok()) return report(conn.error());
+    client::Connection& c = **conn;
+
+    bool pushed = false;
+    auto has = c.has(container->digest);
+    if (!has.ok()) return report(has.error());
+    if (!*has) {
+      auto pr = c.push(*bytes);
+      if (!pr.ok()) return report(pr.error());
+      if (pr->status != wire::ReplyStatus::ok) return report(push_refusal(*pr, c.peer()), o->cargo);
+      pushed = true;
+    }
+    auto r = c.invoke(container->digest, o->entry, input);
+    if (!r.ok()) return report(r.error(), o->cargo);
+    const wire::ResultMsg& res = r->result;
+    if (!o->output.empty() && res.status == wire::ReplyStatus::ok)
+      if (auto s = write_file_atomic(o->output, r->output); !s.ok()) return report(s.error(), o->output);
+    if (o->json) {
+      nlohmann::json j = {{"ok", res.status == wire::ReplyStatus::ok}, {"status", wire::status_name(res.status)},
+                          {"node", c.peer()}, {"entry", o->entry}, {"variant", res.variant},
+                          {"kernel_return", res.kernel_return}, {"pushed", pushed}, {"output_hex", to_hex(r->output)},
+                          {"output_size", r->output.size()}};
+      if (!res.message.empty()) j["message"] = res.message;
+      if (res.status == wire::ReplyStatus::ok && o->result != "hex") {
+        auto v = decode_result(o->result, r->output);
+        if (v.ok()) j["value"] = *v;
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+    }
+    if (res.status != wire::ReplyStatus::ok) {
+      Error e(Errc::remote, o->entry + " on " + c.peer() + " failed: " + wire::status_name(res.status) +
+                                (res.message.empty() ? "" : ": " + res.message));
+      if (res.status == wire::ReplyStatus::no_entry) e.hint("'xcargo inspect " + o->cargo + "' lists the entries");
+      return report(e, o->cargo);
+    }
+    if (!o->json) {
+      auto v = decode_result(o->result, r->output);
+      if (!v.ok()) return report(v.error(), o->cargo);
+      std::printf("%s\n", v->c_str());
+      note(o->entry + " ran on " + c.peer() + " (variant " + res.variant + (pushed ? ", pushed first" : "") + ")");
+    }
+    return 0;
+  };
+}
+
+}  // namespace xcargo::cli

@@ -1,0 +1,84 @@
+// The protocol's client half over any transport that can do one request/reply roundtrip.
+#include "xcargo/client.h"
+
+namespace xcargo::client {
+
+using namespace wire;
+
+Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
+  auto f = roundtrip(type, header, data);
+  XC_TRY(f);
+  if (f->type == MsgType::result && reply_type != MsgType::result) {
+    // A node that cannot parse a request answers with a result carrying bad_request.
+    auto r = decode_result(f->header);
+    std::string why = r.ok() ? r->message : "unexpected reply";
+    return Error(Errc::malformed, peer() + ": the node refused the request: " + why);
+  }
+  if (f->type != reply_type)
+    return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(reply_type)) +
+                                      ", got " + std::to_string(int(f->type)));
+  return f;
+}
+
+Status Connection::handshake() {
+  auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{}), {});
+  XC_TRY(f);
+  auto r = decode_hello_reply(f->header);
+  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
+  if (r->status != ReplyStatus::ok || r->version != kVersion)
+    return Error(Errc::unsupported, peer() + ": the node does not speak protocol version " + std::to_string(kVersion))
+        .hint("use matching xcargo and xcargo-loader releases");
+  node_ = std::move(*r);
+  return {};
+}
+
+Result<PushReply> Connection::push(ByteView cargo) {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::push, MsgType::push_reply, encode(Push{id, cargo.size()}), cargo);
+  XC_TRY(f);
+  auto r = decode_push_reply(f->header);
+  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
+  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  return r;
+}
+
+Result<bool> Connection::has(const Digest& digest) {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::has, MsgType::has_reply, encode(Has{id, digest}), {});
+  XC_TRY(f);
+  auto r = decode_has_reply(f->header);
+  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
+  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  return r->has;
+}
+
+Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
+  XC_TRY(f);
+  auto r = decode_result(f->header);
+  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
+  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  if (r->output_size != f->data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
+  return InvokeReply{std::move(*r), std::move(f->data)};
+}
+
+Result<std::vector<CargoListing>> Connection::list() {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::list, MsgType::list_reply, encode(RequestOnly{id}), {});
+  XC_TRY(f);
+  auto l = decode_listing(f->data);
+  if (!l.ok()) return Error(Errc::malformed, peer() + ": " + l.error().message());
+  return l;
+}
+
+Result<std::vector<Counter>> Connection::stats() {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::stats, MsgType::stats_reply, encode(RequestOnly{id}), {});
+  XC_TRY(f);
+  auto c = decode_counters(f->data);
+  if (!c.ok()) return Error(Errc::malformed, peer() + ": " + c.error().message());
+  return c;
+}
+
+}  // namespace xcargo::client

@@ -1,0 +1,65 @@
+// The client API: connect to a node (or start a private local loader), push cargos, ask
+// whether a node has one, invoke entries, list what is loaded, read statistics. The CLI's
+// network verbs are thin layers over this.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::client {
+
+struct InvokeReply {
+  wire::ResultMsg result;
+  Bytes output;
+};
+
+// One conversation with one node. Not thread-safe: use one per thread.
+class Connection {
+public:
+  virtual ~Connection() = default;
+
+  // What the node said in the handshake: its id, cluster size and limits.
+  const wire::HelloReply& node() const { return node_; }
+  // "HOST:PORT", or "local loader".
+  virtual std::string peer() const = 0;
+
+  // Errors: Errc::unreachable when the node cannot be reached or the connection drops,
+  // Errc::malformed when its reply does not decode. Refusals come back in the reply.
+  Result<wire::PushReply> push(ByteView cargo);
+  Result<bool> has(const Digest& digest);
+  Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
+  Result<std::vector<wire::CargoListing>> list();
+  Result<std::vector<wire::Counter>> stats();
+
+protected:
+  // Sends one request and returns the node's one reply to it.
+  virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
+  // The version handshake; implementations call it once connected.
+  Status handshake();
+
+private:
+  Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
+  wire::HelloReply node_;
+  uint64_t next_id_ = 1;
+};
+
+struct LocalOptions {
+  std::string loader;        // path of xcargo-loader
+  std::string trust;         // --trust of the loader
+  std::string cache;         // --cache (optional)
+  std::string prefer;        // native | bitcode (optional)
+  unsigned timeout_s = 10;   // per-invocation limit; the loader is killed past it plus 1 s
+};
+
+// Starts `xcargo-loader --exec` as a child process and talks to it over pipes: the same
+// verification, selection and allow-list as a node, in a process of its own, so that a
+// crashing kernel cannot take the caller down.
+Result<std::unique_ptr<Connection>> spawn_local(const LocalOptions& options);
+
+}  // namespace xcargo::client

@@ -1,0 +1,28 @@
+/* Test kernels that misbehave on purpose: the loader must survive each of them. */
+#include <xcargo/kernel.h>
+
+XC_ENTRY int segfault(xc_ctx *ctx, const void *in, size_t in_len) {
+  volatile int *p = (volatile int *)(uintptr_t)in_len; /* in_len 0: a null pointer */
+  *p = 1;
+  return 0;
+}
+
+XC_ENTRY int trap(xc_ctx *ctx, const void *in, size_t in_len) {
+  __builtin_trap();
+}
+
+XC_ENTRY int spin(xc_ctx *ctx, const void *in, size_t in_len) {
+  volatile uint64_t n = 0;
+  for (;;) n++;
+}
+
+XC_ENTRY int ok(xc_ctx *ctx, const void *in, size_t in_len) {
+  return xc_reply(ctx, "fine", 4);
+}
+
+XC_ENTRY int huge_reply(xc_ctx *ctx, const void *in, size_t in_len) {
+  static const char block[4096];
+  for (int i = 0; i < 1 << 20; ++i)
+    if (xc_reply(ctx, block, sizeof block) != 0) return 7;
+  return 0;
+}

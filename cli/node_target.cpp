@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "xcargo/trust.h"
+
 namespace xcargo::cli {
 
 std::string local_loader_path() {
@@ -11,6 +13,37 @@ std::string local_loader_path() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return (exe.parent_path() / "xcargo-loader").string();
+}
+
+Result<std::unique_ptr<client::Connection>> open_connection(const std::string& to, const std::string& trust,
+                                                            const std::string& cache, const std::string& prefer,
+                                                            unsigned timeout_s) {
+  if (!to.empty()) {
+    if (!trust.empty() || !cache.empty() || !prefer.empty())
+      return Error(Errc::invalid_argument, "--trust, --cache and --prefer apply to local runs only")
+          .hint("a node uses its own trust directory, cache and policy");
+    return client::connect(to);
+  }
+  if (trust.empty())
+    return Error(Errc::invalid_argument, "a local run needs --trust")
+        .hint("pass --trust with the signer's .pub file, or --to HOST:PORT to run on a node");
+  if (auto t = TrustStore::load(trust); !t.ok()) return t.take_error();  // clearer here than from the loader
+  return client::spawn_local({local_loader_path(), trust, cache, prefer, timeout_s});
+}
+
+Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& digest) {
+  auto has = c.has(digest);
+  XC_TRY(has);
+  if (*has) return false;
+  auto r = c.push(cargo);
+  XC_TRY(r);
+  if (r->status == wire::ReplyStatus::ok) return true;
+  Errc kind = errc_from_index(r->error_kind);
+  if (!is_verification_failure(kind)) kind = Errc::remote;
+  Error e(kind, c.peer() + " refused the cargo: " + r->message);
+  if (Errc(r->error_kind) == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+  if (Errc(r->error_kind) == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
+  return e;
 }
 
 }  // namespace xcargo::cli

@@ -11,4 +11,13 @@ namespace xcargo::cli {
 // The xcargo-loader beside this xcargo binary, or $XCARGO_LOADER.
 std::string local_loader_path();
 
+// --to HOST:PORT: a UCX connection; empty: a private local loader trusting `trust`.
+Result<std::unique_ptr<client::Connection>> open_connection(const std::string& to, const std::string& trust,
+                                                            const std::string& cache, const std::string& prefer,
+                                                            unsigned timeout_s);
+
+// Pushes the cargo unless the node has its digest. Refusals keep their kind when they are
+// verification failures (exit 1); others become Errc::remote (exit 3).
+Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& digest);
+
 }  // namespace xcargo::cli

@@ -16,21 +16,6 @@
 
 namespace xcargo::cli {
 
-namespace {
-
-// How a refused push reads: verification failures keep their kind (exit 1), the rest are
-// remote failures (exit 3).
-Error push_refusal(const wire::PushReply& r, const std::string& peer) {
-  Errc kind = errc_from_index(r.error_kind);
-  if (!is_verification_failure(kind)) kind = Errc::remote;
-  Error e(kind, peer + " refused the cargo: " + r.message);
-  if (Errc(r.error_kind) == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
-  if (Errc(r.error_kind) == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
-  return e;
-}
-
-}  // namespace
-
 Runner add_run(CLI::App& app) {
   struct Opts {
     std::string cargo, entry, to, trust, input, result = "hex", output, prefer, cache;
@@ -42,6 +27,7 @@ Runner add_run(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Run an entry of a cargo on a node, or locally");
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--entry", o->entry, "Entry point to run")->required()->type_name("NAME");
+  cmd->add_option("--to", o->to, "The node to run on; without it, a private local loader runs the cargo")->type_name("HOST:PORT");
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
   cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
                                      "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE");
@@ -69,24 +55,13 @@ Runner add_run(CLI::App& app) {
     auto container = parse_container(*bytes);
     if (!container.ok()) return report(container.error(), o->cargo);
 
-    if (o->trust.empty())
-      return report(Error(Errc::invalid_argument, "a local run needs --trust")
-                        .hint("pass --trust with the signer's .pub file, or --to HOST:PORT to run on a node"));
-    if (auto t = TrustStore::load(o->trust); !t.ok()) return report(t.error());  // clearer here than from the loader
-    client::LocalOptions lo{local_loader_path(), o->trust, o->cache, o->prefer, o->timeout};
-    auto conn = client::spawn_local(lo);
+    auto conn = open_connection(o->to, o->trust, o->cache, o->prefer, o->timeout);
     if (!conn.ok()) return report(conn.error());
     client::Connection& c = **conn;
 
-    bool pushed = false;
-    auto has = c.has(container->digest);
-    if (!has.ok()) return report(has.error());
-    if (!*has) {
-      auto pr = c.push(*bytes);
-      if (!pr.ok()) return report(pr.error());
-      if (pr->status != wire::ReplyStatus::ok) return report(push_refusal(*pr, c.peer()), o->cargo);
-      pushed = true;
-    }
+    auto loaded = ensure_loaded(c, *bytes, container->digest);
+    if (!loaded.ok()) return report(loaded.error(), o->cargo);
+    const bool pushed = *loaded;
     auto r = c.invoke(container->digest, o->entry, input);
     if (!r.ok()) return report(r.error(), o->cargo);
     const wire::ResultMsg& res = r->result;

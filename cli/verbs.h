@@ -21,12 +21,14 @@ Runner add_verify(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_extract(CLI::App& app);
 Runner add_run(CLI::App& app);
+Runner add_push(CLI::App& app);
+Runner add_ls(CLI::App& app);
 
 // Adding a verb: one verb_NAME.cpp with add_NAME(), and one line here.
 inline constexpr Verb kVerbs[] = {
     {"keygen", add_keygen}, {"build", add_build},     {"sign", add_sign},
     {"verify", add_verify}, {"inspect", add_inspect}, {"extract", add_extract},
-    {"run", add_run},
+    {"push", add_push},     {"run", add_run},         {"ls", add_ls},
 };
 
 }  // namespace xcargo::cli

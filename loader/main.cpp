@@ -1,21 +1,37 @@
-// xcargo-loader: runs verified cargos for clients. --exec serves one client over stdin and
-// stdout (what `xcargo run` without --to starts).
+// xcargo-loader: runs verified cargos for clients, over UCX (--listen) or for one local
+// client over stdin/stdout (--exec, what `xcargo run` without --to starts).
 #include <CLI/CLI.hpp>
 #include <openssl/crypto.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "config.h"
 #include "engine.h"
 #include "handler.h"
+#include "ucx_server.h"
+#include "xcargo/file.h"
 #include "xcargo/version.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;
 
 namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+void log_line(const std::string& line) { std::fprintf(stderr, "xcargo-loader: %s\n", line.c_str()); }
+
+int fail(const Error& e) {
+  std::fprintf(stderr, "xcargo-loader: error: %s\n", e.message().c_str());
+  for (const auto& h : e.hints()) std::fprintf(stderr, "hint: %s\n", h.c_str());
+  return 2;
+}
 
 bool read_exact(int fd, uint8_t* p, size_t n) {
   size_t done = 0;
@@ -50,8 +66,7 @@ int serve_stdio(Handler& handler) {
     std::memcpy(&hlen, head + 4, 4);
     std::memcpy(&dlen, head + 8, 8);
     if (hlen > wire::kMaxHeader || dlen > max_data) {
-      std::fprintf(stderr, "xcargo-loader: refused a frame of %u + %llu bytes (over the limits)\n", hlen,
-                   (unsigned long long)dlen);
+      log_line("refused a frame of " + std::to_string(hlen) + " + " + std::to_string(dlen) + " bytes (over the limits)");
       return 1;
     }
     Bytes frame(sizeof head + hlen + dlen);
@@ -59,7 +74,8 @@ int serve_stdio(Handler& handler) {
     if (!read_exact(0, frame.data() + sizeof head, hlen + size_t(dlen))) return 1;
     auto f = wire::decode_frame(frame, max_data);
     Reply r = f.ok() ? handler.handle(f->type, f->header, f->data)
-                     : Reply{wire::MsgType::result, wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, "", f.error().message()}), {}};
+                     : Reply{wire::MsgType::result,
+                             wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, "", f.error().message()}), {}};
     if (!write_all(1, wire::encode_frame(r.type, r.header, r.data))) return 1;
   }
 }
@@ -71,18 +87,25 @@ int main(int argc, char** argv) {
   CLI::App app{"xcargo-loader: verifies cargos against trusted keys, compiles or links them for this CPU, runs them"};
   app.name("xcargo-loader");
   app.set_version_flag("--version", std::string("xcargo-loader ") + XCARGO_VERSION_STRING);
-  std::string trust, cache, prefer = "native";
-  bool exec = false, verbose = false;
-  uint64_t max_cargo = format::kMaxCargoSize, max_input = 256ull << 20;
-  app.add_flag("--exec", exec, "Serve one client over stdin/stdout (what 'xcargo run' without --to starts)")->required();
-  app.add_option("--trust", trust, "Trusted signers: a .pub file or a directory of them")->required()->type_name("PATH");
-  app.add_option("--cache", cache, "Directory for JIT output, kept across restarts")->type_name("DIR");
-  app.add_option("--prefer", prefer, "Variant policy: native objects first, or bitcode JIT-compiled for this CPU")
-      ->check(CLI::IsMember({"native", "bitcode"}))
-      ->capture_default_str();
-  app.add_option("--max-cargo", max_cargo, "Largest cargo accepted, in bytes")->capture_default_str();
-  app.add_option("--max-input", max_input, "Largest invocation input accepted, in bytes")->capture_default_str();
-  app.add_flag("-v,--verbose", verbose, "Log every request on stderr");
+  LoaderConfig cfg, flags;
+  std::string config_file;
+  bool exec = false;
+  app.add_option("--config", config_file, "Settings file (see loader.example.yaml); flags override it")->type_name("FILE");
+  auto* listen = app.add_option("--listen", flags.listen, "Serve clients over UCX at HOST:PORT (port 0: any free port)")->type_name("HOST:PORT");
+  auto* exec_flag = app.add_flag("--exec", exec, "Serve one client over stdin/stdout (what 'xcargo run' without --to starts)");
+  listen->excludes(exec_flag);
+  auto* trust = app.add_option("--trust", flags.trust, "Trusted signers: a .pub file or a directory of them")->type_name("PATH");
+  auto* cache = app.add_option("--cache", flags.cache, "Directory for JIT output, kept across restarts")->type_name("DIR");
+  auto* ready = app.add_option("--ready-file", flags.ready_file, "Write HOST:PORT here once listening")->type_name("PATH");
+  auto* prefer = app.add_option("--prefer", flags.prefer, "native objects first, or bitcode JIT-compiled for this CPU")
+                     ->check(CLI::IsMember({"native", "bitcode"}));
+  auto* max_cargo = app.add_option("--max-cargo", flags.max_cargo, "Largest cargo accepted, in bytes");
+  auto* max_input = app.add_option("--max-input", flags.max_input, "Largest invocation input accepted, in bytes");
+  auto* max_reply = app.add_option("--max-reply", flags.max_reply, "Largest reply a kernel may send, in bytes");
+  auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds");
+  auto* node_id = app.add_option("--node-id", flags.node_id, "This node's id (what xc_node_id() returns)");
+  app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
+  app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,25 +113,56 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xcargo-loader: error: %s\nhint: run 'xcargo-loader --help' for usage\n", e.what());
     return 2;
   }
-  auto store = TrustStore::load(trust);
-  if (!store.ok()) {
-    std::fprintf(stderr, "xcargo-loader: error: %s\n", store.error().message().c_str());
-    for (const auto& h : store.error().hints()) std::fprintf(stderr, "hint: %s\n", h.c_str());
-    return 2;
-  }
-  EngineConfig config;
-  config.cache_dir = cache;
-  config.prefer = prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
-  config.limits.max_cargo_size = std::min<uint64_t>(max_cargo, format::kMaxCargoSize);
-  auto log = [verbose](const std::string& line) {
-    if (verbose) std::fprintf(stderr, "xcargo-loader: %s\n", line.c_str());
+  if (!config_file.empty())
+    if (auto s = read_config_file(config_file, cfg); !s.ok()) return fail(s.error());
+  if (*listen) cfg.listen = flags.listen;
+  if (*trust) cfg.trust = flags.trust;
+  if (*cache) cfg.cache = flags.cache;
+  if (*ready) cfg.ready_file = flags.ready_file;
+  if (*prefer) cfg.prefer = flags.prefer;
+  if (*max_cargo) cfg.max_cargo = flags.max_cargo;
+  if (*max_input) cfg.max_input = flags.max_input;
+  if (*max_reply) cfg.max_reply = flags.max_reply;
+  if (*timeout) cfg.timeout_s = flags.timeout_s;
+  if (*node_id) cfg.node_id = flags.node_id;
+  cfg.verbose = flags.verbose;
+  if (exec) cfg.listen.clear();
+  if (!exec && cfg.listen.empty())
+    return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));
+  if (cfg.trust.empty())
+    return fail(Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files"));
+
+  auto store = TrustStore::load(cfg.trust);
+  if (!store.ok()) return fail(store.error());
+  const bool logging = !exec || cfg.verbose;
+  auto log = [logging](const std::string& line) {
+    if (logging) log_line(line);
   };
-  config.log = [log](std::string_view line) { log(std::string(line)); };
-  auto engine = Engine::create(config, std::move(*store));
-  if (!engine.ok()) {
-    std::fprintf(stderr, "xcargo-loader: error: %s\n", engine.error().message().c_str());
-    return 2;
-  }
-  Handler handler(**engine, max_input, log);
-  return serve_stdio(handler);
+  EngineConfig ec;
+  ec.cache_dir = cfg.cache;
+  ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
+  ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
+  ec.max_reply = cfg.max_reply;
+  ec.node_id = cfg.node_id;
+  ec.log = [log](std::string_view line) { log(std::string(line)); };
+  auto engine = Engine::create(ec, std::move(*store));
+  if (!engine.ok()) return fail(engine.error());
+  Handler handler(**engine, cfg.max_input, log);
+  if (exec) return serve_stdio(handler);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto server = UcxServer::start(cfg.listen, handler, log);
+  if (!server.ok()) return fail(server.error());
+  const std::string addr = (*server)->address();
+  if (!cfg.ready_file.empty())
+    if (auto s = write_file_atomic(cfg.ready_file, as_bytes(addr + "\n")); !s.ok())
+      return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
+  log_line("listening on " + addr);
+  (*server)->run(g_stop);
+  log_line("stopped");
+  return 0;
 }

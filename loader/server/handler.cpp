@@ -58,17 +58,18 @@ Reply Handler::hello(ByteView header) {
 Reply Handler::push(ByteView header, ByteView data) {
   auto p = decode_push(header);
   if (!p.ok()) return bad_request(p.error().message());
-  if (p->cargo_size != data.size()) return bad_request("push: cargo_size does not match the data");
   PushReply r;
   r.request_id = p->request_id;
   auto t0 = std::chrono::steady_clock::now();
-  if (data.size() > max_cargo()) {
+  // Checked first: an oversized cargo's data is never received, so it cannot match.
+  if (p->cargo_size > max_cargo()) {
     r.status = ReplyStatus::limit;
     r.error_kind = uint16_t(Errc::limit);
-    r.message = "cargo of " + std::to_string(data.size()) + " bytes is over this node's limit of " + std::to_string(max_cargo());
+    r.message = "cargo of " + std::to_string(p->cargo_size) + " bytes is over this node's limit of " + std::to_string(max_cargo());
     log_("refused push: " + r.message);
     return {MsgType::push_reply, encode(r), {}};
   }
+  if (p->cargo_size != data.size()) return bad_request("push: cargo_size does not match the data");
   auto loaded = engine_.load(Bytes(data.begin(), data.end()));
   if (!loaded.ok()) {
     const Error& e = loaded.error();
@@ -101,15 +102,15 @@ Reply Handler::has(ByteView header) {
 Reply Handler::invoke(ByteView header, ByteView data) {
   auto inv = decode_invoke(header);
   if (!inv.ok()) return bad_request(inv.error().message());
-  if (inv->input_size != data.size()) return bad_request("invoke: input_size does not match the data");
   ResultMsg r;
   r.request_id = inv->request_id;
-  if (data.size() > max_input_) {
+  if (inv->input_size > max_input_) {
     r.status = ReplyStatus::limit;
-    r.message = "input of " + std::to_string(data.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
+    r.message = "input of " + std::to_string(inv->input_size) + " bytes is over this node's limit of " + std::to_string(max_input_);
     log_("refused invoke: " + r.message);
     return {MsgType::result, encode(r), {}};
   }
+  if (inv->input_size != data.size()) return bad_request("invoke: input_size does not match the data");
   auto t0 = std::chrono::steady_clock::now();
   InvokeResult res = engine_.invoke(inv->digest, inv->entry, data);
   r.status = res.status;

@@ -57,6 +57,15 @@ struct LocalOptions {
   unsigned timeout_s = 10;   // per-invocation limit; the loader is killed past it plus 1 s
 };
 
+struct ConnectOptions {
+  int connect_timeout_ms = 5000;   // for the handshake
+  int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
+};
+
+// Connects to an xcargo-loader listening at "HOST:PORT" over UCX (shared memory, TCP or
+// RDMA, as UCX chooses) and performs the version handshake.
+Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options = {});
+
 // Starts `xcargo-loader --exec` as a child process and talks to it over pipes: the same
 // verification, selection and allow-list as a node, in a process of its own, so that a
 // crashing kernel cannot take the caller down.

@@ -1,0 +1,51 @@
+// xcargo ls: what a node has loaded, with variants and invocation counts, and its statistics.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "node_target.h"
+#include "report.h"
+#include "verbs.h"
+
+namespace xcargo::cli {
+
+Runner add_ls(CLI::App& app) {
+  struct Opts {
+    std::string to;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node");
+  cmd->add_option("--to", o->to, "The node")->required()->type_name("HOST:PORT");
+  cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
+  return [o] {
+    auto c = client::connect(o->to);
+    if (!c.ok()) return report(c.error());
+    auto list = (*c)->list();
+    if (!list.ok()) return report(list.error());
+    auto stats = (*c)->stats();
+    if (!stats.ok()) return report(stats.error());
+    if (o->json) {
+      nlohmann::json j = {{"node", o->to}, {"node_id", (*c)->node().node_id}, {"cargos", nlohmann::json::array()},
+                          {"stats", nlohmann::json::object()}};
+      for (const auto& l : *list)
+        j["cargos"].push_back({{"digest", to_hex(l.digest)}, {"name", l.name}, {"version", l.version},
+                               {"variant", l.variant}, {"variants", l.variants}, {"entries", l.entries},
+                               {"invocations", l.invocations}});
+      for (const auto& s : *stats) j["stats"][s.name] = s.value;
+      std::printf("%s\n", j.dump(2).c_str());
+      return 0;
+    }
+    std::printf("%-16s %-20s %-10s %-18s %12s  %s\n", "digest", "name", "version", "running", "invocations", "entries");
+    for (const auto& l : *list) {
+      std::string entries;
+      for (const auto& e : l.entries) entries += (entries.empty() ? "" : ",") + e;
+      std::printf("%-16s %-20s %-10s %-18s %12llu  %s\n", to_hex(l.digest).substr(0, 16).c_str(), l.name.c_str(),
+                  l.version.c_str(), l.variant.c_str(), (unsigned long long)l.invocations, entries.c_str());
+    }
+    if (list->empty()) std::printf("(nothing loaded)\n");
+    return 0;
+  };
+}
+
+}  // namespace xcargo::cli

@@ -1,0 +1,51 @@
+// xcargo push: sends a cargo to one or more nodes, skipping nodes that already have it.
+#include <cstdio>
+#include <sstream>
+
+#include "node_target.h"
+#include "report.h"
+#include "verbs.h"
+#include "xcargo/cargo.h"
+
+namespace xcargo::cli {
+
+Runner add_push(CLI::App& app) {
+  struct Opts {
+    std::string cargo, to;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("push", "Load a cargo on one or more nodes");
+  cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
+  cmd->add_option("--to", o->to, "Nodes, comma-separated")->required()->type_name("HOST:PORT[,HOST:PORT...]");
+  cmd->footer("Each node verifies the cargo against its own trusted keys before loading it.\n"
+              "Exit codes: 0 loaded everywhere; 1 a node refused it as unverified or untrusted;\n"
+              "3 a node refused it otherwise; 4 a node could not be reached. Every node is tried.");
+  return [o] {
+    auto bytes = read_cargo_file(o->cargo);
+    if (!bytes.ok()) return report(bytes.error(), o->cargo);
+    auto container = parse_container(*bytes);
+    if (!container.ok()) return report(container.error(), o->cargo);
+    std::vector<std::string> nodes;
+    std::stringstream ss(o->to);
+    for (std::string n; std::getline(ss, n, ',');)
+      if (!n.empty()) nodes.push_back(n);
+    if (nodes.empty()) return report(Error(Errc::invalid_argument, "--to names no node"));
+    int worst = 0;
+    for (const auto& node : nodes) {
+      auto c = client::connect(node);
+      if (!c.ok()) {
+        worst = std::max(worst, report(c.error()));
+        continue;
+      }
+      auto loaded = ensure_loaded(**c, *bytes, container->digest);
+      if (!loaded.ok()) {
+        worst = std::max(worst, report(loaded.error(), o->cargo));
+        continue;
+      }
+      std::printf("%s: %s\n", node.c_str(), *loaded ? "pushed" : "already loaded");
+    }
+    return worst;
+  };
+}
+
+}  // namespace xcargo::cli

@@ -1,0 +1,184 @@
+// connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
+#include <chrono>
+#include <cstring>
+
+#include "net/ucx.h"
+#include "xcargo/client.h"
+
+namespace xcargo::client {
+
+using namespace wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+class UcxConnection final : public Connection {
+public:
+  ~UcxConnection() override { close(); }
+  std::string peer() const override { return peer_; }
+
+  Status open(const std::string& host_port, const ConnectOptions& o) {
+    peer_ = host_port;
+    options_ = o;
+    socklen_t len = 0;
+    auto addr = net::parse_host_port(host_port, &len);
+    XC_TRY(addr);
+    auto w = net::UcxWorker::create(false);
+    XC_TRY(w);
+    w_ = std::move(*w);
+    for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {  // every reply type
+      slots_[t] = {this, t};
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+      hp.id = t;
+      hp.cb = &UcxConnection::on_reply;
+      hp.arg = &slots_[t];
+      hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+      if (auto s = ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
+    }
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+    ep.sockaddr.addrlen = len;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxConnection::on_error;
+    ep.err_handler.arg = this;
+    if (auto s = ucp_ep_create(w_->worker(), &ep, &ep_); s != UCS_OK)
+      return Error(Errc::unreachable, "could not reach " + peer_ + ": " + ucs_status_string(s));
+    timeout_ms_ = o.connect_timeout_ms;
+    auto hs = handshake();
+    timeout_ms_ = o.reply_timeout_ms;
+    return hs;
+  }
+
+protected:
+  Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
+    if (failed_) return lost();
+    reply_ = {};
+    reply_ready_ = false;
+    send_done_ = false;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    p.cb.send = &UcxConnection::on_sent;
+    p.user_data = this;
+    ucs_status_ptr_t req = ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
+    if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
+    if (req == nullptr) send_done_ = true;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+    while (!(send_done_ && reply_ready_) && !failed_) {
+      if (ucp_worker_progress(w_->worker()) != 0) continue;
+      auto now = Clock::now();
+      if (now > deadline) {
+        if (req && !UCS_PTR_IS_ERR(req) && !send_done_) ucp_request_cancel(w_->worker(), req);
+        return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
+      }
+      if (now > spin_until) w_->progress_or_wait(10);  // long waits sleep instead of spinning
+    }
+    if (req) ucp_request_free(req);
+    if (failed_) return lost();
+    return std::move(reply_);
+  }
+
+private:
+  struct Slot {
+    UcxConnection* self;
+    uint16_t type;
+  };
+
+  Error lost() const {
+    std::string why = ucs_status_string(fail_status_);
+    return Error(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why)
+        .hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+  }
+  bool handshaken() const { return node().max_cargo != 0; }
+
+  static void on_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* self = static_cast<UcxConnection*>(arg);
+    self->failed_ = true;
+    self->fail_status_ = status;
+  }
+  static void on_sent(void*, ucs_status_t status, void* user) {
+    auto* self = static_cast<UcxConnection*>(user);
+    self->send_done_ = true;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) self->failed_ = true, self->fail_status_ = status;
+  }
+  static void on_data(void*, ucs_status_t status, size_t, void* user) {
+    auto* self = static_cast<UcxConnection*>(user);
+    if (status != UCS_OK) self->failed_ = true, self->fail_status_ = status;
+    self->reply_ready_ = true;
+  }
+  static ucs_status_t on_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                               const ucp_am_recv_param_t* param) {
+    auto* slot = static_cast<Slot*>(arg);
+    UcxConnection* self = slot->self;
+    if (header_length > kMaxHeader || length > (1ull << 31)) {
+      self->failed_ = true;
+      self->fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
+      return UCS_OK;
+    }
+    Frame& f = self->reply_;
+    f.type = MsgType(slot->type);
+    const auto* h = static_cast<const uint8_t*>(header);
+    f.header.assign(h, h + header_length);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+      f.data.resize(length);
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      p.cb.recv_am = &UcxConnection::on_data;
+      p.user_data = self;
+      ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->w_->worker(), data, f.data.data(), length, &p);
+      if (UCS_PTR_IS_ERR(r)) {
+        self->failed_ = true;
+        self->fail_status_ = UCS_PTR_STATUS(r);
+      } else if (r == nullptr) {
+        self->reply_ready_ = true;
+      } else {
+        ucp_request_free(r);  // completion still calls on_data
+      }
+      return UCS_OK;
+    }
+    const auto* d = static_cast<const uint8_t*>(data);
+    f.data.assign(d, d + length);
+    self->reply_ready_ = true;
+    return UCS_OK;
+  }
+
+  void close() {
+    if (!ep_) return;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) {
+      const auto deadline = Clock::now() + std::chrono::milliseconds(500);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(w_->worker());
+      ucp_request_free(r);
+    }
+    ep_ = nullptr;
+  }
+
+  std::unique_ptr<net::UcxWorker> w_;
+  ucp_ep_h ep_ = nullptr;
+  std::string peer_;
+  ConnectOptions options_;
+  int timeout_ms_ = 5000;
+  Slot slots_[kMaxMsgType + 1] = {};
+  Frame reply_;
+  bool reply_ready_ = false, send_done_ = false, failed_ = false;
+  ucs_status_t fail_status_ = UCS_OK;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
+  auto c = std::make_unique<UcxConnection>();
+  XC_TRY(c->open(host_port, options));
+  return std::unique_ptr<Connection>(std::move(c));
+}
+
+}  // namespace xcargo::client

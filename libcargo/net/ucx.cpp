@@ -1,0 +1,98 @@
+// UCX context/worker creation, address parsing and event-fd based blocking.
+#include "net/ucx.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+#include <memory>
+
+namespace xcargo::net {
+
+Error ucx_error(const std::string& what, ucs_status_t status) {
+  return Error(Errc::unreachable, what + ": " + ucs_status_string(status));
+}
+
+Result<sockaddr_storage> parse_host_port(const std::string& hp, socklen_t* len) {
+  auto colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
+    return Error(Errc::invalid_argument, "'" + hp + "' is not HOST:PORT").hint("for example 127.0.0.1:7400");
+  std::string host = hp.substr(0, colon), port = hp.substr(colon + 1);
+  unsigned p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (ec != std::errc() || end != port.data() + port.size() || p > 65535)
+    return Error(Errc::invalid_argument, "'" + hp + "': port must be a number from 0 to 65535");
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || !res)
+    return Error(Errc::unreachable, "'" + host + "': cannot resolve: " + gai_strerror(rc));
+  sockaddr_storage ss{};
+  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+  reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(uint16_t(p));
+  *len = socklen_t(res->ai_addrlen);
+  ::freeaddrinfo(res);
+  return ss;
+}
+
+std::string to_host_port(const sockaddr* addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  unsigned port = 0;
+  if (addr->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (addr->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    port = ntohs(in6->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi) {
+  auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
+  ucp_config_t* config = nullptr;
+  if (auto s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = thread_multi ? 1 : 0;
+  ucs_status_t s = ucp_init(&params, config, &w->context_);
+  ucp_config_release(config);
+  if (s != UCS_OK) return ucx_error("UCX initialization", s);
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+  if (s = ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) return ucx_error("UCX worker", s);
+  if (s = ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) return ucx_error("UCX event descriptor", s);
+  w->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = w->efd_;
+  ::epoll_ctl(w->epfd_, EPOLL_CTL_ADD, w->efd_, &ev);
+  return w;
+}
+
+UcxWorker::~UcxWorker() {
+  if (epfd_ >= 0) ::close(epfd_);
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+bool UcxWorker::progress_or_wait(int timeout_ms) {
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+  ucs_status_t s = ucp_worker_arm(worker_);
+  if (s == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress again
+  epoll_event ev{};
+  int n = ::epoll_wait(epfd_, &ev, 1, timeout_ms);
+  return n >= 0;
+}
+
+void UcxWorker::wake() { ucp_worker_signal(worker_); }
+
+}  // namespace xcargo::net

@@ -1,0 +1,42 @@
+// Small helpers around UCX's ucp API shared by the client and the loader: context and
+// worker set-up, HOST:PORT parsing, blocking until the worker has events.
+#pragma once
+
+#include <netinet/in.h>
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <string>
+
+#include "xcargo/error.h"
+
+namespace xcargo::net {
+
+// "HOST:PORT" (IPv4 address or host name) to a socket address.
+Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len);
+std::string to_host_port(const sockaddr* addr);
+
+// A ucp context and one worker with Active Messages and wake-up support. thread_multi lets
+// several threads use the worker (the loader's executors send replies).
+class UcxWorker {
+public:
+  static Result<std::unique_ptr<UcxWorker>> create(bool thread_multi);
+  ~UcxWorker();
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  // Progresses until nothing is left to do, then blocks until the worker has an event or
+  // timeout_ms passes (-1: no limit). Returns false if interrupted by wake().
+  bool progress_or_wait(int timeout_ms);
+  // Makes a progress_or_wait() in another thread return.
+  void wake();
+
+private:
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  int epfd_ = -1;
+};
+
+Error ucx_error(const std::string& what, ucs_status_t status);
+
+}  // namespace xcargo::net

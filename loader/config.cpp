@@ -1,0 +1,51 @@
+// loader.yaml parsing with yaml-cpp, with the file and key named in every error.
+#include "config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+namespace xcargo::loader {
+
+Status read_config_file(const std::string& path, LoaderConfig& c) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Error(Errc::io, path + ": cannot read the configuration file");
+  } catch (const YAML::Exception& e) {
+    return Error(Errc::invalid_argument, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (root.IsNull()) return {};
+  if (!root.IsMap()) return Error(Errc::invalid_argument, path + ": the configuration must be a mapping of settings");
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>("");
+    std::replace(key.begin(), key.end(), '-', '_');
+    const YAML::Node& v = kv.second;
+    auto bad = [&](const std::string& what) {
+      return Error(Errc::invalid_argument, path + ": '" + kv.first.as<std::string>("") + "' must be " + what);
+    };
+    try {
+      if (key == "listen") c.listen = v.as<std::string>();
+      else if (key == "trust") c.trust = v.as<std::string>();
+      else if (key == "cache") c.cache = v.as<std::string>();
+      else if (key == "ready_file") c.ready_file = v.as<std::string>();
+      else if (key == "prefer") {
+        c.prefer = v.as<std::string>();
+        if (c.prefer != "native" && c.prefer != "bitcode") return bad("native or bitcode");
+      } else if (key == "max_cargo") c.max_cargo = v.as<uint64_t>();
+      else if (key == "max_input") c.max_input = v.as<uint64_t>();
+      else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
+      else if (key == "timeout") c.timeout_s = v.as<unsigned>();
+      else if (key == "node_id") c.node_id = v.as<uint32_t>();
+      else
+        return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout node-id");
+    } catch (const YAML::Exception&) {
+      return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" ? "a string" : "a number");
+    }
+  }
+  return {};
+}
+
+}  // namespace xcargo::loader

@@ -1,0 +1,29 @@
+// xcargo-loader's settings: defaults, then loader.yaml (--config), then command-line flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "xcargo/error.h"
+
+namespace xcargo::loader {
+
+struct LoaderConfig {
+  std::string listen;      // HOST:PORT; port 0 picks a free port
+  std::string trust;       // .pub file or directory of trusted signers
+  std::string cache;       // JIT output cache directory
+  std::string ready_file;  // receives HOST:PORT once listening
+  std::string prefer = "native";
+  uint64_t max_cargo = 256ull << 20;
+  uint64_t max_input = 256ull << 20;
+  uint64_t max_reply = 64ull << 20;
+  unsigned timeout_s = 10;  // per invocation
+  uint32_t node_id = 0;
+  bool verbose = false;     // --exec only: log requests
+};
+
+// Reads a loader.yaml; keys are the long flag names with '-' or '_' (see loader.example.yaml).
+// Unknown keys are errors, so that a misspelt setting is not silently ignored.
+Status read_config_file(const std::string& path, LoaderConfig& config);
+
+}  // namespace xcargo::loader

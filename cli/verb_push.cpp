@@ -23,8 +23,11 @@ Runner add_push(CLI::App& app) {
   return [o] {
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);
-    auto container = parse_container(*bytes);
-    if (!container.ok()) return report(container.error(), o->cargo);
+    // Checked here first (structure and every digest, not trust): a damaged file is reported
+    // as such, and never mistaken for the intact cargo a node may already hold.
+    auto local = load_cargo(*bytes, nullptr);
+    if (!local.ok()) return report(local.error(), o->cargo);
+    const Container* container = &local->container();
     std::vector<std::string> nodes;
     std::stringstream ss(o->to);
     for (std::string n; std::getline(ss, n, ',');)

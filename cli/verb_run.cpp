@@ -52,8 +52,11 @@ Runner add_run(CLI::App& app) {
     }
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);
-    auto container = parse_container(*bytes);
-    if (!container.ok()) return report(container.error(), o->cargo);
+    // Checked here first (structure and every digest, not trust): a damaged file is reported
+    // as such, and never mistaken for the intact cargo a node may already hold.
+    auto local = load_cargo(*bytes, nullptr);
+    if (!local.ok()) return report(local.error(), o->cargo);
+    const Container* container = &local->container();
 
     auto conn = open_connection(o->to, o->trust, o->cache, o->prefer, o->timeout);
     if (!conn.ok()) return report(conn.error());

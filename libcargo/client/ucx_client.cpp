@@ -68,18 +68,18 @@ protected:
     ucs_status_ptr_t req = ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
     if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == nullptr) send_done_ = true;
+    else send_req_ = req;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
     while (!(send_done_ && reply_ready_) && !failed_) {
       if (ucp_worker_progress(w_->worker()) != 0) continue;
       auto now = Clock::now();
       if (now > deadline) {
-        if (req && !UCS_PTR_IS_ERR(req) && !send_done_) ucp_request_cancel(w_->worker(), req);
+        if (send_req_) ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
         return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
       }
       if (now > spin_until) w_->progress_or_wait(10);  // long waits sleep instead of spinning
     }
-    if (req) ucp_request_free(req);
     if (failed_) return lost();
     return std::move(reply_);
   }
@@ -102,15 +102,19 @@ private:
     self->failed_ = true;
     self->fail_status_ = status;
   }
-  static void on_sent(void*, ucs_status_t status, void* user) {
+  // Completion callbacks release their request: a request freed earlier gets no callback.
+  static void on_sent(void* request, ucs_status_t status, void* user) {
     auto* self = static_cast<UcxConnection*>(user);
     self->send_done_ = true;
+    self->send_req_ = nullptr;
     if (status != UCS_OK && status != UCS_ERR_CANCELED) self->failed_ = true, self->fail_status_ = status;
+    ucp_request_free(request);
   }
-  static void on_data(void*, ucs_status_t status, size_t, void* user) {
+  static void on_data(void* request, ucs_status_t status, size_t, void* user) {
     auto* self = static_cast<UcxConnection*>(user);
     if (status != UCS_OK) self->failed_ = true, self->fail_status_ = status;
     self->reply_ready_ = true;
+    ucp_request_free(request);
   }
   static ucs_status_t on_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
@@ -137,9 +141,7 @@ private:
         self->fail_status_ = UCS_PTR_STATUS(r);
       } else if (r == nullptr) {
         self->reply_ready_ = true;
-      } else {
-        ucp_request_free(r);  // completion still calls on_data
-      }
+      }  // else on_data completes it
       return UCS_OK;
     }
     const auto* d = static_cast<const uint8_t*>(data);
@@ -170,6 +172,7 @@ private:
   Slot slots_[kMaxMsgType + 1] = {};
   Frame reply_;
   bool reply_ready_ = false, send_done_ = false, failed_ = false;
+  void* send_req_ = nullptr;
   ucs_status_t fail_status_ = UCS_OK;
 };
 

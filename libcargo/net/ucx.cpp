@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -53,10 +54,30 @@ std::string to_host_port(const sockaddr* addr) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+// Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
+static bool shm_enabled() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (!tls || !*tls) return true;
+  std::string t = tls;
+  for (const char* name : {"all", "sm", "shm", "posix", "sysv", "mm"}) {
+    size_t pos = 0;
+    while ((pos = t.find(name, pos)) != std::string::npos) {
+      const size_t end = pos + std::strlen(name);
+      const bool starts = pos == 0 || t[pos - 1] == ',' || t[pos - 1] == '^';
+      if (starts && (end == t.size() || t[end] == ',')) return t[0] != '^';
+      pos = end;
+    }
+  }
+  return t[0] == '^';
+}
+
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi) {
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
   ucp_config_t* config = nullptr;
   if (auto s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
+  // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
+  // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
+  if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

@@ -75,10 +75,12 @@ struct UcxServer::Impl {
     (void)status;  // a client going away is normal
   }
 
-  static void on_data(void*, ucs_status_t status, size_t, void* user) {
+  // Completion callbacks release their request: a request freed earlier gets no callback.
+  static void on_data(void* request, ucs_status_t status, size_t, void* user) {
     auto* job = static_cast<Job*>(user);
     if (status != UCS_OK) job->failed = true;
     job->ready = true;
+    ucp_request_free(request);
   }
 
   static ucs_status_t on_request(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -113,8 +115,7 @@ struct UcxServer::Impl {
       p.user_data = job.get();
       ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->w->worker(), data, job->data.data(), length, &p);
       if (UCS_PTR_IS_ERR(r)) job->failed = job->ready = true;
-      else if (r == nullptr) job->ready = true;
-      else ucp_request_free(r);
+      else if (r == nullptr) job->ready = true;  // else on_data completes it
     } else {
       const auto* d = static_cast<const uint8_t*>(data);
       job->data.assign(d, d + length);
@@ -124,7 +125,10 @@ struct UcxServer::Impl {
     return UCS_OK;
   }
 
-  static void on_sent(void*, ucs_status_t, void* user) { delete static_cast<Sending*>(user); }
+  static void on_sent(void* request, ucs_status_t, void* user) {
+    delete static_cast<Sending*>(user);
+    ucp_request_free(request);
+  }
 
   void send(ucp_ep_h ep, Reply&& r) {
     if (!eps.count(ep)) return;  // the client went away
@@ -135,11 +139,7 @@ struct UcxServer::Impl {
     p.user_data = s;
     ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), s->header.data(), s->header.size(), s->data.data(),
                                            s->data.size(), &p);
-    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
-      delete s;  // completed at once, or failed: no callback will come
-      return;
-    }
-    ucp_request_free(req);  // the callback still runs on completion
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) delete s;  // completed at once, or failed: no callback will come
   }
 
   // Handles every request whose data has arrived, in arrival order.

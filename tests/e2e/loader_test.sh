@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Real xcargo-loader processes on 127.0.0.1, driven by the real xcargo binary over UCX.
+# usage: loader_test.sh XCARGO SOURCE_DIR TLS   (TLS: the UCX_TLS value, e.g. tcp or shm,tcp)
+X=$1
+SRC=$2
+export UCX_TLS=$3
+export UCX_NET_DEVICES=lo  # tests keep all traffic on the loopback interface
+LOADER=$(dirname "$X")/xcargo-loader
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+
+# start_loader NAME ARGS...: starts a loader on a free port, waits (bounded) for its ready file.
+start_loader() {
+  local name=$1
+  shift
+  rm -f "$name.addr"
+  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" "$@" 2> "$name.log" &
+  pids+=($!)
+  disown $!
+  eval "${name}_pid=$!"
+  for _ in $(seq 100); do [ -s "$name.addr" ] && break; sleep 0.05; done
+  eval "$name=\$(cat $name.addr)"
+}
+
+mkdir trust
+"$X" keygen -o k >/dev/null && cp k.pub trust/
+"$X" keygen -o other >/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>/dev/null
+"$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key other 2>/dev/null
+
+start_loader node --trust trust --cache cache
+check "the loader reports where it listens" grep -q "listening on $node" node.log
+
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$node"
+expect 0 'variant x86_64\)$' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:1 --to "$node"
+expect 0 'already loaded' -- "$X" push hello.xcargo --to "$node"
+expect 0 'hello +0\.1\.0 +x86_64 +2 +add,greet' -- "$X" ls --to "$node"
+"$X" ls --to "$node" --json > ls.json
+check "ls --json counts invocations and loads" python3 -c "
+import json; j=json.load(open('ls.json')); assert j['cargos'][0]['invocations']==2 and j['stats']['cargos_loaded']==1, j"
+
+# Refusals, each named, with the loader still serving afterwards.
+expect 1 'refused the cargo: .*not signed' -- "$X" run unsigned.xcargo --entry add --to "$node"
+expect 1 'refused the cargo: .*no signature by a trusted key' -- "$X" push sgemm.xcargo --to "$node"
+python3 -c "
+b=bytearray(open('hello.xcargo','rb').read()); b[-300]^=1; open('tampered.xcargo','wb').write(b)"
+expect 1 'digest mismatch' -- "$X" push tampered.xcargo --to "$node"
+check "refusals are logged" grep -q 'refused push: not_signed' node.log
+expect 3 "no_entry" -- "$X" run hello.xcargo --entry nope --to "$node"
+expect 4 'could not reach 127.0.0.1:1' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$node"
+
+# A large cargo (>= 8 MiB) travels by rendezvous.
+python3 - <<'PY'
+import random
+r = random.Random(7)
+vals = ",".join(str(r.getrandbits(32)) for _ in range(2_600_000))
+open("big.c", "w").write("#include <xcargo/kernel.h>\nstatic const uint32_t t[] = {" + vals + "};\n"
+  "XC_ENTRY int at(xc_ctx *c, const void *in, size_t n) { uint32_t i; memcpy(&i, in, 4); return xc_reply(c, &t[i % (sizeof t / 4)], 4); }\n")
+PY
+"$X" build big.c -o big.xcargo --key k -t x86_64 -t bitcode -j 2 2>/dev/null
+check "the large cargo is over 8 MiB" test "$(stat -c %s big.xcargo)" -gt 8388608
+expect 0 'pushed' -- "$X" push big.xcargo --to "$node"
+expect 0 '^[0-9]+$' -- "$X" run big.xcargo --entry at --arg u32:5 --result u32 --to "$node"
+
+# Restart with the same cache: bitcode is not compiled again (visible in the statistics).
+start_loader jit --trust trust --cache jitcache --prefer bitcode
+expect 0 'variant bitcode' -- "$X" run hello.xcargo --entry greet --to "$jit"
+kill -TERM "$jit_pid"
+for _ in $(seq 100); do kill -0 "$jit_pid" 2>/dev/null || break; sleep 0.05; done
+check "SIGTERM stops the loader cleanly" grep -q 'stopped' jit.log
+start_loader jit2 --trust trust --cache jitcache --prefer bitcode
+expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result str --to "$jit2"
+"$X" ls --to "$jit2" --json > jit.json
+check "a restarted loader reuses the disk cache (no JIT)" python3 -c "
+import json; s=json.load(open('jit.json'))['stats']; assert s['jit_compiles']==0 and s['disk_cache_hits']==1, s"
+
+# A loader configured from a file.
+cat > loader.yaml <<YAML
+listen: 127.0.0.1:0
+trust: trust
+node-id: 7
+YAML
+rm -f cfg.addr
+"$LOADER" --config loader.yaml --ready-file cfg.addr 2> cfg.log &
+pids+=($!)
+disown $!
+for _ in $(seq 100); do [ -s cfg.addr ] && break; sleep 0.05; done
+expect 0 '^hello from node 7$' -- "$X" run hello.xcargo --entry greet --result str --to "$(cat cfg.addr)"
+echo "colour: blue" >> loader.yaml
+expect 2 "unknown setting 'colour'" -- "$LOADER" --config loader.yaml
+
+# Idle, the loader sleeps: well under 2% of a core over a second.
+t0=$(awk '{print $14+$15}' /proc/$node_pid/stat)
+sleep 1
+t1=$(awk '{print $14+$15}' /proc/$node_pid/stat)
+check "an idle loader uses < 2% CPU ($((t1 - t0)) ticks/s)" test $((t1 - t0)) -le 2
+
+finish

@@ -18,6 +18,7 @@ struct LoaderConfig {
   uint64_t max_input = 256ull << 20;
   uint64_t max_reply = 64ull << 20;
   unsigned timeout_s = 10;  // per invocation
+  unsigned executors = 4;   // requests that can run at once
   uint32_t node_id = 0;
   bool verbose = false;     // --exec only: log requests
 };

@@ -2,13 +2,20 @@
 // client over stdin/stdout (--exec, what `xcargo run` without --to starts).
 #include <CLI/CLI.hpp>
 #include <openssl/crypto.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <thread>
 
 #include "config.h"
 #include "engine.h"
@@ -22,6 +29,7 @@ using namespace xcargo::loader;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
@@ -80,6 +88,123 @@ int serve_stdio(Handler& handler) {
   }
 }
 
+// The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
+// kernel crash or time-out leaves through _exit(75) inside the server.
+int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
+  auto store = TrustStore::load(cfg.trust);
+  if (!store.ok()) return fail(store.error());
+  auto log = [](const std::string& line) { log_line(line); };
+  EngineConfig ec;
+  ec.cache_dir = cfg.cache;
+  ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
+  ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
+  ec.max_reply = cfg.max_reply;
+  ec.node_id = cfg.node_id;
+  ec.log = [](std::string_view line) { log_line(std::string(line)); };
+  auto engine = Engine::create(ec, std::move(*store));
+  if (!engine.ok()) return fail(engine.error());
+  Handler handler(**engine, cfg.max_input, log);
+  ServerOptions so;
+  so.listen = cfg.listen;
+  so.executors = cfg.executors;
+  so.timeout_s = cfg.timeout_s;
+  auto server = UcxServer::start(so, handler, log, incident, 4096);
+  if (!server.ok()) return fail(server.error());
+  const std::string line = (*server)->address() + "\n";
+  (void)!::write(addr_fd, line.data(), line.size());
+  ::close(addr_fd);
+  (*server)->run(g_stop);
+  return 0;
+}
+
+// Reads the worker's "HOST:PORT" line; empty if the worker exits first.
+std::string read_address(int fd) {
+  std::string s;
+  char c;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 60000) > 0 && ::read(fd, &c, 1) == 1 && c != '\n') s.push_back(c);
+  return s;
+}
+
+// The supervisor: starts the worker, restarts it when it dies (kernel crash, time-out, or
+// anything else), on the same address, and stops it on SIGTERM/SIGINT.
+int supervise(LoaderConfig cfg) {
+  char* incident = static_cast<char*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (incident == MAP_FAILED) return fail(Error(Errc::io, "cannot map the incident page"));
+  incident[0] = '\0';
+  std::deque<Clock::time_point> restarts;
+  bool first = true;
+  int failed_restarts = 0;
+  for (;;) {
+    int pfd[2];
+    if (::pipe2(pfd, O_CLOEXEC) != 0) return fail(Error(Errc::io, "pipe failed"));
+    pid_t pid = ::fork();
+    if (pid < 0) return fail(Error(Errc::io, "fork failed"));
+    if (pid == 0) {
+      ::close(pfd[0]);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
+      if (::getppid() == 1) _exit(1);
+      _exit(run_worker(cfg, pfd[1], incident));
+    }
+    ::close(pfd[1]);
+    const std::string addr = read_address(pfd[0]);
+    ::close(pfd[0]);
+    if (!addr.empty()) {
+      if (first) {
+        if (!cfg.ready_file.empty())
+          if (auto s = write_file_atomic(cfg.ready_file, as_bytes(addr + "\n")); !s.ok()) {
+            ::kill(pid, SIGKILL);
+            return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
+          }
+        log_line("listening on " + addr);
+        cfg.listen = addr;  // restarts keep the port, even one picked with port 0
+        first = false;
+      } else {
+        log_line("worker restarted; listening on " + addr);
+      }
+    }
+    int ws = 0;
+    bool forwarded = false;
+    Clock::time_point kill_at{};
+    for (;;) {
+      pid_t r = ::waitpid(pid, &ws, forwarded ? WNOHANG : 0);
+      if (r == pid) break;
+      if (r < 0 && errno != EINTR) return 1;
+      if (g_stop && !forwarded) {
+        ::kill(pid, SIGTERM);
+        forwarded = true;
+        kill_at = Clock::now() + std::chrono::seconds(cfg.timeout_s + 2);  // a kernel may still be running
+      }
+      if (forwarded) {
+        if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    if (g_stop) {
+      log_line("stopped");
+      return 0;
+    }
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return 0;
+    if (addr.empty()) {
+      if (first) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
+      // A restart that could not start (e.g. the port not yet free): retry for a while.
+      if (++failed_restarts > 20) return fail(Error(Errc::io, "the worker cannot be restarted; giving up"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    failed_restarts = 0;
+    std::string why = incident[0] ? std::string(incident)
+                      : WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
+                                        : "exited with status " + std::to_string(WEXITSTATUS(ws));
+    log_line("worker stopped: " + why + "; restarting it");
+    incident[0] = '\0';
+    const auto now = Clock::now();
+    restarts.push_back(now);
+    while (!restarts.empty() && now - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
+    if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // crash loop: slow down
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +229,7 @@ int main(int argc, char** argv) {
   auto* max_reply = app.add_option("--max-reply", flags.max_reply, "Largest reply a kernel may send, in bytes");
   auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds");
   auto* node_id = app.add_option("--node-id", flags.node_id, "This node's id (what xc_node_id() returns)");
+  auto* executors = app.add_option("--executors", flags.executors, "Requests that can run at once")->check(CLI::Range(1, 256));
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -125,6 +251,7 @@ int main(int argc, char** argv) {
   if (*max_reply) cfg.max_reply = flags.max_reply;
   if (*timeout) cfg.timeout_s = flags.timeout_s;
   if (*node_id) cfg.node_id = flags.node_id;
+  if (*executors) cfg.executors = flags.executors;
   cfg.verbose = flags.verbose;
   if (exec) cfg.listen.clear();
   if (!exec && cfg.listen.empty())
@@ -132,11 +259,23 @@ int main(int argc, char** argv) {
   if (cfg.trust.empty())
     return fail(Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files"));
 
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;  // no SA_RESTART: waitpid returns on a signal
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!exec) {
+    if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
+    return supervise(cfg);
+  }
+
+  // A crashing kernel ends this process with its signal, which the client reports; UCX's
+  // (and sanitizers') own fault handlers would turn it into a backtrace and another exit.
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
   auto store = TrustStore::load(cfg.trust);
   if (!store.ok()) return fail(store.error());
-  const bool logging = !exec || cfg.verbose;
-  auto log = [logging](const std::string& line) {
-    if (logging) log_line(line);
+  auto log = [verbose = cfg.verbose](const std::string& line) {
+    if (verbose) log_line(line);
   };
   EngineConfig ec;
   ec.cache_dir = cfg.cache;
@@ -148,21 +287,5 @@ int main(int argc, char** argv) {
   auto engine = Engine::create(ec, std::move(*store));
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log);
-  if (exec) return serve_stdio(handler);
-
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  auto server = UcxServer::start(cfg.listen, handler, log);
-  if (!server.ok()) return fail(server.error());
-  const std::string addr = (*server)->address();
-  if (!cfg.ready_file.empty())
-    if (auto s = write_file_atomic(cfg.ready_file, as_bytes(addr + "\n")); !s.ok())
-      return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
-  log_line("listening on " + addr);
-  (*server)->run(g_stop);
-  log_line("stopped");
-  return 0;
+  return serve_stdio(handler);
 }

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -71,8 +72,14 @@ static bool shm_enabled() {
   return t[0] == '^';
 }
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool listener) {
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
+  // A restarted loader must get its port back although the old one's connections linger.
+  // These are settings of UCT's connection managers, which read only the environment.
+  if (listener) {
+    ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    ::setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
+  }
   ucp_config_t* config = nullptr;
   if (auto s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
   // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
@@ -95,11 +102,15 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi) {
   ev.events = EPOLLIN;
   ev.data.fd = w->efd_;
   ::epoll_ctl(w->epfd_, EPOLL_CTL_ADD, w->efd_, &ev);
+  w->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ev.data.fd = w->wake_fd_;
+  ::epoll_ctl(w->epfd_, EPOLL_CTL_ADD, w->wake_fd_, &ev);
   return w;
 }
 
 UcxWorker::~UcxWorker() {
   if (epfd_ >= 0) ::close(epfd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
   if (worker_) ucp_worker_destroy(worker_);
   if (context_) ucp_cleanup(context_);
 }
@@ -109,11 +120,20 @@ bool UcxWorker::progress_or_wait(int timeout_ms) {
   }
   ucs_status_t s = ucp_worker_arm(worker_);
   if (s == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress again
-  epoll_event ev{};
-  int n = ::epoll_wait(epfd_, &ev, 1, timeout_ms);
+  epoll_event ev[2];
+  int n = ::epoll_wait(epfd_, ev, 2, timeout_ms);
+  for (int i = 0; i < n; ++i)
+    if (ev[i].data.fd == wake_fd_) {
+      uint64_t v;
+      while (::read(wake_fd_, &v, sizeof v) > 0) {
+      }
+    }
   return n >= 0;
 }
 
-void UcxWorker::wake() { ucp_worker_signal(worker_); }
+void UcxWorker::wake() {
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
 
 }  // namespace xcargo::net

@@ -20,14 +20,16 @@ std::string to_host_port(const sockaddr* addr);
 // several threads use the worker (the loader's executors send replies).
 class UcxWorker {
 public:
-  static Result<std::unique_ptr<UcxWorker>> create(bool thread_multi);
+  // listener: the worker will listen, and should rebind its port at once after a restart.
+  static Result<std::unique_ptr<UcxWorker>> create(bool thread_multi, bool listener = false);
   ~UcxWorker();
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
   // Progresses until nothing is left to do, then blocks until the worker has an event or
   // timeout_ms passes (-1: no limit). Returns false if interrupted by wake().
   bool progress_or_wait(int timeout_ms);
-  // Makes a progress_or_wait() in another thread return.
+  // Makes a progress_or_wait() in another thread return. Safe from any thread; it touches
+  // only an eventfd, never the UCX worker.
   void wake();
 
 private:
@@ -35,6 +37,7 @@ private:
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
   int epfd_ = -1;
+  int wake_fd_ = -1;
 };
 
 Error ucx_error(const std::string& what, ucs_status_t status);

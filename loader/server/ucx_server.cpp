@@ -1,53 +1,137 @@
-// UcxServer: listener and endpoint management, request intake, reply sending.
+// UcxServer: listener and endpoints, request intake, the leader/follower executor pool, the
+// monitor (promotion and time-outs), and kernel crash recovery.
 #include "ucx_server.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <csetjmp>
+#include <cstring>
 #include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "net/ucx.h"
 
 namespace xcargo::loader {
 
 using namespace wire;
+using Clock = std::chrono::steady_clock;
 
 namespace {
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 // A request copied out of the AM callback (or still arriving by rendezvous).
 struct Job {
   ucp_ep_h ep = nullptr;
   MsgType type{};
   Bytes header, data;
-  bool ready = false;  // data complete
+  std::atomic<bool> ready{false};  // data complete
   bool failed = false;
 };
 
 // A reply in flight: its bytes must live until UCX says the send completed.
 struct Sending {
   Bytes header, data;
+  std::atomic<int>* in_flight;
 };
+
+// One executor thread. phase: 0 idle, 1 running a request as leader, 2 running one after
+// the monitor handed leadership on (its reply then goes through the outbox).
+struct Slot {
+  std::atomic<int> phase{0};
+  std::atomic<int64_t> since{0};
+  std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
+  sigjmp_buf env;
+  volatile sig_atomic_t in_kernel = 0;
+  volatile int signo = 0;
+  void* fault_addr = nullptr;
+  std::vector<uint8_t> altstack;
+};
+
+thread_local Slot* t_slot = nullptr;
+
+// Kernel faults: jump back to the executor that ran the kernel. Anything else: die, and let
+// the supervisor restart the worker.
+void on_fault(int sig, siginfo_t* info, void*) {
+  Slot* s = t_slot;
+  if (s && s->in_kernel) {
+    s->in_kernel = 0;
+    s->signo = sig;
+    s->fault_addr = info ? info->si_addr : nullptr;
+    siglongjmp(s->env, 1);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_fault_handlers() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::sigaction(sig, &sa, nullptr);
+}
+
+uint64_t request_id_of(const Job& j) {
+  if (j.type == MsgType::invoke)
+    if (auto inv = decode_invoke(j.header); inv.ok()) return inv->request_id;
+  return 0;
+}
 
 }  // namespace
 
 struct UcxServer::Impl {
+  ServerOptions opt;
   Handler* handler = nullptr;
   Log log;
+  char* incident = nullptr;
+  size_t incident_size = 0;
   std::unique_ptr<net::UcxWorker> w;
   ucp_listener_h listener = nullptr;
   std::string address;
+
+  // Touched only by the leader (the one thread that may call into UCX).
   std::set<ucp_ep_h> eps;
   std::deque<std::shared_ptr<Job>> jobs;
-  uint16_t ids[kMaxMsgType + 1] = {};
+  std::atomic<int> in_flight{0};
+
+  // Replies from threads that are no longer leader, and the restart request.
+  std::mutex outbox_mu;
+  std::deque<std::pair<ucp_ep_h, Reply>> outbox;
+  std::atomic<bool> restart{false};
+  std::atomic<bool> quit{false};
+
+  // Leadership.
+  std::mutex lead_mu;
+  std::condition_variable lead_cv;
+  bool vacant = true;
+  Slot* leader = nullptr;
+  std::vector<std::unique_ptr<Slot>> slots;
+
+  // The monitor sleeps while nothing runs.
+  std::mutex mon_mu;
+  std::condition_variable mon_cv;
+  std::atomic<bool> mon_asleep{false};
+
   struct HandlerArg {
     Impl* self;
     uint16_t type;
   } args[kMaxMsgType + 1] = {};
 
+  void set_incident(const std::string& what) {
+    if (!incident || !incident_size) return;
+    size_t n = std::min(what.size(), incident_size - 1);
+    std::memcpy(incident, what.data(), n);
+    incident[n] = '\0';
+  }
+
   static void on_conn(ucp_conn_request_h req, void* arg) {
     auto* self = static_cast<Impl*>(arg);
-    ucp_conn_request_attr_t attr{};
-    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    std::string who = "?";
-    if (ucp_conn_request_query(req, &attr) == UCS_OK) who = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
     ucp_ep_params_t p{};
     p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     p.conn_request = req;
@@ -56,23 +140,20 @@ struct UcxServer::Impl {
     p.err_handler.arg = self;
     ucp_ep_h ep = nullptr;
     if (ucs_status_t s = ucp_ep_create(self->w->worker(), &p, &ep); s != UCS_OK) {
-      self->log("refused connection from " + who + ": " + ucs_status_string(s));
+      self->log(std::string("refused a connection: ") + ucs_status_string(s));
       return;
     }
     self->eps.insert(ep);
   }
 
-  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
-    auto* self = static_cast<Impl*>(arg);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
+    auto* self = static_cast<Impl*>(arg);  // a client going away is normal
     if (!self->eps.erase(ep)) return;
-    for (auto& j : self->jobs)
-      if (j->ep == ep) j->failed = true;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
     if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
-    (void)status;  // a client going away is normal
   }
 
   // Completion callbacks release their request: a request freed earlier gets no callback.
@@ -88,72 +169,219 @@ struct UcxServer::Impl {
     auto* ha = static_cast<HandlerArg*>(arg);
     Impl* self = ha->self;
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || !param->reply_ep) {
-      self->log("refused request without a reply endpoint");
+      self->log("refused a request without a reply endpoint");
       return UCS_OK;
     }
     auto job = std::make_shared<Job>();
     job->ep = param->reply_ep;
     job->type = MsgType(ha->type);
-    const uint64_t limit = std::max(self->handler->max_cargo(), self->handler->max_input());
-    if (header_length > kMaxHeader || length > limit) {
-      // Too large to accept: the handler still answers (limit/bad_request) from the header,
-      // and the data is never fetched.
-      job->header.assign(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + std::min(header_length, kMaxHeader));
-      job->ready = true;
-      job->data.clear();
-      job->failed = header_length > kMaxHeader;
-      self->jobs.push_back(job);
-      return UCS_OK;
-    }
     const auto* h = static_cast<const uint8_t*>(header);
-    job->header.assign(h, h + header_length);
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    job->header.assign(h, h + std::min(header_length, kMaxHeader));
+    const uint64_t limit = std::max(self->handler->max_cargo(), self->handler->max_input());
+    if (header_length > kMaxHeader) {
+      job->failed = true;
+      job->ready = true;
+    } else if (length > limit) {
+      job->ready = true;  // never fetched; the handler answers "limit" from the header
+    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
       job->data.resize(length);
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &Impl::on_data;
       p.user_data = job.get();
       ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->w->worker(), data, job->data.data(), length, &p);
-      if (UCS_PTR_IS_ERR(r)) job->failed = job->ready = true;
+      if (UCS_PTR_IS_ERR(r)) job->failed = true, job->ready = true;
       else if (r == nullptr) job->ready = true;  // else on_data completes it
     } else {
       const auto* d = static_cast<const uint8_t*>(data);
       job->data.assign(d, d + length);
       job->ready = true;
     }
-    self->jobs.push_back(job);
+    self->jobs.push_back(std::move(job));
     return UCS_OK;
   }
 
   static void on_sent(void* request, ucs_status_t, void* user) {
-    delete static_cast<Sending*>(user);
+    auto* s = static_cast<Sending*>(user);
+    s->in_flight->fetch_sub(1);
+    delete s;
     ucp_request_free(request);
   }
 
+  // Leader only.
   void send(ucp_ep_h ep, Reply&& r) {
     if (!eps.count(ep)) return;  // the client went away
-    auto* s = new Sending{std::move(r.header), std::move(r.data)};
+    auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_sent;
     p.user_data = s;
+    in_flight++;
     ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), s->header.data(), s->header.size(), s->data.data(),
                                            s->data.size(), &p);
-    if (req == nullptr || UCS_PTR_IS_ERR(req)) delete s;  // completed at once, or failed: no callback will come
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) {  // completed at once, or failed: no callback comes
+      in_flight--;
+      delete s;
+    }
   }
 
-  // Handles every request whose data has arrived, in arrival order.
-  bool drain() {
-    bool did = false;
-    while (!jobs.empty() && jobs.front()->ready) {
-      std::shared_ptr<Job> j = jobs.front();
-      jobs.pop_front();
-      did = true;
-      if (j->failed) continue;
-      Reply r = handler->handle(j->type, j->header, j->data);
-      send(j->ep, std::move(r));
+  void post(ucp_ep_h ep, Reply&& r) {
+    {
+      std::lock_guard<std::mutex> l(outbox_mu);
+      outbox.emplace_back(ep, std::move(r));
     }
-    return did;
+    w->wake();
+  }
+
+  // Runs one request; a kernel fault comes back here as a "crashed" result.
+  Reply execute(Slot& s, Job& j) {
+    if (j.failed) return handler->handle(MsgType(0), {}, {});  // bad_request
+    if (j.type != MsgType::invoke) return handler->handle(j.type, j.header, j.data);
+    t_slot = &s;
+    if (sigsetjmp(s.env, 0) == 0) {
+      s.in_kernel = 1;
+      Reply r = handler->handle(j.type, j.header, j.data);
+      s.in_kernel = 0;
+      return r;
+    }
+    // Back from on_fault. The kernel may have damaged this process: answer, then restart.
+    char what[160];
+    std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", s.signo, strsignal(s.signo), s.fault_addr);
+    log(std::string("failed invoke: ") + what + "; restarting the worker");
+    set_incident(what);
+    restart = true;
+    ResultMsg m;
+    m.request_id = request_id_of(j);
+    m.status = ReplyStatus::crashed;
+    m.message = what;
+    m.message += "; the node recovered";
+    return {MsgType::result, encode(m), {}};
+  }
+
+  void wake_monitor() {
+    if (mon_asleep.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> l(mon_mu);
+      mon_asleep = false;
+      mon_cv.notify_one();
+    }
+  }
+
+  // The leader's loop: progress, send posted replies, run ready requests. Returns when this
+  // thread was deposed while running a request, or on quit.
+  void lead(Slot& me) {
+    while (!quit) {
+      while (ucp_worker_progress(w->worker()) != 0) {
+      }
+      std::deque<std::pair<ucp_ep_h, Reply>> posted;
+      {
+        std::lock_guard<std::mutex> l(outbox_mu);
+        posted.swap(outbox);
+      }
+      for (auto& [ep, r] : posted) send(ep, std::move(r));
+      if (restart) return flush_and_quit();
+      if (!jobs.empty() && jobs.front()->ready) {
+        std::shared_ptr<Job> j = jobs.front();
+        jobs.pop_front();
+        me.job.store(j);
+        me.since = now_ns();
+        me.phase = 1;
+        wake_monitor();
+        Reply r = execute(me, *j);
+        int expected = 1;
+        const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
+        me.since = 0;
+        me.phase = 0;
+        me.job.store(nullptr);
+        if (still_leader) {
+          send(j->ep, std::move(r));
+          continue;
+        }
+        post(j->ep, std::move(r));  // the new leader sends it
+        return;
+      }
+      if (!posted.empty()) continue;
+      w->progress_or_wait(200);
+    }
+  }
+
+  // After a kernel crash or time-out: the replies are sent, then the worker process ends
+  // at once (threads still inside kernels cannot be stopped any other way) and the
+  // supervisor starts a fresh one.
+  void flush_and_quit() {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(300);
+    while (in_flight > 0 && Clock::now() < deadline) ucp_worker_progress(w->worker());
+    _exit(75);
+  }
+
+  void executor(Slot& me) {
+    t_slot = &me;
+    stack_t ss{};
+    me.altstack.resize(64 * 1024);
+    ss.ss_sp = me.altstack.data();
+    ss.ss_size = me.altstack.size();
+    ::sigaltstack(&ss, nullptr);
+    while (!quit) {
+      {
+        std::unique_lock<std::mutex> l(lead_mu);
+        lead_cv.wait(l, [&] { return vacant || quit; });
+        if (quit) break;
+        vacant = false;
+        leader = &me;
+      }
+      lead(me);
+    }
+  }
+
+  // Hands progress on from a leader stuck in one request, and ends kernels past the limit.
+  void monitor() {
+    const int64_t promote_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opt.promote_after).count();
+    const int64_t limit_ns = int64_t(opt.timeout_s) * 1000000000;
+    int64_t last_busy = now_ns();
+    int64_t hard_exit_at = 0;
+    while (!quit) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      const int64_t now = now_ns();
+      if (hard_exit_at && now > hard_exit_at) _exit(75);  // the restart did not complete: force it
+      bool busy = false;
+      for (auto& sp : slots) {
+        Slot& s = *sp;
+        const int64_t since = s.since.load();
+        if (!since) continue;
+        busy = true;
+        int expected = 1;
+        if (now - since > promote_ns && s.phase.load() == 1 && s.phase.compare_exchange_strong(expected, 2)) {
+          std::lock_guard<std::mutex> l(lead_mu);
+          if (leader == &s) {
+            leader = nullptr;
+            vacant = true;
+            lead_cv.notify_one();
+          }
+        }
+        if (now - since > limit_ns && !hard_exit_at) {
+          std::shared_ptr<Job> j = s.job.load();
+          std::string what = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s";
+          log("failed invoke: " + what + "; restarting the worker");
+          set_incident(what);
+          if (j) {
+            ResultMsg m;
+            m.request_id = request_id_of(*j);
+            m.status = ReplyStatus::timeout;
+            m.message = what + " and was stopped; the node recovered";
+            post(j->ep, {MsgType::result, encode(m), {}});
+          }
+          restart = true;
+          w->wake();
+          hard_exit_at = now + 1000000000;  // 1 s to tell the client and flush
+        }
+      }
+      if (busy) last_busy = now;
+      if (!busy && !hard_exit_at && now - last_busy > 100000000) {  // idle 100 ms: sleep until work
+        std::unique_lock<std::mutex> l(mon_mu);
+        mon_asleep = true;
+        mon_cv.wait(l, [&] { return !mon_asleep || quit; });
+        last_busy = now_ns();
+      }
+    }
   }
 };
 
@@ -175,15 +403,20 @@ UcxServer::~UcxServer() {
 
 std::string UcxServer::address() const { return impl_->address; }
 
-Result<std::unique_ptr<UcxServer>> UcxServer::start(const std::string& listen, Handler& handler, Log log) {
+Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options, Handler& handler, Log log,
+                                                    char* incident, size_t incident_size) {
   std::unique_ptr<UcxServer> s(new UcxServer());
   Impl& m = *s->impl_;
+  m.opt = options;
+  m.opt.executors = std::max(1u, options.executors);
   m.handler = &handler;
   m.log = std::move(log);
+  m.incident = incident;
+  m.incident_size = incident_size;
   socklen_t len = 0;
-  auto addr = net::parse_host_port(listen, &len);
+  auto addr = net::parse_host_port(options.listen, &len);
   XC_TRY(addr);
-  auto w = net::UcxWorker::create(false);
+  auto w = net::UcxWorker::create(false, true);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
   for (uint16_t t = 1; t < kMaxMsgType; t += 2) {  // every request type
@@ -204,25 +437,37 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const std::string& listen, H
   lp.conn_handler.cb = &Impl::on_conn;
   lp.conn_handler.arg = &m;
   if (auto st = ucp_listener_create(m.w->worker(), &lp, &m.listener); st != UCS_OK)
-    return Error(Errc::io, "cannot listen on " + listen + ": " + ucs_status_string(st))
+    return Error(Errc::io, "cannot listen on " + options.listen + ": " + ucs_status_string(st))
         .hint("is another loader using that port? port 0 picks a free one");
   ucp_listener_attr_t attr{};
   attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  if (ucp_listener_query(m.listener, &attr) == UCS_OK) m.address = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr));
-  else m.address = listen;
+  m.address = ucp_listener_query(m.listener, &attr) == UCS_OK ? net::to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr))
+                                                               : options.listen;
+  for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
+  install_fault_handlers();
   return s;
 }
 
-void UcxServer::run(const std::atomic<bool>& stop) {
+ServerExit UcxServer::run(const std::atomic<bool>& stop) {
   Impl& m = *impl_;
-  while (!stop.load(std::memory_order_relaxed)) {
-    bool busy = false;
-    while (ucp_worker_progress(m.w->worker()) != 0) busy = true;
-    busy |= m.drain();
-    if (busy) continue;
-    m.w->progress_or_wait(200);  // idle: sleep in epoll, wake for events or to check stop
-    m.drain();
-  }
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { m.monitor(); });
+  for (size_t i = 1; i < m.slots.size(); ++i) threads.emplace_back([&, i] { m.executor(*m.slots[i]); });
+  std::thread stopper([&] {  // turns the stop flag (set by a signal handler) into quit
+    while (!m.quit && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    m.quit = true;
+    m.w->wake();
+    m.lead_cv.notify_all();
+    {
+      std::lock_guard<std::mutex> l(m.mon_mu);
+      m.mon_asleep = false;
+    }
+    m.mon_cv.notify_all();
+  });
+  m.executor(*m.slots[0]);
+  stopper.join();
+  for (auto& t : threads) t.join();
+  return m.restart ? ServerExit::restart : ServerExit::stopped;
 }
 
 }  // namespace xcargo::loader

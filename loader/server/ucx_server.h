@@ -1,8 +1,12 @@
-// The loader's network side: a UCX listener, one endpoint per client, requests received as
-// Active Messages (large ones by rendezvous), handled by a Handler, replies sent back.
+// The loader worker's network side: a UCX listener, one endpoint per client, requests as
+// Active Messages (large data by rendezvous), served by a pool of executor threads that
+// take turns leading (see loader/README.md, "Threads"), with kernel crashes and time-outs
+// turned into replies before the worker asks to be restarted.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,17 +15,28 @@
 
 namespace xcargo::loader {
 
+struct ServerOptions {
+  std::string listen;                                // HOST:PORT; port 0 picks a free one
+  unsigned executors = 4;                            // threads that can run requests at once
+  unsigned timeout_s = 10;                           // per invocation
+  std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
+};
+
+// Why run() returned.
+enum class ServerExit { stopped, restart };
+
 class UcxServer {
 public:
   using Log = std::function<void(const std::string&)>;
-  // Listens on HOST:PORT (port 0 picks a free one).
-  static Result<std::unique_ptr<UcxServer>> start(const std::string& listen, Handler& handler, Log log);
+  // incident: a line for the supervisor's log when the worker asks to be restarted.
+  static Result<std::unique_ptr<UcxServer>> start(const ServerOptions& options, Handler& handler, Log log,
+                                                  char* incident, size_t incident_size);
   ~UcxServer();
 
-  // The address actually listened on.
   std::string address() const;
-  // Serves until stop becomes true; blocks in the kernel when idle (no spinning).
-  void run(const std::atomic<bool>& stop);
+  // Serves until stop becomes true, or until a kernel crashed or timed out and its client has
+  // been told (then the worker must be restarted: threads cannot be cancelled).
+  ServerExit run(const std::atomic<bool>& stop);
 
 private:
   UcxServer();

@@ -26,3 +26,13 @@ XC_ENTRY int huge_reply(xc_ctx *ctx, const void *in, size_t in_len) {
     if (xc_reply(ctx, block, sizeof block) != 0) return 7;
   return 0;
 }
+
+/* Burns about n * 2^20 loop iterations (input: u64 n), then replies; for concurrency tests. */
+XC_ENTRY int burn(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t n = 0;
+  if (in_len == 8) memcpy(&n, in, 8);
+  volatile uint64_t acc = 0;
+  for (uint64_t i = 0; i < (n << 20); ++i) acc += i;
+  uint64_t out = acc;
+  return xc_reply(ctx, &out, 8);
+}

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "engine.h"
 #include "handler.h"
+#include "log.h"
 #include "ucx_server.h"
 #include "xcargo/file.h"
 #include "xcargo/version.h"
@@ -33,9 +34,8 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
-void log_line(const std::string& line) { std::fprintf(stderr, "xcargo-loader: %s\n", line.c_str()); }
-
 int fail(const Error& e) {
+  flush_log();
   std::fprintf(stderr, "xcargo-loader: error: %s\n", e.message().c_str());
   for (const auto& h : e.hints()) std::fprintf(stderr, "hint: %s\n", h.c_str());
   return 2;
@@ -114,6 +114,7 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   (void)!::write(addr_fd, line.data(), line.size());
   ::close(addr_fd);
   (*server)->run(g_stop);
+  flush_log();
   return 0;
 }
 
@@ -182,6 +183,7 @@ int supervise(LoaderConfig cfg) {
     }
     if (g_stop) {
       log_line("stopped");
+      flush_log();
       return 0;
     }
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return 0;

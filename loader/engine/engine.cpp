@@ -198,8 +198,12 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   ctx.node_id = impl_->config.node_id;
   ctx.node_count = impl_->config.node_count;
   if (impl_->config.log) {
-    std::string tag = cargo->summary.name + "/" + std::string(entry) + ": ";
-    ctx.log = [this, tag](std::string_view line) { impl_->log(tag + std::string(line)); };
+    ctx.log_fn = [](void* self, const xc_ctx* c, std::string_view line) {
+      static_cast<Impl*>(self)->log(*c->cargo + "/" + std::string(c->entry) + ": " + std::string(line));
+    };
+    ctx.log_self = impl_.get();
+    ctx.cargo = &cargo->summary.name;
+    ctx.entry = entry;
   }
   cargo->invocations++;
   r.kernel_return = it->second(&ctx, input.data(), input.size());

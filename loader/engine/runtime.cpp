@@ -32,7 +32,7 @@ void* xc_alloc(xc_ctx* ctx, size_t len) {
 
 void xc_log(xc_ctx* ctx, const char* msg) {
   if (!msg) return;
-  if (ctx->log) ctx->log(std::string_view(msg, strnlen(msg, 1024)));
+  if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, std::string_view(msg, strnlen(msg, 1024)));
 }
 
 uint32_t xc_node_id(xc_ctx* ctx) { return ctx->node_id; }

@@ -22,7 +22,11 @@ struct xc_ctx {
   std::vector<std::unique_ptr<uint8_t[]>> allocations;
   uint32_t node_id = 0;
   uint32_t node_count = 1;
-  std::function<void(std::string_view)> log;
+  // xc_log lines go to log_fn(log_self, ctx, line) when set; cargo and entry name the kernel.
+  void (*log_fn)(void* log_self, const xc_ctx* ctx, std::string_view line) = nullptr;
+  void* log_self = nullptr;
+  const std::string* cargo = nullptr;
+  std::string_view entry;
 };
 
 namespace xcargo::loader {

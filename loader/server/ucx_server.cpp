@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "log.h"
 #include "net/ucx.h"
 
 namespace xcargo::loader {
@@ -269,9 +270,11 @@ struct UcxServer::Impl {
   // The leader's loop: progress, send posted replies, run ready requests. Returns when this
   // thread was deposed while running a request, or on quit.
   void lead(Slot& me) {
+    auto last_activity = Clock::now();
     while (!quit) {
-      while (ucp_worker_progress(w->worker()) != 0) {
-      }
+      bool events = false;
+      while (ucp_worker_progress(w->worker()) != 0) events = true;
+      if (events) last_activity = Clock::now();
       std::deque<std::pair<ucp_ep_h, Reply>> posted;
       {
         std::lock_guard<std::mutex> l(outbox_mu);
@@ -280,6 +283,7 @@ struct UcxServer::Impl {
       for (auto& [ep, r] : posted) send(ep, std::move(r));
       if (restart) return flush_and_quit();
       if (!jobs.empty() && jobs.front()->ready) {
+        last_activity = Clock::now();
         std::shared_ptr<Job> j = jobs.front();
         jobs.pop_front();
         me.job.store(j);
@@ -299,7 +303,10 @@ struct UcxServer::Impl {
         post(j->ep, std::move(r));  // the new leader sends it
         return;
       }
-      if (!posted.empty()) continue;
+      if (!posted.empty() || !jobs.empty()) continue;
+      // Busy: keep polling a little (a client's next request usually follows within
+      // microseconds). Idle: sleep in the kernel until UCX has an event.
+      if (Clock::now() - last_activity < std::chrono::milliseconds(1)) continue;
       w->progress_or_wait(200);
     }
   }
@@ -310,6 +317,7 @@ struct UcxServer::Impl {
   void flush_and_quit() {
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);
     while (in_flight > 0 && Clock::now() < deadline) ucp_worker_progress(w->worker());
+    flush_log();
     _exit(75);
   }
 
@@ -341,7 +349,10 @@ struct UcxServer::Impl {
     while (!quit) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
       const int64_t now = now_ns();
-      if (hard_exit_at && now > hard_exit_at) _exit(75);  // the restart did not complete: force it
+      if (hard_exit_at && now > hard_exit_at) {  // the restart did not complete: force it
+        flush_log();
+        _exit(75);
+      }
       bool busy = false;
       for (auto& sp : slots) {
         Slot& s = *sp;

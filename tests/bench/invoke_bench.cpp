@@ -1,0 +1,197 @@
+// xcargo-invoke-bench: the measuring half of scripts/bench-invoke.
+//   pingpong-server --listen HOST:PORT --ready-file F   raw UCX AM echo server (the baseline)
+//   pingpong --to HOST:PORT [-n N]                       raw AM round trips, same sizes as an invoke
+//   invoke --to HOST:PORT --cargo FILE --entry E [-n N]  push + first invoke (cold), then N warm
+// Prints one JSON object. Raw UCX on both sides of the baseline: no xcargo code in its path.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "net/ucx.h"
+#include "xcargo/cargo.h"
+#include "xcargo/client.h"
+#include "xcargo/file.h"
+
+using namespace xcargo;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+std::string arg(int argc, char** argv, const char* name, const char* def = "") {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
+
+struct Stats {
+  double median, p99, mean;
+};
+Stats summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "xcargo-invoke-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// Same byte counts as an xcargo invoke of hello/add: ~56-byte header + 16-byte input out,
+// ~30-byte header + 8-byte output back.
+constexpr size_t kReqHeader = 56, kReqData = 16, kRepHeader = 30, kRepData = 8;
+
+struct Echo {
+  std::unique_ptr<net::UcxWorker> w;
+  std::vector<ucp_ep_h> eps;
+  static void on_conn(ucp_conn_request_h req, void* arg) {
+    auto* e = static_cast<Echo*>(arg);
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.conn_request = req;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = [](void*, ucp_ep_h, ucs_status_t) {};
+    ucp_ep_h ep;
+    if (ucp_ep_create(e->w->worker(), &p, &ep) == UCS_OK) e->eps.push_back(ep);
+  }
+  static ucs_status_t on_msg(void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t* param) {
+    static uint8_t header[kRepHeader], data[kRepData];
+    ucp_request_param_t p{};
+    ucs_status_ptr_t r = ucp_am_send_nbx(param->reply_ep, 2, header, sizeof header, data, sizeof data, &p);
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    return UCS_OK;
+  }
+};
+
+int pingpong_server(int argc, char** argv) {
+  Echo e;
+  auto w = net::UcxWorker::create(false, true);
+  if (!w.ok()) die(w.error().message());
+  e.w = std::move(*w);
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  hp.id = 1;
+  hp.cb = &Echo::on_msg;
+  hp.arg = &e;
+  ucp_worker_set_am_recv_handler(e.w->worker(), &hp);
+  socklen_t len;
+  auto addr = net::parse_host_port(arg(argc, argv, "--listen", "127.0.0.1:0"), &len);
+  if (!addr.ok()) die(addr.error().message());
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  lp.sockaddr.addrlen = len;
+  lp.conn_handler.cb = &Echo::on_conn;
+  lp.conn_handler.arg = &e;
+  ucp_listener_h listener;
+  if (ucp_listener_create(e.w->worker(), &lp, &listener) != UCS_OK) die("cannot listen");
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  ucp_listener_query(listener, &attr);
+  const std::string where = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr)) + "\n";
+  if (auto s = write_file_atomic(arg(argc, argv, "--ready-file"), as_bytes(where)); !s.ok()) die(s.error().message());
+  // Busy-polls like ucx_perftest, but sleeps after 2 s without traffic so it can be left running.
+  auto last = Clock::now();
+  for (;;) {
+    if (ucp_worker_progress(e.w->worker())) last = Clock::now();
+    else if (Clock::now() - last > std::chrono::seconds(2)) e.w->progress_or_wait(100);
+  }
+}
+
+int pingpong(int argc, char** argv) {
+  const int n = std::atoi(arg(argc, argv, "-n", "20000").c_str());
+  auto w = net::UcxWorker::create(false);
+  if (!w.ok()) die(w.error().message());
+  static std::atomic<int> replies{0};
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+  hp.id = 2;
+  hp.cb = [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+    replies++;
+    return UCS_OK;
+  };
+  ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
+  socklen_t len;
+  auto addr = net::parse_host_port(arg(argc, argv, "--to"), &len);
+  if (!addr.ok()) die(addr.error().message());
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  ep.sockaddr.addrlen = len;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ucp_ep_h e;
+  if (ucp_ep_create((*w)->worker(), &ep, &e) != UCS_OK) die("cannot connect");
+  uint8_t header[kReqHeader] = {}, data[kReqData] = {};
+  std::vector<double> rtt;
+  for (int i = 0; i < n + 1000; ++i) {  // the first 1000 warm up the path
+    const int want = replies + 1;
+    auto t = Clock::now();
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    ucs_status_ptr_t r = ucp_am_send_nbx(e, 1, header, sizeof header, data, sizeof data, &p);
+    while (replies < want) ucp_worker_progress((*w)->worker());
+    if (UCS_PTR_IS_PTR(r)) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress((*w)->worker());
+      ucp_request_free(r);
+    }
+    if (i >= 1000) rtt.push_back(us(Clock::now() - t));
+  }
+  Stats s = summarize(rtt);
+  std::printf("{\"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d}\n", s.median, s.p99, s.mean, n);
+  return 0;
+}
+
+int invoke(int argc, char** argv) {
+  const int n = std::atoi(arg(argc, argv, "-n", "20000").c_str());
+  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
+  if (!bytes.ok()) die(bytes.error().message());
+  auto c = parse_container(*bytes);
+  if (!c.ok()) die(c.error().message());
+  const std::string entry = arg(argc, argv, "--entry", "add");
+  auto t0 = Clock::now();
+  auto conn = client::connect(arg(argc, argv, "--to"));
+  if (!conn.ok()) die(conn.error().message());
+  auto t1 = Clock::now();
+  int64_t in[2] = {2, 40};
+  ByteView input(reinterpret_cast<const uint8_t*>(in), sizeof in);
+  auto pushed = (*conn)->push(*bytes);
+  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed: " + (pushed.ok() ? pushed->message : pushed.error().message()));
+  auto first = (*conn)->invoke(c->digest, entry, input);
+  auto t2 = Clock::now();
+  if (!first.ok() || first->result.status != wire::ReplyStatus::ok) die("first invoke failed");
+  std::vector<double> rtt;
+  for (int i = 0; i < n + 1000; ++i) {
+    auto t = Clock::now();
+    auto r = (*conn)->invoke(c->digest, entry, input);
+    if (!r.ok() || r->result.status != wire::ReplyStatus::ok) die("invoke failed");
+    if (i >= 1000) rtt.push_back(us(Clock::now() - t));
+  }
+  Stats s = summarize(rtt);
+  std::printf("{\"connect_ms\": %.3f, \"cold_push_invoke_ms\": %.3f, \"variant\": \"%s\", \"jit_compiled\": %s, "
+              "\"disk_cache_hit\": %s, \"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d}\n",
+              us(t1 - t0) / 1000, us(t2 - t1) / 1000, pushed->variant.c_str(), pushed->jit_compiled ? "true" : "false",
+              pushed->disk_cache_hit ? "true" : "false", s.median, s.p99, s.mean, n);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) die("usage: xcargo-invoke-bench pingpong-server|pingpong|invoke ...");
+  std::string mode = argv[1];
+  if (mode == "pingpong-server") return pingpong_server(argc, argv);
+  if (mode == "pingpong") return pingpong(argc, argv);
+  if (mode == "invoke") return invoke(argc, argv);
+  die("unknown mode " + mode);
+}

@@ -11,9 +11,12 @@ namespace xcargo::loader {
 using namespace wire;
 
 namespace {
-std::string short_digest(const Digest& d) { return to_hex(d).substr(0, 16); }
+std::string short_digest(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 double us_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
+}
+long long ns_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
 }
 }  // namespace
 
@@ -118,9 +121,22 @@ Reply Handler::invoke(ByteView header, ByteView data) {
   r.variant = res.variant;
   r.message = res.message.substr(0, kMaxMessage);
   r.output_size = res.output.size();
-  char line[256];
-  std::snprintf(line, sizeof line, "%s invoke: %s/%s -> %s (%.1f us)", res.status == ReplyStatus::ok ? "accepted" : "failed",
-                short_digest(inv->digest).c_str(), inv->entry.c_str(), status_name(res.status), us_since(t0));
+  // Every request gets its line; built without printf, since this is the hot path.
+  const long long ns = ns_since(t0);
+  std::string line;
+  line.reserve(96);
+  line += res.status == ReplyStatus::ok ? "accepted invoke: " : "failed invoke: ";
+  line += short_digest(inv->digest);
+  line += '/';
+  line += inv->entry;
+  line += " -> ";
+  line += status_name(res.status);
+  line += " (";
+  line += std::to_string(ns / 1000);
+  line += '.';
+  line += char('0' + (ns / 100) % 10);
+  line += " us)";
+  if (res.status != ReplyStatus::ok) line += ": " + res.message;
   log_(line);
   return {MsgType::result, encode(r), std::move(res.output)};
 }

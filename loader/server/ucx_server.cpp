@@ -272,9 +272,9 @@ struct UcxServer::Impl {
   void lead(Slot& me) {
     auto last_activity = Clock::now();
     while (!quit) {
-      bool events = false;
-      while (ucp_worker_progress(w->worker()) != 0) events = true;
-      if (events) last_activity = Clock::now();
+      // One progress call, then whatever it delivered: every progress call also polls the
+      // TCP interface (a system call), so a request should cost as few of them as possible.
+      if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
       std::deque<std::pair<ucp_ep_h, Reply>> posted;
       {
         std::lock_guard<std::mutex> l(outbox_mu);
@@ -304,6 +304,10 @@ struct UcxServer::Impl {
         return;
       }
       if (!posted.empty() || !jobs.empty()) continue;
+      if (ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
+        last_activity = Clock::now();
+        continue;
+      }
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
       if (Clock::now() - last_activity < std::chrono::milliseconds(1)) continue;

@@ -88,20 +88,25 @@ int serve_stdio(Handler& handler) {
   }
 }
 
-// The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
-// kernel crash or time-out leaves through _exit(75) inside the server.
-int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
+// The engine as the settings describe it, trusting cfg.trust; log receives its lines.
+Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(const std::string&)>& log) {
   auto store = TrustStore::load(cfg.trust);
-  if (!store.ok()) return fail(store.error());
-  auto log = [](const std::string& line) { log_line(line); };
+  XC_TRY(store);
   EngineConfig ec;
   ec.cache_dir = cfg.cache;
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   ec.max_reply = cfg.max_reply;
   ec.node_id = cfg.node_id;
-  ec.log = [](std::string_view line) { log_line(std::string(line)); };
-  auto engine = Engine::create(ec, std::move(*store));
+  ec.log = [log](std::string_view line) { log(std::string(line)); };
+  return Engine::create(ec, std::move(*store));
+}
+
+// The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
+// kernel crash or time-out leaves through _exit(75) inside the server.
+int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
+  auto log = [](const std::string& line) { log_line(line); };
+  auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log);
   ServerOptions so;
@@ -274,19 +279,10 @@ int main(int argc, char** argv) {
   // A crashing kernel ends this process with its signal, which the client reports; UCX's
   // (and sanitizers') own fault handlers would turn it into a backtrace and another exit.
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
-  auto store = TrustStore::load(cfg.trust);
-  if (!store.ok()) return fail(store.error());
   auto log = [verbose = cfg.verbose](const std::string& line) {
     if (verbose) log_line(line);
   };
-  EngineConfig ec;
-  ec.cache_dir = cfg.cache;
-  ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
-  ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
-  ec.max_reply = cfg.max_reply;
-  ec.node_id = cfg.node_id;
-  ec.log = [log](std::string_view line) { log(std::string(line)); };
-  auto engine = Engine::create(ec, std::move(*store));
+  auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log);
   return serve_stdio(handler);

@@ -1,6 +1,7 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "net/ucx.h"
 #include "xcargo/client.h"
@@ -179,9 +180,16 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
-  auto c = std::make_unique<UcxConnection>();
-  XC_TRY(c->open(host_port, options));
-  return std::unique_ptr<Connection>(std::move(c));
+  // A loader restarting after a kernel failure is back within a second: refused
+  // connections are retried for options.retry_ms before the node counts as unreachable.
+  const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
+  for (;;) {
+    auto c = std::make_unique<UcxConnection>();
+    auto s = c->open(host_port, options);
+    if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
+    if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace xcargo::client

@@ -59,6 +59,7 @@ struct LocalOptions {
 
 struct ConnectOptions {
   int connect_timeout_ms = 5000;   // for the handshake
+  int retry_ms = 1000;             // keep retrying a refused connection this long (a node restarting)
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
 };
 

@@ -24,9 +24,11 @@ class LocalConnection final : public Connection {
 public:
   LocalConnection(pid_t pid, int to_child, int from_child, unsigned timeout_s)
       : pid_(pid), to_(to_child), from_(from_child), timeout_s_(timeout_s) {}
-  ~LocalConnection() override {
+  ~LocalConnection() override { close(); }
+  void close() override {
     if (to_ >= 0) ::close(to_);  // EOF: the loader exits
     if (from_ >= 0) ::close(from_);
+    to_ = from_ = -1;
     if (pid_ > 0) {
       int ws = 0;
       for (int i = 0; i < 100 && ::waitpid(pid_, &ws, WNOHANG) == 0; ++i) ::usleep(10000);
@@ -34,6 +36,7 @@ public:
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &ws, 0);
       }
+      pid_ = -1;
     }
   }
   std::string peer() const override { return "local loader"; }
@@ -41,6 +44,7 @@ public:
 
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
+    if (to_ < 0) return Error(Errc::unreachable, "the local loader connection is closed");
     Bytes f = encode_frame(type, header, data);
     size_t done = 0;
     while (done < f.size()) {

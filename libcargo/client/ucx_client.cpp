@@ -151,8 +151,11 @@ private:
     return UCS_OK;
   }
 
-  void close() {
-    if (!ep_) return;
+  void close() override {
+    if (!ep_) {
+      failed_ = true;
+      return;
+    }
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
@@ -163,6 +166,8 @@ private:
       ucp_request_free(r);
     }
     ep_ = nullptr;
+    failed_ = true;
+    fail_status_ = UCS_ERR_NOT_CONNECTED;
   }
 
   std::unique_ptr<net::UcxWorker> w_;

@@ -42,6 +42,9 @@ expect 0 'hello +0\.1\.0 +x86_64 +2 +add,greet' -- "$X" ls --to "$node"
 check "ls --json counts invocations and loads" python3 -c "
 import json; j=json.load(open('ls.json')); assert j['cargos'][0]['invocations']==2 and j['stats']['cargos_loaded']==1, j"
 
+# The client API, used by a program of its own (examples/client-api).
+expect 0 '^42 \(variant x86_64\)$' -- "$(dirname "$X")/xcargo-example-client" "$node" hello.xcargo add 40 2
+
 # Refusals, each named, with the loader still serving afterwards.
 expect 1 'refused the cargo: .*not signed' -- "$X" run unsigned.xcargo --entry add --to "$node"
 expect 1 'refused the cargo: .*no signature by a trusted key' -- "$X" push sgemm.xcargo --to "$node"

@@ -28,6 +28,8 @@ public:
   const wire::HelloReply& node() const { return node_; }
   // "HOST:PORT", or "local loader".
   virtual std::string peer() const = 0;
+  // Ends the conversation; later calls fail with Errc::unreachable. The destructor closes too.
+  virtual void close() = 0;
 
   // Errors: Errc::unreachable when the node cannot be reached or the connection drops,
   // Errc::malformed when its reply does not decode. Refusals come back in the reply.

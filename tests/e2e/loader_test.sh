@@ -51,8 +51,17 @@ expect 1 'refused the cargo: .*no signature by a trusted key' -- "$X" push sgemm
 python3 -c "
 b=bytearray(open('hello.xcargo','rb').read()); b[-300]^=1; open('tampered.xcargo','wb').write(b)"
 expect 1 'digest mismatch' -- "$X" push tampered.xcargo --to "$node"
+sleep 0.2
 check "refusals are logged" grep -q 'refused push: not_signed' node.log
 expect 3 "no_entry" -- "$X" run hello.xcargo --entry nope --to "$node"
+for sym in system execve dlopen; do
+  "$(dirname "$X")/xcargo-forbidden-cargo" "evil-$sym.xcargo" k "$sym"
+  expect 3 "refused the cargo: .*imports '$sym', outside the allowed kernel API" -- "$X" run "evil-$sym.xcargo" --entry run --to "$node"
+done
+sleep 0.2  # the loader writes its log in 20 ms batches
+check "the refused import is logged with its name" grep -q "refused push: import: .*'dlopen'" node.log
+start_loader small --trust trust --max-cargo 1000
+expect 1 'refused the cargo: cargo of [0-9]+ bytes is over this node.s limit of 1000' -- "$X" run hello.xcargo --entry add --to "$small"
 expect 4 'could not reach 127.0.0.1:1' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$node"
 

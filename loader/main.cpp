@@ -163,10 +163,12 @@ int supervise(LoaderConfig cfg) {
             return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
           }
         log_line("listening on " + addr);
+        flush_log();  // lifecycle lines are rare: write them at once
         cfg.listen = addr;  // restarts keep the port, even one picked with port 0
         first = false;
       } else {
         log_line("worker restarted; listening on " + addr);
+        flush_log();
       }
     }
     int ws = 0;
@@ -204,6 +206,7 @@ int supervise(LoaderConfig cfg) {
                       : WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
                                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
     log_line("worker stopped: " + why + "; restarting it");
+    flush_log();
     incident[0] = '\0';
     const auto now = Clock::now();
     restarts.push_back(now);

@@ -71,7 +71,8 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
 
 // Starts `xcargo-loader --exec` as a child process and talks to it over pipes: the same
 // verification, selection and allow-list as a node, in a process of its own, so that a
-// crashing kernel cannot take the caller down.
+// crashing kernel cannot take the caller down. Sets SIGPIPE to ignored in this process, so
+// that a loader that died gives an error instead of killing the caller.
 Result<std::unique_ptr<Connection>> spawn_local(const LocalOptions& options);
 
 }  // namespace xcargo::client

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "net/ucx.h"
+#include "net/ucx_api.h"
 #include "xcargo/client.h"
 
 namespace xcargo::client {
@@ -36,7 +37,7 @@ public:
       hp.cb = &UcxConnection::on_reply;
       hp.arg = &slots_[t];
       hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-      if (auto s = ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
+      if (auto s = UCX->ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
     }
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
@@ -47,8 +48,8 @@ public:
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &UcxConnection::on_error;
     ep.err_handler.arg = this;
-    if (auto s = ucp_ep_create(w_->worker(), &ep, &ep_); s != UCS_OK)
-      return Error(Errc::unreachable, "could not reach " + peer_ + ": " + ucs_status_string(s));
+    if (auto s = UCX->ucp_ep_create(w_->worker(), &ep, &ep_); s != UCS_OK)
+      return Error(Errc::unreachable, "could not reach " + peer_ + ": " + UCX->ucs_status_string(s));
     timeout_ms_ = o.connect_timeout_ms;
     auto hs = handshake();
     timeout_ms_ = o.reply_timeout_ms;
@@ -66,17 +67,17 @@ protected:
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = &UcxConnection::on_sent;
     p.user_data = this;
-    ucs_status_ptr_t req = ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
-    if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
+    ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
+    if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == nullptr) send_done_ = true;
     else send_req_ = req;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
     while (!(send_done_ && reply_ready_) && !failed_) {
-      if (ucp_worker_progress(w_->worker()) != 0) continue;
+      if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
       auto now = Clock::now();
       if (now > deadline) {
-        if (send_req_) ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
+        if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
         return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
       }
       if (now > spin_until) w_->progress_or_wait(10);  // long waits sleep instead of spinning
@@ -92,7 +93,7 @@ private:
   };
 
   Error lost() const {
-    std::string why = ucs_status_string(fail_status_);
+    std::string why = UCX->ucs_status_string(fail_status_);
     return Error(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why)
         .hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
   }
@@ -109,13 +110,13 @@ private:
     self->send_done_ = true;
     self->send_req_ = nullptr;
     if (status != UCS_OK && status != UCS_ERR_CANCELED) self->failed_ = true, self->fail_status_ = status;
-    ucp_request_free(request);
+    UCX->ucp_request_free(request);
   }
   static void on_data(void* request, ucs_status_t status, size_t, void* user) {
     auto* self = static_cast<UcxConnection*>(user);
     if (status != UCS_OK) self->failed_ = true, self->fail_status_ = status;
     self->reply_ready_ = true;
-    ucp_request_free(request);
+    UCX->ucp_request_free(request);
   }
   static ucs_status_t on_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
@@ -136,7 +137,7 @@ private:
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxConnection::on_data;
       p.user_data = self;
-      ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->w_->worker(), data, f.data.data(), length, &p);
+      ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(self->w_->worker(), data, f.data.data(), length, &p);
       if (UCS_PTR_IS_ERR(r)) {
         self->failed_ = true;
         self->fail_status_ = UCS_PTR_STATUS(r);
@@ -159,11 +160,11 @@ private:
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+    ucs_status_ptr_t r = UCX->ucp_ep_close_nbx(ep_, &p);
     if (r && !UCS_PTR_IS_ERR(r)) {
       const auto deadline = Clock::now() + std::chrono::milliseconds(500);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(w_->worker());
-      ucp_request_free(r);
+      while (UCX->ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) UCX->ucp_worker_progress(w_->worker());
+      UCX->ucp_request_free(r);
     }
     ep_ = nullptr;
     failed_ = true;

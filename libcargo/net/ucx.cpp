@@ -1,5 +1,6 @@
 // UCX context/worker creation, address parsing and event-fd based blocking.
 #include "net/ucx.h"
+#include "net/ucx_api.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,7 +16,7 @@
 namespace xcargo::net {
 
 Error ucx_error(const std::string& what, ucs_status_t status) {
-  return Error(Errc::unreachable, what + ": " + ucs_status_string(status));
+  return Error(Errc::unreachable, what + ": " + (UCX ? UCX->ucs_status_string(status) : "UCX unavailable"));
 }
 
 Result<sockaddr_storage> parse_host_port(const std::string& hp, socklen_t* len) {
@@ -73,6 +74,8 @@ static bool shm_enabled() {
 }
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool listener) {
+  const char* why = nullptr;
+  if (!ucx_api(&why)) return Error(Errc::unreachable, why).hint("install UCX (Debian package libucx0)");
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
   // A restarted loader must get its port back although the old one's connections linger.
   // These are settings of UCT's connection managers, which read only the environment.
@@ -81,22 +84,22 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool lis
     ::setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
   }
   ucp_config_t* config = nullptr;
-  if (auto s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
+  if (auto s = UCX->ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
   // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
   // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
-  if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+  if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = thread_multi ? 1 : 0;
-  ucs_status_t s = ucp_init(&params, config, &w->context_);
-  ucp_config_release(config);
+  ucs_status_t s = UCX->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
+  UCX->ucp_config_release(config);
   if (s != UCS_OK) return ucx_error("UCX initialization", s);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
-  if (s = ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) return ucx_error("UCX worker", s);
-  if (s = ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) return ucx_error("UCX event descriptor", s);
+  if (s = UCX->ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) return ucx_error("UCX worker", s);
+  if (s = UCX->ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) return ucx_error("UCX event descriptor", s);
   w->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -111,14 +114,14 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool lis
 UcxWorker::~UcxWorker() {
   if (epfd_ >= 0) ::close(epfd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (worker_) ucp_worker_destroy(worker_);
-  if (context_) ucp_cleanup(context_);
+  if (worker_) UCX->ucp_worker_destroy(worker_);
+  if (context_) UCX->ucp_cleanup(context_);
 }
 
 bool UcxWorker::progress_or_wait(int timeout_ms) {
-  while (ucp_worker_progress(worker_) != 0) {
+  while (UCX->ucp_worker_progress(worker_) != 0) {
   }
-  ucs_status_t s = ucp_worker_arm(worker_);
+  ucs_status_t s = UCX->ucp_worker_arm(worker_);
   if (s == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress again
   epoll_event ev[2];
   int n = ::epoll_wait(epfd_, ev, 2, timeout_ms);

@@ -1,0 +1,38 @@
+// dlopen()s UCX's libucp and libucs once and resolves every function of XC_UCX_FUNCTIONS.
+#include "net/ucx_api.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+namespace xcargo::net {
+
+const UcxApi* ucx_api(const char** why) {
+  static UcxApi api;
+  static const UcxApi* loaded = nullptr;
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* ucs = ::dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
+    void* ucp = ::dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL);
+    if (!ucs || !ucp) {
+      error = std::string("cannot load UCX (libucp.so.0, libucs.so.0): ") + ::dlerror();
+      return;
+    }
+#define XC_UCX_RESOLVE(name)                                                              \
+  api.name = reinterpret_cast<decltype(api.name)>(::dlsym(ucp, #name));                 \
+  if (!api.name) api.name = reinterpret_cast<decltype(api.name)>(::dlsym(ucs, #name));  \
+  if (!api.name) {                                                                      \
+    error = "UCX lacks " #name;                                                         \
+    return;                                                                             \
+  }
+    XC_UCX_FUNCTIONS(XC_UCX_RESOLVE)
+#undef XC_UCX_RESOLVE
+    loaded = &api;
+  });
+  if (why) *why = error.c_str();
+  return loaded;
+}
+
+}  // namespace xcargo::net

@@ -5,6 +5,19 @@ namespace xcargo::client {
 
 using namespace wire;
 
+namespace {
+
+// Decodes a reply header and checks that it answers request `id`.
+template <class Decode>
+auto decode_reply(const std::string& peer, ByteView header, uint64_t id, Decode decode) -> decltype(decode(header)) {
+  auto r = decode(header);
+  if (!r.ok()) return Error(Errc::malformed, peer + ": " + r.error().message());
+  if (r->request_id != id) return Error(Errc::malformed, peer + ": reply to another request");
+  return r;
+}
+
+}  // namespace
+
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
   auto f = roundtrip(type, header, data);
   XC_TRY(f);
@@ -36,19 +49,15 @@ Result<PushReply> Connection::push(ByteView cargo) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::push, MsgType::push_reply, encode(Push{id, cargo.size()}), cargo);
   XC_TRY(f);
-  auto r = decode_push_reply(f->header);
-  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
-  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
-  return r;
+  return decode_reply(peer(), f->header, id, decode_push_reply);
 }
 
 Result<bool> Connection::has(const Digest& digest) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::has, MsgType::has_reply, encode(Has{id, digest}), {});
   XC_TRY(f);
-  auto r = decode_has_reply(f->header);
-  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
-  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  auto r = decode_reply(peer(), f->header, id, decode_has_reply);
+  XC_TRY(r);
   return r->has;
 }
 
@@ -56,9 +65,8 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   const uint64_t id = next_id_++;
   auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
   XC_TRY(f);
-  auto r = decode_result(f->header);
-  if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
-  if (r->request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  auto r = decode_reply(peer(), f->header, id, decode_result);
+  XC_TRY(r);
   if (r->output_size != f->data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
   return InvokeReply{std::move(*r), std::move(f->data)};
 }

@@ -21,11 +21,10 @@ public:
 
   Status open(const std::string& host_port, const ConnectOptions& o) {
     peer_ = host_port;
-    options_ = o;
     socklen_t len = 0;
     auto addr = net::parse_host_port(host_port, &len);
     XC_TRY(addr);
-    auto w = net::UcxWorker::create(false);
+    auto w = net::UcxWorker::create();
     XC_TRY(w);
     w_ = std::move(*w);
     for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {  // every reply type
@@ -174,7 +173,6 @@ private:
   std::unique_ptr<net::UcxWorker> w_;
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
-  ConnectOptions options_;
   int timeout_ms_ = 5000;
   Slot slots_[kMaxMsgType + 1] = {};
   Frame reply_;

@@ -73,7 +73,7 @@ static bool shm_enabled() {
   return t[0] == '^';
 }
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool listener) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener) {
   const char* why = nullptr;
   if (!ucx_api(&why)) return Error(Errc::unreachable, why).hint("install UCX (Debian package libucx0)");
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
@@ -89,15 +89,14 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool thread_multi, bool lis
   // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
   if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-  params.mt_workers_shared = thread_multi ? 1 : 0;
   ucs_status_t s = UCX->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
   UCX->ucp_config_release(config);
   if (s != UCS_OK) return ucx_error("UCX initialization", s);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = thread_multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   if (s = UCX->ucp_worker_create(w->context_, &wp, &w->worker_); s != UCS_OK) return ucx_error("UCX worker", s);
   if (s = UCX->ucp_worker_get_efd(w->worker_, &w->efd_); s != UCS_OK) return ucx_error("UCX event descriptor", s);
   w->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);

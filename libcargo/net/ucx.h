@@ -16,12 +16,12 @@ namespace xcargo::net {
 Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len);
 std::string to_host_port(const sockaddr* addr);
 
-// A ucp context and one worker with Active Messages and wake-up support. thread_multi lets
-// several threads use the worker (the loader's executors send replies).
+// A ucp context and one worker with Active Messages and wake-up support, for use by one
+// thread at a time (the loader hands the worker from thread to thread, never shares it).
 class UcxWorker {
 public:
   // listener: the worker will listen, and should rebind its port at once after a restart.
-  static Result<std::unique_ptr<UcxWorker>> create(bool thread_multi, bool listener = false);
+  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false);
   ~UcxWorker();
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }

@@ -25,6 +25,8 @@ public:
   // The limits a node announces in its hello_reply.
   uint64_t max_cargo() const;
   uint64_t max_input() const { return max_input_; }
+  // A result with status bad_request for a request that could not be taken in; logged.
+  Reply bad_request(const std::string& why);
 
 private:
   Reply hello(ByteView header);
@@ -33,7 +35,6 @@ private:
   Reply invoke(ByteView header, ByteView data);
   Reply list(ByteView header);
   Reply stats(ByteView header);
-  Reply bad_request(const std::string& why);
 
   Engine& engine_;
   uint64_t max_input_;

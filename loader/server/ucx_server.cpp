@@ -236,7 +236,8 @@ struct UcxServer::Impl {
 
   // Runs one request; a kernel fault comes back here as a "crashed" result.
   Reply execute(Slot& s, Job& j) {
-    if (j.failed) return handler->handle(MsgType(0), {}, {});  // bad_request
+    if (j.failed) return handler->bad_request("the request's header or data could not be received (over " +
+                                              std::to_string(kMaxHeader) + " header bytes, or the transfer failed)");
     if (j.type != MsgType::invoke) return handler->handle(j.type, j.header, j.data);
     t_slot = &s;
     if (sigsetjmp(s.env, 0) == 0) {
@@ -431,7 +432,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   socklen_t len = 0;
   auto addr = net::parse_host_port(options.listen, &len);
   XC_TRY(addr);
-  auto w = net::UcxWorker::create(false, true);  // one thread at a time: the leader
+  auto w = net::UcxWorker::create(true);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
   for (uint16_t t = 1; t < kMaxMsgType; t += 2) {  // every request type
@@ -463,7 +464,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   return s;
 }
 
-ServerExit UcxServer::run(const std::atomic<bool>& stop) {
+void UcxServer::run(const std::atomic<bool>& stop) {
   Impl& m = *impl_;
   std::vector<std::thread> threads;
   threads.emplace_back([&] { m.monitor(); });
@@ -482,7 +483,6 @@ ServerExit UcxServer::run(const std::atomic<bool>& stop) {
   m.executor(*m.slots[0]);
   stopper.join();
   for (auto& t : threads) t.join();
-  return m.restart ? ServerExit::restart : ServerExit::stopped;
 }
 
 }  // namespace xcargo::loader

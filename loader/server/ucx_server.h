@@ -22,9 +22,6 @@ struct ServerOptions {
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
 };
 
-// Why run() returned.
-enum class ServerExit { stopped, restart };
-
 class UcxServer {
 public:
   using Log = std::function<void(const std::string&)>;
@@ -34,9 +31,10 @@ public:
   ~UcxServer();
 
   std::string address() const;
-  // Serves until stop becomes true, or until a kernel crashed or timed out and its client has
-  // been told (then the worker must be restarted: threads cannot be cancelled).
-  ServerExit run(const std::atomic<bool>& stop);
+  // Serves until stop becomes true. After a kernel crash or time-out, once its client has been
+  // told, the process ends with _exit(75) instead (threads inside kernels cannot be stopped)
+  // and the supervisor starts a new worker.
+  void run(const std::atomic<bool>& stop);
 
 private:
   UcxServer();

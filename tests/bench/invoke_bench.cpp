@@ -74,7 +74,7 @@ struct Echo {
 
 int pingpong_server(int argc, char** argv) {
   Echo e;
-  auto w = net::UcxWorker::create(false, true);
+  auto w = net::UcxWorker::create(true);
   if (!w.ok()) die(w.error().message());
   e.w = std::move(*w);
   ucp_am_handler_param_t hp{};
@@ -109,7 +109,7 @@ int pingpong_server(int argc, char** argv) {
 
 int pingpong(int argc, char** argv) {
   const int n = std::atoi(arg(argc, argv, "-n", "20000").c_str());
-  auto w = net::UcxWorker::create(false);
+  auto w = net::UcxWorker::create();
   if (!w.ok()) die(w.error().message());
   static std::atomic<int> replies{0};
   ucp_am_handler_param_t hp{};

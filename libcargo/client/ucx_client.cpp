@@ -72,7 +72,7 @@ protected:
     else send_req_ = req;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
-    while (!(send_done_ && reply_ready_) && !failed_) {
+    while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
       if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
       auto now = Clock::now();
       if (now > deadline) {
@@ -81,8 +81,10 @@ protected:
       }
       if (now > spin_until) w_->progress_or_wait(10);  // long waits sleep instead of spinning
     }
-    if (failed_) return lost();
-    return std::move(reply_);
+    // A reply that arrived counts even if the node went away right after sending it (a
+    // worker restarting after a kernel crash answers first, then exits).
+    if (reply_ready_) return std::move(reply_);
+    return lost();
   }
 
 private:

@@ -322,6 +322,10 @@ struct UcxServer::Impl {
   void flush_and_quit() {
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);
     while (in_flight > 0 && Clock::now() < deadline) ucp_worker_progress(w->worker());
+    // Linger briefly: a send complete here may not yet be read by the client, which would
+    // otherwise see the connection drop first and report a lost node instead of the reply.
+    const auto linger = Clock::now() + std::chrono::milliseconds(100);
+    while (Clock::now() < linger) ucp_worker_progress(w->worker());
     flush_log();
     _exit(75);
   }

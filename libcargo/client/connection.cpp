@@ -75,6 +75,7 @@ Result<std::vector<CargoListing>> Connection::list() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::list, MsgType::list_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
+  XC_TRY(decode_reply(peer(), f->header, id, decode_request));
   auto l = decode_listing(f->data);
   if (!l.ok()) return Error(Errc::malformed, peer() + ": " + l.error().message());
   return l;
@@ -84,6 +85,7 @@ Result<std::vector<Counter>> Connection::stats() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::stats, MsgType::stats_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
+  XC_TRY(decode_reply(peer(), f->header, id, decode_request));
   auto c = decode_counters(f->data);
   if (!c.ok()) return Error(Errc::malformed, peer() + ": " + c.error().message());
   return c;

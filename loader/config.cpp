@@ -38,13 +38,16 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
       else if (key == "timeout") c.timeout_s = v.as<unsigned>();
       else if (key == "node_id") c.node_id = v.as<uint32_t>();
-      else if (key == "executors") {
+      else if (key == "inline_us") {
+        c.inline_us = v.as<unsigned>();
+        if (c.inline_us > 1000) return bad("from 0 to 1000");
+      } else if (key == "executors") {
         c.executors = v.as<unsigned>();
         if (c.executors < 1 || c.executors > 256) return bad("from 1 to 256");
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors node-id");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" ? "a string" : "a number");
     }

@@ -50,7 +50,7 @@ Log& the_log() {
 
 }  // namespace
 
-void log_line(const std::string& line) {
+void log_line(std::string_view line) {
   Log& g = the_log();
   std::lock_guard<std::mutex> l(g.mu);
   if (!g.started) {
@@ -58,7 +58,7 @@ void log_line(const std::string& line) {
     std::thread([&g] { g.run(); }).detach();
   }
   const bool was_empty = g.buf.empty();
-  g.buf += "xcargo-loader: " + line + "\n";
+  g.buf.append("xcargo-loader: ").append(line).append(1, '\n');
   if (was_empty) g.cv.notify_one();
 }
 

@@ -89,7 +89,7 @@ int serve_stdio(Handler& handler) {
 }
 
 // The engine as the settings describe it, trusting cfg.trust; log receives its lines.
-Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(const std::string&)>& log) {
+Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(std::string_view)>& log) {
   auto store = TrustStore::load(cfg.trust);
   XC_TRY(store);
   EngineConfig ec;
@@ -98,14 +98,15 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   ec.max_reply = cfg.max_reply;
   ec.node_id = cfg.node_id;
-  ec.log = [log](std::string_view line) { log(std::string(line)); };
+  ec.quick_ns = uint64_t(cfg.inline_us) * 1000;
+  ec.log = log;
   return Engine::create(ec, std::move(*store));
 }
 
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
 // kernel crash or time-out leaves through _exit(75) inside the server.
 int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
-  auto log = [](const std::string& line) { log_line(line); };
+  auto log = [](std::string_view line) { log_line(line); };
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log);
@@ -113,6 +114,7 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   so.listen = cfg.listen;
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
+  so.inline_quick = cfg.inline_us > 0;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
   const std::string line = (*server)->address() + "\n";
@@ -240,6 +242,9 @@ int main(int argc, char** argv) {
   auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds");
   auto* node_id = app.add_option("--node-id", flags.node_id, "This node's id (what xc_node_id() returns)");
   auto* executors = app.add_option("--executors", flags.executors, "Requests that can run at once")->check(CLI::Range(1, 256));
+  auto* inline_us = app.add_option("--inline-us", flags.inline_us,
+                                   "Kernels that never took longer than this run on the thread that receives requests (0: never)")
+                       ->check(CLI::Range(0, 1000));
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -262,6 +267,7 @@ int main(int argc, char** argv) {
   if (*timeout) cfg.timeout_s = flags.timeout_s;
   if (*node_id) cfg.node_id = flags.node_id;
   if (*executors) cfg.executors = flags.executors;
+  if (*inline_us) cfg.inline_us = flags.inline_us;
   cfg.verbose = flags.verbose;
   if (exec) cfg.listen.clear();
   if (!exec && cfg.listen.empty())
@@ -282,7 +288,7 @@ int main(int argc, char** argv) {
   // A crashing kernel ends this process with its signal, which the client reports; UCX's
   // (and sanitizers') own fault handlers would turn it into a backtrace and another exit.
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
-  auto log = [verbose = cfg.verbose](const std::string& line) {
+  auto log = [verbose = cfg.verbose](std::string_view line) {
     if (verbose) log_line(line);
   };
   auto engine = make_engine(cfg, log);

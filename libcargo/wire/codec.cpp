@@ -28,6 +28,7 @@ namespace {
 
 class Out {
 public:
+  Out() { b_.reserve(128); }  // most headers: one allocation
   Out& u8(uint8_t v) { b_.push_back(v); return *this; }
   Out& u16(uint16_t v) { grow(2); le::store16(end(2), v); return *this; }
   Out& u32(uint32_t v) { grow(4); le::store32(end(4), v); return *this; }

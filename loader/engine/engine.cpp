@@ -19,9 +19,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// An entry and its run-time profile: runs that returned, how many of the latest in a row
+// were quick, and how often one run as quick held others up (config.misjudged_ns).
+struct Entry {
+  EntryFn fn = nullptr;
+  std::atomic<uint32_t> runs{0}, streak{0}, misjudged{0};
+};
+
 struct Loaded {
   LoadedSummary summary;
-  std::map<std::string, EntryFn, std::less<>> entries;
+  std::map<std::string, Entry, std::less<>> entries;
   std::atomic<uint64_t> invocations{0};
 };
 
@@ -43,6 +50,7 @@ struct Engine::Impl {
   }
   std::string cache_key(const Digest& digest, const Variant& v) const;
   Result<LoadReport> load(Bytes bytes);
+  std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -150,7 +158,7 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->summary = {report.digest, m.name, m.version, v.name, {}, m.entries, 0};
   for (const auto& x : m.variants) loaded->summary.variants.push_back(x.name);
   for (size_t i = 0; i < v.entries.size(); ++i)
-    loaded->entries[v.entries[i].entry] = reinterpret_cast<EntryFn>((*addrs)[i]);
+    loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   std::unique_lock lock(mu);
   cargos[report.digest] = std::move(loaded);
   return report;
@@ -169,15 +177,24 @@ bool Engine::has(const Digest& digest) const {
 }
 
 InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+  return *impl_->invoke(digest, entry, input, false);
+}
+
+std::optional<InvokeResult> Engine::invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input) {
+  return impl_->invoke(digest, entry, input, true);
+}
+
+std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::string_view entry, ByteView input,
+                                                 bool quick_only) {
   InvokeResult r;
-  impl_->invocations++;
   std::shared_ptr<Loaded> cargo;
   {
-    std::shared_lock lock(impl_->mu);
-    if (auto it = impl_->cargos.find(digest); it != impl_->cargos.end()) cargo = it->second;
+    std::shared_lock lock(mu);
+    if (auto it = cargos.find(digest); it != cargos.end()) cargo = it->second;
   }
   if (!cargo) {
-    impl_->invocations_failed++;
+    invocations++;
+    invocations_failed++;
     r.status = wire::ReplyStatus::not_loaded;
     r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
     return r;
@@ -185,28 +202,48 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   r.variant = cargo->summary.variant;
   auto it = cargo->entries.find(entry);
   if (it == cargo->entries.end()) {
-    impl_->invocations_failed++;
+    invocations++;
+    invocations_failed++;
     r.status = wire::ReplyStatus::no_entry;
     std::string names;
-    for (const auto& [name, fn] : cargo->entries) names += (names.empty() ? "" : ", ") + name;
+    for (const auto& [name, e] : cargo->entries) names += (names.empty() ? "" : ", ") + name;
     r.message = "cargo " + cargo->summary.name + " has no entry '" + std::string(entry) + "' (entries: " + names + ")";
     return r;
   }
+  Entry& e = it->second;
+  // Quick: the latest kQuickRuns runs in a row were (4x more after each misjudged run, and
+  // never after three), not counting the first, which pays for page faults. A run slowed
+  // by preemption only restarts the count.
+  const uint32_t misjudged = e.misjudged.load(std::memory_order_relaxed);
+  if (quick_only && (misjudged >= 3 || e.streak.load(std::memory_order_relaxed) < (kQuickRuns << (2 * misjudged))))
+    return std::nullopt;
+  invocations++;
   xc_ctx ctx;
-  ctx.max_reply = impl_->config.max_reply;
-  ctx.alloc_budget = impl_->config.max_alloc;
-  ctx.node_id = impl_->config.node_id;
-  ctx.node_count = impl_->config.node_count;
-  if (impl_->config.log) {
+  ctx.max_reply = config.max_reply;
+  ctx.alloc_budget = config.max_alloc;
+  ctx.node_id = config.node_id;
+  ctx.node_count = config.node_count;
+  if (config.log) {
     ctx.log_fn = [](void* self, const xc_ctx* c, std::string_view line) {
       static_cast<Impl*>(self)->log(*c->cargo + "/" + std::string(c->entry) + ": " + std::string(line));
     };
-    ctx.log_self = impl_.get();
+    ctx.log_self = this;
     ctx.cargo = &cargo->summary.name;
     ctx.entry = entry;
   }
   cargo->invocations++;
-  r.kernel_return = it->second(&ctx, input.data(), input.size());
+  const auto t0 = Clock::now();
+  r.kernel_return = e.fn(&ctx, input.data(), input.size());
+  const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  r.kernel_ns = ns;
+  if (e.runs.fetch_add(1, std::memory_order_relaxed) > 0) {
+    if (ns <= config.quick_ns) {
+      e.streak.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      e.streak.store(0, std::memory_order_relaxed);
+      if (quick_only && ns > config.misjudged_ns) e.misjudged.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   r.output = std::move(ctx.reply);
   if (ctx.reply_overflow) {
     r.status = wire::ReplyStatus::reply_too_large;
@@ -217,7 +254,7 @@ InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteVi
   } else {
     r.status = wire::ReplyStatus::ok;
   }
-  if (r.status != wire::ReplyStatus::ok) impl_->invocations_failed++;
+  if (r.status != wire::ReplyStatus::ok) invocations_failed++;
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,12 +27,15 @@ struct EngineConfig {
   uint64_t max_alloc = 1ull << 30;  // xc_alloc budget per invocation
   uint32_t node_id = 0;
   uint32_t node_count = 1;
+  uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
+  uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
 };
 
 struct InvokeResult {
   wire::ReplyStatus status = wire::ReplyStatus::internal;
   int32_t kernel_return = 0;
+  uint64_t kernel_ns = 0;  // how long the kernel ran
   std::string variant;
   Bytes output;
   std::string message;  // for failures: what went wrong, in a message for people
@@ -68,6 +72,11 @@ public:
   bool has(const Digest& digest) const;
   // Runs one entry in the calling thread. Thread-safe.
   InvokeResult invoke(const Digest& digest, std::string_view entry, ByteView input);
+  // The same, for a caller that must not be held up by a slow kernel: runs the entry only if
+  // its latest kQuickRuns runs or more each took at most config().quick_ns; otherwise runs
+  // nothing and returns nullopt. Lookup failures are returned as results.
+  std::optional<InvokeResult> invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input);
+  static constexpr uint32_t kQuickRuns = 4;
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;
   const HostInfo& host() const;

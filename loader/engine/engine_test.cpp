@@ -105,6 +105,38 @@ TEST_CASE("unknown digests and entries are reported, not crashes", "[engine]") {
   CHECK(e->has(r->digest));
 }
 
+TEST_CASE("only a kernel whose latest runs were quick runs by invoke_if_quick", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  auto e = engine();
+  auto r = e->load(cargo);
+  REQUIRE(r.ok());
+  Digest other{};
+  auto missing = e->invoke_if_quick(other, "add", {});  // lookups fail fast: answered, not declined
+  REQUIRE(missing);
+  CHECK(missing->status == wire::ReplyStatus::not_loaded);
+  // The first run is not counted (page faults), then Engine::kQuickRuns in a row are needed.
+  for (uint32_t i = 0; i < Engine::kQuickRuns; ++i) {
+    CHECK_FALSE(e->invoke_if_quick(r->digest, "add", i64s(1, 2)));
+    CHECK(as_i64(e->invoke(r->digest, "add", i64s(1, 2)).output) == 3);
+  }
+  CHECK_FALSE(e->invoke_if_quick(r->digest, "add", i64s(1, 2)));
+  CHECK(e->invoke(r->digest, "add", i64s(1, 2)).status == wire::ReplyStatus::ok);
+  auto quick = e->invoke_if_quick(r->digest, "add", i64s(40, 2));
+  REQUIRE(quick);
+  CHECK(as_i64(quick->output) == 42);
+  CHECK(e->stats().invocations == Engine::kQuickRuns + 3);  // declined calls ran and counted nothing
+
+  // With a zero budget nothing is ever quick.
+  EngineConfig c;
+  c.quick_ns = 0;
+  auto never = Engine::create(c, test::vector_trust());
+  REQUIRE(never.ok());
+  REQUIRE((*never)->load(cargo).ok());
+  for (int i = 0; i < 20; ++i) CHECK((*never)->invoke(r->digest, "add", i64s(1, 2)).status == wire::ReplyStatus::ok);
+  CHECK_FALSE((*never)->invoke_if_quick(r->digest, "add", i64s(1, 2)));
+}
+
 TEST_CASE("the disk cache spares a restarted engine the JIT, and survives damage", "[engine]") {
   test::ScratchDir dir;
   Bytes cargo = build_example(dir, "hello/hello.c");

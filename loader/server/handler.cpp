@@ -1,8 +1,11 @@
 // Request handling for every message type of the wire protocol, with one log line each.
 #include "handler.h"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "xcargo/version.h"
 
@@ -11,12 +14,36 @@ namespace xcargo::loader {
 using namespace wire;
 
 namespace {
+
+// A log line in a fixed buffer; what does not fit is cut.
+class Line {
+public:
+  Line& add(std::string_view s) {
+    const size_t k = std::min(s.size(), sizeof buf_ - n_);
+    std::memcpy(buf_ + n_, s.data(), k);
+    n_ += k;
+    return *this;
+  }
+  Line& hex(ByteView b) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    for (uint8_t x : b)
+      if (n_ + 2 <= sizeof buf_) buf_[n_++] = kDigits[x >> 4], buf_[n_++] = kDigits[x & 15];
+    return *this;
+  }
+  Line& num(uint64_t v) {
+    n_ = size_t(std::to_chars(buf_ + n_, buf_ + sizeof buf_, v).ptr - buf_);
+    return *this;
+  }
+  std::string_view view() const { return {buf_, n_}; }
+
+private:
+  char buf_[256];
+  size_t n_ = 0;
+};
+
 std::string short_digest(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 double us_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
-}
-long long ns_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
 }
 }  // namespace
 
@@ -102,7 +129,11 @@ Reply Handler::has(ByteView header) {
   return {MsgType::has_reply, encode(HasReply{h->request_id, engine_.has(h->digest)}), {}};
 }
 
-Reply Handler::invoke(ByteView header, ByteView data) {
+Reply Handler::invoke(ByteView header, ByteView data) { return *invoke(header, data, false); }
+
+std::optional<Reply> Handler::invoke_if_quick(ByteView header, ByteView data) { return invoke(header, data, true); }
+
+std::optional<Reply> Handler::invoke(ByteView header, ByteView data, bool quick_only) {
   auto inv = decode_invoke(header);
   if (!inv.ok()) return bad_request(inv.error().message());
   ResultMsg r;
@@ -111,34 +142,29 @@ Reply Handler::invoke(ByteView header, ByteView data) {
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(inv->input_size) + " bytes is over this node's limit of " + std::to_string(max_input_);
     log_("refused invoke: " + r.message);
-    return {MsgType::result, encode(r), {}};
+    return Reply{MsgType::result, encode(r), {}};
   }
   if (inv->input_size != data.size()) return bad_request("invoke: input_size does not match the data");
-  auto t0 = std::chrono::steady_clock::now();
-  InvokeResult res = engine_.invoke(inv->digest, inv->entry, data);
-  r.status = res.status;
-  r.kernel_return = res.kernel_return;
-  r.variant = res.variant;
-  r.message = res.message.substr(0, kMaxMessage);
-  r.output_size = res.output.size();
-  // Every request gets its line; built without printf, since this is the hot path.
-  const long long ns = ns_since(t0);
-  std::string line;
-  line.reserve(96);
-  line += res.status == ReplyStatus::ok ? "accepted invoke: " : "failed invoke: ";
-  line += short_digest(inv->digest);
-  line += '/';
-  line += inv->entry;
-  line += " -> ";
-  line += status_name(res.status);
-  line += " (";
-  line += std::to_string(ns / 1000);
-  line += '.';
-  line += char('0' + (ns / 100) % 10);
-  line += " us)";
-  if (res.status != ReplyStatus::ok) line += ": " + res.message;
-  log_(line);
-  return {MsgType::result, encode(r), std::move(res.output)};
+  std::optional<InvokeResult> res =
+      quick_only ? engine_.invoke_if_quick(inv->digest, inv->entry, data) : engine_.invoke(inv->digest, inv->entry, data);
+  if (!res) return std::nullopt;
+  r.status = res->status;
+  r.kernel_return = res->kernel_return;
+  r.variant = res->variant;
+  r.message = res->message.substr(0, kMaxMessage);
+  r.output_size = res->output.size();
+  // Every request gets its line, built on the stack: this is the hot path.
+  if (res->status == ReplyStatus::ok) {
+    const uint64_t ns = res->kernel_ns;
+    Line line;
+    line.add("accepted invoke: ").hex(ByteView(inv->digest).first(8)).add("/").add(inv->entry).add(" -> ok (");
+    line.num(ns / 1000).add(".").num(ns / 100 % 10).add(" us)");
+    log_(line.view());
+  } else {
+    log_("failed invoke: " + short_digest(inv->digest) + "/" + inv->entry + " -> " + status_name(res->status) + ": " +
+         res->message);
+  }
+  return Reply{MsgType::result, encode(r), std::move(res->output)};
 }
 
 Reply Handler::list(ByteView header) {

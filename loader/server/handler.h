@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "engine.h"
 #include "xcargo/wire.h"
@@ -17,11 +19,14 @@ struct Reply {
 
 class Handler {
 public:
-  using Log = std::function<void(const std::string&)>;
+  using Log = std::function<void(std::string_view)>;
   Handler(Engine& engine, uint64_t max_input, Log log);
 
   // Never throws; an undecodable request gets a result with status bad_request.
   Reply handle(wire::MsgType type, ByteView header, ByteView data);
+  // An invoke that runs only if its kernel is known to be quick (Engine::invoke_if_quick);
+  // nullopt when it was not run. Anything else about the request is answered as by handle().
+  std::optional<Reply> invoke_if_quick(ByteView header, ByteView data);
   // The limits a node announces in its hello_reply.
   uint64_t max_cargo() const;
   uint64_t max_input() const { return max_input_; }
@@ -33,6 +38,7 @@ private:
   Reply push(ByteView header, ByteView data);
   Reply has(ByteView header);
   Reply invoke(ByteView header, ByteView data);
+  std::optional<Reply> invoke(ByteView header, ByteView data, bool quick_only);
   Reply list(ByteView header);
   Reply stats(ByteView header);
 

@@ -2,6 +2,7 @@
 // monitor (promotion and time-outs), and kernel crash recovery.
 #include "ucx_server.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -41,9 +43,14 @@ struct Sending {
   std::atomic<int>* in_flight;
 };
 
+// Sent by the monitor to a thread running a kernel inline (phase 3) past the time limit.
+constexpr int kTimeoutSignal = SIGUSR1;
+
 // One executor thread. phase: 0 idle, 1 running a request as leader, 2 running one after
-// the monitor handed leadership on (its reply then goes through the outbox).
+// the monitor handed leadership on (its reply then goes through the outbox), 3 running a
+// quick kernel inline, inside UCX's receive callback (it cannot hand leadership on).
 struct Slot {
+  pthread_t thread{};
   std::atomic<int> phase{0};
   std::atomic<int64_t> since{0};
   std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
@@ -56,8 +63,8 @@ struct Slot {
 
 thread_local Slot* t_slot = nullptr;
 
-// Kernel faults: jump back to the executor that ran the kernel. Anything else: die, and let
-// the supervisor restart the worker.
+// Kernel faults, and the monitor's time-out signal: jump back to the executor that ran the
+// kernel. Any other fault: die, and let the supervisor restart the worker.
 void on_fault(int sig, siginfo_t* info, void*) {
   Slot* s = t_slot;
   if (s && s->in_kernel) {
@@ -66,6 +73,7 @@ void on_fault(int sig, siginfo_t* info, void*) {
     s->fault_addr = info ? info->si_addr : nullptr;
     siglongjmp(s->env, 1);
   }
+  if (sig == kTimeoutSignal) return;  // the kernel returned just before the signal came
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -75,12 +83,12 @@ void install_fault_handlers() {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
 }
 
-uint64_t request_id_of(const Job& j) {
-  if (j.type == MsgType::invoke)
-    if (auto inv = decode_invoke(j.header); inv.ok()) return inv->request_id;
+uint64_t request_id_of(MsgType type, ByteView header) {
+  if (type == MsgType::invoke)
+    if (auto inv = decode_invoke(header); inv.ok()) return inv->request_id;
   return 0;
 }
 
@@ -173,6 +181,12 @@ struct UcxServer::Impl {
       self->log("refused a request without a reply endpoint");
       return UCS_OK;
     }
+    if (ha->type == uint16_t(MsgType::invoke) && self->opt.inline_quick && self->jobs.empty() && !self->restart &&
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
+        length <= self->handler->max_input() &&
+        self->run_inline(param->reply_ep, ByteView(static_cast<const uint8_t*>(header), header_length),
+                         ByteView(static_cast<const uint8_t*>(data), length)))
+      return UCS_OK;
     auto job = std::make_shared<Job>();
     job->ep = param->reply_ep;
     job->type = MsgType(ha->type);
@@ -212,6 +226,13 @@ struct UcxServer::Impl {
   // Leader only.
   void send(ucp_ep_h ep, Reply&& r) {
     if (!eps.count(ep)) return;  // the client went away
+    {  // Most replies are small and leave at once, without a request to keep their bytes alive.
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+      ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), r.header.data(), r.header.size(), r.data.data(),
+                                             r.data.size(), &p);
+      if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) return;  // sent, or failed for good
+    }
     auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -246,18 +267,50 @@ struct UcxServer::Impl {
       s.in_kernel = 0;
       return r;
     }
-    // Back from on_fault. The kernel may have damaged this process: answer, then restart.
-    char what[160];
-    std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", s.signo, strsignal(s.signo), s.fault_addr);
-    log(std::string("failed invoke: ") + what + "; restarting the worker");
-    set_incident(what);
-    restart = true;
+    return failure_reply(s, request_id_of(j.type, j.header), false);
+  }
+
+  // Back from on_fault: the kernel crashed, or (inline) ran past the limit and was stopped.
+  // It may have damaged this process: answer, then restart.
+  Reply failure_reply(Slot& s, uint64_t request_id, bool inline_run) {
     ResultMsg m;
-    m.request_id = request_id_of(j);
-    m.status = ReplyStatus::crashed;
-    m.message = what;
-    m.message += "; the node recovered";
+    m.request_id = request_id;
+    if (s.signo == kTimeoutSignal) {  // the monitor logged it
+      m.status = ReplyStatus::timeout;
+      m.message = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s and was stopped; the node recovered";
+    } else {
+      char what[160];
+      std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", s.signo, strsignal(s.signo), s.fault_addr);
+      log(std::string("failed invoke: ") + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
+      set_incident(what);
+      m.status = ReplyStatus::crashed;
+      m.message = what;
+      m.message += "; the node recovered";
+    }
+    restart = true;
     return {MsgType::result, encode(m), {}};
+  }
+
+  // Runs an invoke inside the receive callback when its kernel is known to be quick, so the
+  // reply leaves without a hand-off or another progress call. False: not run, queue it.
+  bool run_inline(ucp_ep_h ep, ByteView header, ByteView data) {
+    Slot& s = *t_slot;  // the leader's own: only the leader calls into UCX
+    s.since = now_ns();
+    s.phase = 3;
+    wake_monitor();
+    std::optional<Reply> r;
+    if (sigsetjmp(s.env, 0) == 0) {
+      s.in_kernel = 1;
+      r = handler->invoke_if_quick(header, data);
+      s.in_kernel = 0;
+    } else {
+      r = failure_reply(s, request_id_of(MsgType::invoke, header), true);
+    }
+    s.since = 0;
+    s.phase = 0;
+    if (!r) return false;
+    send(ep, std::move(*r));
+    return true;
   }
 
   void wake_monitor() {
@@ -332,6 +385,7 @@ struct UcxServer::Impl {
 
   void executor(Slot& me) {
     t_slot = &me;
+    me.thread = ::pthread_self();
     stack_t ss{};
     me.altstack.resize(64 * 1024);
     ss.ss_sp = me.altstack.data();
@@ -380,11 +434,14 @@ struct UcxServer::Impl {
         if (now - since > limit_ns && !hard_exit_at) {
           std::shared_ptr<Job> j = s.job.load();
           std::string what = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s";
-          log("failed invoke: " + what + "; restarting the worker");
+          const bool inline_run = s.phase.load() == 3;
+          log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
           set_incident(what);
-          if (j) {
+          if (inline_run) {
+            ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread answers (failure_reply)
+          } else if (j) {
             ResultMsg m;
-            m.request_id = request_id_of(*j);
+            m.request_id = request_id_of(j->type, j->header);
             m.status = ReplyStatus::timeout;
             m.message = what + " and was stopped; the node recovered";
             post(j->ep, {MsgType::result, encode(m), {}});

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "handler.h"
 #include "xcargo/error.h"
@@ -20,11 +21,12 @@ struct ServerOptions {
   unsigned executors = 4;                            // threads that can run requests at once
   unsigned timeout_s = 10;                           // per invocation
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
+  bool inline_quick = true;                          // quick kernels run inline (loader/README.md)
 };
 
 class UcxServer {
 public:
-  using Log = std::function<void(const std::string&)>;
+  using Log = std::function<void(std::string_view)>;
   // incident: a line for the supervisor's log when the worker asks to be restarted.
   static Result<std::unique_ptr<UcxServer>> start(const ServerOptions& options, Handler& handler, Log log,
                                                   char* incident, size_t incident_size);

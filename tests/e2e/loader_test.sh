@@ -121,6 +121,17 @@ check "a hanging kernel's client hears back within the limit plus 1 s ($took ms)
 expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$safe"
 expect 3 'crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
+# The same for kernels quick enough to have been run inline, on the thread receiving requests.
+for _ in 1 2 3 4 5 6; do "$X" run faults.xcargo --entry burn --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+t0=$(date +%s%N)
+expect 3 'timeout: the kernel ran past the time limit of 1 s' -- "$X" run faults.xcargo --entry burn --arg u64:100000000 --to "$safe"
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "an inline kernel that hangs: its client hears back within the limit plus 1 s ($took ms)" test "$took" -lt 2000
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
+for _ in 1 2 3 4 5 6; do "$X" run faults.xcargo --entry crash_if --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+expect 3 'crashed: the kernel crashed: signal 11 .*the node recovered' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$safe"
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
+check "both ran inline (the log says so)" test "$(grep -c 'inline' safe.log)" -ge 2
 
 # A long kernel from one client does not hold up a trivial one from another.
 start_loader busy --trust trust --timeout 30 --executors 2

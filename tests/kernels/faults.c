@@ -36,3 +36,11 @@ XC_ENTRY int burn(xc_ctx *ctx, const void *in, size_t in_len) {
   uint64_t out = acc;
   return xc_reply(ctx, &out, 8);
 }
+
+/* Replies "fine" for input u64 0 and crashes for anything else: quick until it is not. */
+XC_ENTRY int crash_if(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t n = 0;
+  if (in_len == 8) memcpy(&n, in, 8);
+  if (n) *(volatile int *)0 = 1;
+  return xc_reply(ctx, "fine", 4);
+}

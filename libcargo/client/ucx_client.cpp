@@ -70,11 +70,17 @@ protected:
     if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == nullptr) send_done_ = true;
     else send_req_ = req;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+    // The clock is read only after kQuietPolls empty polls: a quick reply never needs it.
+    constexpr int kQuietPolls = 64;
+    int quiet = 0;
+    Clock::time_point deadline, spin_until;
     while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
-      if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
+      if (UCX->ucp_worker_progress(w_->worker()) != 0 || ++quiet < kQuietPolls) continue;
       auto now = Clock::now();
+      if (quiet == kQuietPolls) {
+        deadline = now + std::chrono::milliseconds(timeout_ms_);
+        spin_until = now + std::chrono::microseconds(200);
+      }
       if (now > deadline) {
         if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
         return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");

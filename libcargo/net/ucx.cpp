@@ -133,6 +133,16 @@ bool UcxWorker::progress_or_wait(int timeout_ms) {
   return n >= 0;
 }
 
+Result<Bytes> UcxWorker::address() const {
+  ucp_address_t* a = nullptr;
+  size_t len = 0;
+  if (ucs_status_t s = UCX->ucp_worker_get_address(worker_, &a, &len); s != UCS_OK) return ucx_error("UCX worker address", s);
+  const auto* p = reinterpret_cast<const uint8_t*>(a);
+  Bytes out(p, p + len);
+  UCX->ucp_worker_release_address(worker_, a);
+  return out;
+}
+
 void UcxWorker::wake() {
   const uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);

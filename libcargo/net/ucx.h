@@ -9,6 +9,7 @@
 #include <string>
 
 #include "xcargo/error.h"
+#include "xcargo/types.h"
 
 namespace xcargo::net {
 
@@ -31,6 +32,8 @@ public:
   // Makes a progress_or_wait() in another thread return. Safe from any thread; it touches
   // only an eventfd, never the UCX worker.
   void wake();
+  // This worker's UCX address, for peers to create endpoints to it (ucp_worker_get_address).
+  Result<Bytes> address() const;
 
 private:
   ucp_context_h context_ = nullptr;

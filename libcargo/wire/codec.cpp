@@ -20,6 +20,8 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::bad_request: return "bad_request";
     case ReplyStatus::limit: return "limit";
     case ReplyStatus::unsupported_version: return "unsupported_version";
+    case ReplyStatus::hop_limit: return "hop_limit";
+    case ReplyStatus::unreachable: return "unreachable";
   }
   return "unknown";
 }
@@ -37,6 +39,7 @@ public:
   Out& zeros(size_t n) { b_.resize(b_.size() + n, 0); return *this; }
   // u16 length then the bytes; the caller keeps s within the message's limit.
   Out& str(const std::string& s) { u16(uint16_t(s.size())); return raw(as_bytes(s)); }
+  Out& blob(ByteView b) { u16(uint16_t(b.size())); return raw(b); }
   Bytes take() { return std::move(b_); }
 
 private:
@@ -73,9 +76,18 @@ public:
     pos_ += n;
     return s;
   }
+  Bytes blob(size_t max) {
+    uint16_t n = u16();
+    if (failed_) return {};
+    if (n > max) return fail("a field of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max)), Bytes();
+    if (!need(n)) return {};
+    Bytes b(&b_[pos_], &b_[pos_] + n);
+    pos_ += n;
+    return b;
+  }
   void status_field(ReplyStatus& out) {
     uint16_t v = u16();
-    if (!failed_ && v > uint16_t(ReplyStatus::unsupported_version)) fail("unknown status " + std::to_string(v));
+    if (!failed_ && v > uint16_t(ReplyStatus::unreachable)) fail("unknown status " + std::to_string(v));
     out = ReplyStatus(v);
   }
   bool fail(const std::string& msg) {
@@ -109,7 +121,7 @@ Result<T> done(In& in, T value) {
 }  // namespace
 
 Bytes encode(const Hello& m) {
-  return Out().raw(kHelloMagic).u16(m.min_version).u16(m.max_version).u32(0).u32(0).take();
+  return Out().raw(kHelloMagic).u16(m.min_version).u16(m.max_version).u32(0).u32(0).blob(m.reply_address).take();
 }
 Result<Hello> decode_hello(ByteView h) {
   In in(h, "hello");
@@ -121,6 +133,8 @@ Result<Hello> decode_hello(ByteView h) {
   m.max_version = in.u16();
   in.zeros(8);
   if (!in.failed() && m.min_version > m.max_version) in.fail("min_version is above max_version");
+  // Version 1 hellos end here: they still decode, so that the answer can say which versions.
+  if (!in.failed() && in.pos() < h.size()) m.reply_address = in.blob(kMaxAddress);
   return done(in, m);
 }
 
@@ -210,7 +224,7 @@ Result<Invoke> decode_invoke(ByteView h) {
 
 Bytes encode(const ResultMsg& m) {
   return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
-      .str(m.variant).str(m.message).take();
+      .u32(m.node_id).u32(m.hops).str(m.variant).str(m.message).take();
 }
 Result<ResultMsg> decode_result(ByteView h) {
   In in(h, "result");
@@ -220,12 +234,35 @@ Result<ResultMsg> decode_result(ByteView h) {
   in.zeros(2);
   m.kernel_return = int32_t(in.u32());
   m.output_size = in.u64();
+  m.node_id = in.u32();
+  m.hops = in.u32();
   m.variant = in.str(kMaxName);
   m.message = in.str(kMaxMessage);
   return done(in, m);
 }
 
 Bytes encode(const RequestOnly& m) { return Out().u64(m.request_id).take(); }
+
+Bytes encode(const Forward& m) {
+  return Out().u64(m.request_id).raw(m.digest).u32(m.hop).u32(m.from_node).u64(m.cargo_size).u64(m.input_size)
+      .str(m.entry).blob(m.reply_address).take();
+}
+Result<Forward> decode_forward(ByteView h) {
+  In in(h, "forward");
+  Forward m;
+  m.request_id = in.u64();
+  in.raw(m.digest.data(), 32);
+  m.hop = in.u32();
+  m.from_node = in.u32();
+  m.cargo_size = in.u64();
+  m.input_size = in.u64();
+  m.entry = in.str(kMaxName);
+  if (!in.failed() && m.entry.empty()) in.fail("empty entry name");
+  if (!in.failed() && m.hop == 0) in.fail("hop must be at least 1");
+  if (!in.failed() && m.cargo_size > UINT64_MAX - m.input_size) in.fail("sizes overflow");
+  m.reply_address = in.blob(kMaxAddress);
+  return done(in, m);
+}
 Result<RequestOnly> decode_request(ByteView h) {
   In in(h, "request");
   RequestOnly m;

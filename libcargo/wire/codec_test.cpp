@@ -17,13 +17,14 @@ Digest some_digest() {
   return d;
 }
 
-// Every proper prefix and a one-byte extension of a valid encoding must fail to decode.
+// Every proper prefix (but `allowed`) and a one-byte extension of a valid encoding must fail
+// to decode.
 template <class Decode>
-void check_strict(const Bytes& good, Decode decode) {
+void check_strict(const Bytes& good, Decode decode, size_t allowed = SIZE_MAX) {
   REQUIRE(decode(good).ok());
   for (size_t n = 0; n < good.size(); ++n) {
     INFO("prefix of " << n << " bytes");
-    CHECK_FALSE(decode(ByteView(good).first(n)).ok());
+    if (n != allowed) CHECK_FALSE(decode(ByteView(good).first(n)).ok());
   }
   Bytes longer = good;
   longer.push_back(0);
@@ -33,11 +34,17 @@ void check_strict(const Bytes& good, Decode decode) {
 }  // namespace
 
 TEST_CASE("hello and hello_reply round-trip", "[wire]") {
-  auto h = decode_hello(encode(Hello{1, 3}));
+  auto h = decode_hello(encode(Hello{1, 3, Bytes{1, 2, 3}}));
   REQUIRE(h.ok());
   CHECK(h->min_version == 1);
   CHECK(h->max_version == 3);
-  check_strict(encode(Hello{}), decode_hello);
+  CHECK(h->reply_address == Bytes{1, 2, 3});
+  // A version 1 hello (16 bytes, no address) still decodes, so it can be answered.
+  check_strict(encode(Hello{1, 2, Bytes(100, 7)}), decode_hello, 16);
+  auto v1 = decode_hello(ByteView(encode(Hello{1, 1, {}})).first(16));
+  REQUIRE(v1.ok());
+  CHECK(v1->reply_address.empty());
+  CHECK_FALSE(decode_hello(encode(Hello{1, 2, Bytes(kMaxAddress + 1, 7)})).ok());
   Bytes bad = encode(Hello{});
   bad[0] = 'Y';
   CHECK_FALSE(decode_hello(bad).ok());
@@ -90,16 +97,45 @@ TEST_CASE("invoke and result round-trip", "[wire]") {
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, "", 0})).ok());
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, std::string(65, 'a'), 0})).ok());
 
-  ResultMsg res{11, ReplyStatus::kernel_error, -3, 8, "x86_64", "the kernel returned -3"};
+  ResultMsg res{11, ReplyStatus::kernel_error, -3, 8, 2, 5, "x86_64", "the kernel returned -3"};
   auto r = decode_result(encode(res));
   REQUIRE(r.ok());
   CHECK(r->status == ReplyStatus::kernel_error);
   CHECK(r->kernel_return == -3);
+  CHECK(r->node_id == 2);
+  CHECK(r->hops == 5);
   CHECK(r->variant == "x86_64");
   check_strict(encode(res), decode_result);
   Bytes unknown = encode(res);
   unknown[8] = 99;
   CHECK_FALSE(decode_result(unknown).ok());
+}
+
+TEST_CASE("forward round-trips and is checked", "[wire]") {
+  Forward f{21, some_digest(), 3, 1, 4096, 16, "walk", Bytes(300, 9)};
+  auto d = decode_forward(encode(f));
+  REQUIRE(d.ok());
+  CHECK(d->request_id == 21);
+  CHECK(d->digest == some_digest());
+  CHECK(d->hop == 3);
+  CHECK(d->from_node == 1);
+  CHECK(d->cargo_size == 4096);
+  CHECK(d->input_size == 16);
+  CHECK(d->entry == "walk");
+  CHECK(d->reply_address == Bytes(300, 9));
+  check_strict(encode(f), decode_forward);
+  Forward hop0 = f;
+  hop0.hop = 0;
+  CHECK_FALSE(decode_forward(encode(hop0)).ok());
+  Forward overflow = f;
+  overflow.cargo_size = UINT64_MAX;
+  CHECK_FALSE(decode_forward(encode(overflow)).ok());
+  Forward big = f;
+  big.reply_address = Bytes(kMaxAddress + 1, 1);
+  CHECK_FALSE(decode_forward(encode(big)).ok());
+  Forward noentry = f;
+  noentry.entry.clear();
+  CHECK_FALSE(decode_forward(encode(noentry)).ok());
 }
 
 TEST_CASE("listings and counters round-trip", "[wire]") {

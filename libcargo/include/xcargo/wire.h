@@ -1,4 +1,4 @@
-// The xcargo wire protocol, version 1: message types, status codes and their encodings.
+// The xcargo wire protocol, version 2: message types, status codes and their encodings.
 // Paired with format-spec/wire-protocol.md; change both together.
 //
 // Every message is a UCX Active Message whose id is the MsgType, whose AM header is the
@@ -19,12 +19,13 @@
 
 namespace xcargo::wire {
 
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
 inline constexpr size_t kMaxHeader = 8192;        // no header is longer
 inline constexpr size_t kMaxName = 64;            // entry and variant names
 inline constexpr size_t kMaxMessage = 4096;       // human-readable texts
 inline constexpr size_t kFrameHeaderSize = 16;
+inline constexpr size_t kMaxAddress = 2048;      // a UCX worker address
 
 enum class MsgType : uint16_t {
   hello = 1, hello_reply = 2,
@@ -33,8 +34,9 @@ enum class MsgType : uint16_t {
   invoke = 7, result = 8,
   list = 9, list_reply = 10,
   stats = 11, stats_reply = 12,
+  forward = 13,  // loader to loader; answered by a result to the client, from wherever the chain ends
 };
-inline constexpr uint16_t kMaxMsgType = 12;
+inline constexpr uint16_t kMaxMsgType = 13;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -50,11 +52,14 @@ enum class ReplyStatus : uint16_t {
   bad_request = 9,      // a message that does not decode, or out of order
   limit = 10,           // a cargo or input larger than the node accepts
   unsupported_version = 11,
+  hop_limit = 12,       // a forwarded computation went past the node's hop limit
+  unreachable = 13,     // a forward's next node, or the client, could not be reached
 };
 const char* status_name(ReplyStatus s);
 
 struct Hello {
   uint16_t min_version = kVersion, max_version = kVersion;
+  Bytes reply_address;  // the client's UCX worker address, for results of forwarded chains
 };
 struct HelloReply {
   uint16_t version = kVersion;
@@ -94,7 +99,18 @@ struct ResultMsg {
   ReplyStatus status = ReplyStatus::ok;
   int32_t kernel_return = 0;
   uint64_t output_size = 0;  // the AM data's length
+  uint32_t node_id = 0;      // the node that ended the computation
+  uint32_t hops = 0;         // forwards it took
   std::string variant, message;
+};
+struct Forward {  // AM data: the cargo (cargo_size bytes, may be 0), then the input
+  uint64_t request_id = 0;   // the client's invoke
+  Digest digest{};
+  uint32_t hop = 0;          // 1 for the first forward
+  uint32_t from_node = 0;
+  uint64_t cargo_size = 0, input_size = 0;
+  std::string entry;
+  Bytes reply_address;       // the client's UCX worker address
 };
 struct RequestOnly {  // list and stats requests
   uint64_t request_id = 0;
@@ -120,6 +136,7 @@ Bytes encode(const HasReply&);
 Bytes encode(const Invoke&);
 Bytes encode(const ResultMsg&);
 Bytes encode(const RequestOnly&);
+Bytes encode(const Forward&);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
 Result<Push> decode_push(ByteView header);
@@ -129,6 +146,7 @@ Result<HasReply> decode_has_reply(ByteView header);
 Result<Invoke> decode_invoke(ByteView header);
 Result<ResultMsg> decode_result(ByteView header);
 Result<RequestOnly> decode_request(ByteView header);
+Result<Forward> decode_forward(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
 Bytes encode_listing(const std::vector<CargoListing>&);

@@ -1,0 +1,41 @@
+// A cluster file: the nodes of a cluster of loaders, by id and address (YAML).
+//
+//   nodes:
+//     - id: 0
+//       address: 127.0.0.1:7400
+//     - id: 1
+//       address: 127.0.0.1:7401
+//
+// Ids are 0 to N-1, each once (what xc_node_id() and xc_node_count() return); addresses
+// are HOST:PORT. Loaders read it to reach each other; `xcargo run --cluster` to pick a node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xcargo/error.h"
+
+namespace xcargo {
+
+inline constexpr uint32_t kMaxClusterNodes = 4096;
+inline constexpr uint64_t kMaxClusterFileSize = 1 << 20;
+
+struct ClusterNode {
+  uint32_t id = 0;
+  std::string address;  // HOST:PORT
+};
+
+struct Cluster {
+  std::vector<ClusterNode> nodes;  // ordered by id: nodes[i].id == i
+  uint32_t size() const { return uint32_t(nodes.size()); }
+  // nullptr when id is not a node of this cluster.
+  const ClusterNode* find(uint32_t id) const { return id < nodes.size() ? &nodes[id] : nullptr; }
+};
+
+// origin names the text in error messages (a path).
+Result<Cluster> parse_cluster(std::string_view yaml, const std::string& origin);
+Result<Cluster> read_cluster_file(const std::string& path);
+
+}  // namespace xcargo

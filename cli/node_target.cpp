@@ -1,6 +1,8 @@
 // Finding the loader binary for local runs.
 #include "node_target.h"
 
+#include "xcargo/cluster.h"
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -44,6 +46,16 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   if (Errc(r->error_kind) == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
   if (Errc(r->error_kind) == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
   return e;
+}
+
+Result<std::string> cluster_node_address(const std::string& cluster_file, uint32_t id) {
+  auto c = read_cluster_file(cluster_file);
+  XC_TRY(c);
+  const ClusterNode* n = c->find(id);
+  if (!n)
+    return Error(Errc::invalid_argument, cluster_file + ": has no node " + std::to_string(id))
+        .hint("its nodes are 0 to " + std::to_string(c->size() - 1));
+  return n->address;
 }
 
 }  // namespace xcargo::cli

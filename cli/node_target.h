@@ -16,6 +16,9 @@ Result<std::unique_ptr<client::Connection>> open_connection(const std::string& t
                                                             const std::string& cache, const std::string& prefer,
                                                             unsigned timeout_s);
 
+// The address of node `id` in a cluster file.
+Result<std::string> cluster_node_address(const std::string& cluster_file, uint32_t id);
+
 // Pushes the cargo unless the node has its digest. Refusals keep their kind when they are
 // verification failures (exit 1); others become Errc::remote (exit 3).
 Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& digest);

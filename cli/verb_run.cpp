@@ -18,7 +18,8 @@ namespace xcargo::cli {
 
 Runner add_run(CLI::App& app) {
   struct Opts {
-    std::string cargo, entry, to, trust, input, result = "hex", output, prefer, cache;
+    std::string cargo, entry, to, trust, input, result = "hex", output, prefer, cache, cluster;
+    uint32_t node = 0;
     std::vector<std::string> args;
     unsigned timeout = 10;
     bool json = false;
@@ -28,6 +29,10 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--entry", o->entry, "Entry point to run")->required()->type_name("NAME");
   cmd->add_option("--to", o->to, "The node to run on; without it, a private local loader runs the cargo")->type_name("HOST:PORT");
+  auto* cluster = cmd->add_option("--cluster", o->cluster, "A cluster file: run on the node --node names there")
+                     ->type_name("FILE");
+  cmd->add_option("--node", o->node, "With --cluster: the id of the node to run on")->needs(cluster)->capture_default_str();
+  cluster->excludes("--to");
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
   cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
                                      "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE");
@@ -42,6 +47,11 @@ Runner add_run(CLI::App& app) {
   cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
               "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
   return [o] {
+    if (!o->cluster.empty()) {
+      auto address = cluster_node_address(o->cluster, o->node);
+      if (!address.ok()) return report(address.error());
+      o->to = *address;
+    }
     Bytes input;
     for (const auto& a : o->args)
       if (auto s = pack_arg(a, input); !s.ok()) return report(s.error());
@@ -74,7 +84,7 @@ Runner add_run(CLI::App& app) {
       nlohmann::json j = {{"ok", res.status == wire::ReplyStatus::ok}, {"status", wire::status_name(res.status)},
                           {"node", c.peer()}, {"entry", o->entry}, {"variant", res.variant},
                           {"kernel_return", res.kernel_return}, {"pushed", pushed}, {"output_hex", to_hex(r->output)},
-                          {"output_size", r->output.size()}};
+                          {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops}};
       if (!res.message.empty()) j["message"] = res.message;
       if (res.status == wire::ReplyStatus::ok && o->result != "hex") {
         auto v = decode_result(o->result, r->output);
@@ -92,7 +102,10 @@ Runner add_run(CLI::App& app) {
       auto v = decode_result(o->result, r->output);
       if (!v.ok()) return report(v.error(), o->cargo);
       std::printf("%s\n", v->c_str());
-      note(o->entry + " ran on " + c.peer() + " (variant " + res.variant + (pushed ? ", pushed first" : "") + ")");
+      const std::string ended = res.hops ? ", forwarded " + std::to_string(res.hops) + (res.hops == 1 ? " time" : " times") +
+                                               ", ended on node " + std::to_string(res.node_id)
+                                         : "";
+      note(o->entry + " ran on " + c.peer() + " (variant " + res.variant + (pushed ? ", pushed first" : "") + ended + ")");
     }
     return 0;
   };

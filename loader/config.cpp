@@ -38,6 +38,11 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
       else if (key == "timeout") c.timeout_s = v.as<unsigned>();
       else if (key == "node_id") c.node_id = v.as<uint32_t>();
+      else if (key == "cluster") c.cluster = v.as<std::string>();
+      else if (key == "max_hops") {
+        c.max_hops = v.as<uint32_t>();
+        if (c.max_hops < 1) return bad("at least 1");
+      }
       else if (key == "inline_us") {
         c.inline_us = v.as<unsigned>();
         if (c.inline_us > 1000) return bad("from 0 to 1000");
@@ -47,9 +52,10 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id cluster max-hops");
     } catch (const YAML::Exception&) {
-      return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" ? "a string" : "a number");
+      return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ? "a string"
+                                                                                                                 : "a number");
     }
   }
   return {};

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "xcargo/cluster.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader {
@@ -21,6 +22,9 @@ struct LoaderConfig {
   unsigned executors = 4;   // requests that can run at once
   unsigned inline_us = 20;  // quick kernels run on the receiving thread (0: never)
   uint32_t node_id = 0;
+  std::string cluster;      // cluster file: the other nodes, for xc_forward
+  uint32_t max_hops = 1000000;  // forwards a computation may take before it is stopped
+  Cluster nodes;            // read from `cluster` at start (not a setting)
   bool verbose = false;     // --exec only: log requests
 };
 

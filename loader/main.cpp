@@ -98,6 +98,8 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   ec.max_reply = cfg.max_reply;
   ec.node_id = cfg.node_id;
+  ec.node_count = std::max<uint32_t>(1, cfg.nodes.size());
+  ec.max_forward_input = cfg.max_input;
   ec.quick_ns = uint64_t(cfg.inline_us) * 1000;
   ec.log = log;
   return Engine::create(ec, std::move(*store));
@@ -109,12 +111,14 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   auto log = [](std::string_view line) { log_line(line); };
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
-  Handler handler(**engine, cfg.max_input, log);
+  Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
   ServerOptions so;
   so.listen = cfg.listen;
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
   so.inline_quick = cfg.inline_us > 0;
+  so.node_id = cfg.node_id;
+  so.cluster = cfg.nodes;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
   const std::string line = (*server)->address() + "\n";
@@ -245,6 +249,12 @@ int main(int argc, char** argv) {
   auto* inline_us = app.add_option("--inline-us", flags.inline_us,
                                    "Kernels that never took longer than this run on the thread that receives requests (0: never)")
                        ->check(CLI::Range(0, 1000));
+  auto* cluster = app.add_option("--cluster", flags.cluster,
+                                 "Cluster file: the nodes kernels can forward to (xc_forward); with --node-id, "
+                                 "this node's address there is the default --listen")
+                      ->type_name("FILE");
+  auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
+                       ->check(CLI::Range(1u, 4000000000u));
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -268,7 +278,19 @@ int main(int argc, char** argv) {
   if (*node_id) cfg.node_id = flags.node_id;
   if (*executors) cfg.executors = flags.executors;
   if (*inline_us) cfg.inline_us = flags.inline_us;
+  if (*cluster) cfg.cluster = flags.cluster;
+  if (*max_hops) cfg.max_hops = flags.max_hops;
   cfg.verbose = flags.verbose;
+  if (!cfg.cluster.empty()) {
+    auto c = read_cluster_file(cfg.cluster);
+    if (!c.ok()) return fail(c.error());
+    const ClusterNode* me = c->find(cfg.node_id);
+    if (!me)
+      return fail(Error(Errc::invalid_argument, cfg.cluster + ": has no node " + std::to_string(cfg.node_id))
+                      .hint("pass --node-id with one of the ids 0 to " + std::to_string(c->size() - 1)));
+    if (cfg.listen.empty() && !exec) cfg.listen = me->address;
+    cfg.nodes = std::move(*c);
+  }
   if (exec) cfg.listen.clear();
   if (!exec && cfg.listen.empty())
     return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));

@@ -34,7 +34,7 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
 }
 
 Status Connection::handshake() {
-  auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{}), {});
+  auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address()}), {});
   XC_TRY(f);
   auto r = decode_hello_reply(f->header);
   if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());

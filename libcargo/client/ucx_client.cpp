@@ -18,6 +18,10 @@ class UcxConnection final : public Connection {
 public:
   ~UcxConnection() override { close(); }
   std::string peer() const override { return peer_; }
+  Bytes reply_address() const override {
+    auto a = w_->address();
+    return a.ok() ? std::move(*a) : Bytes();
+  }
 
   Status open(const std::string& host_port, const ConnectOptions& o) {
     peer_ = host_port;

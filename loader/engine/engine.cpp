@@ -28,6 +28,7 @@ struct Entry {
 
 struct Loaded {
   LoadedSummary summary;
+  std::shared_ptr<const Bytes> bytes;  // the cargo as pushed
   std::map<std::string, Entry, std::less<>> entries;
   std::atomic<uint64_t> invocations{0};
 };
@@ -157,11 +158,18 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   auto loaded = std::make_shared<Loaded>();
   loaded->summary = {report.digest, m.name, m.version, v.name, {}, m.entries, 0};
   for (const auto& x : m.variants) loaded->summary.variants.push_back(x.name);
+  loaded->bytes = std::make_shared<const Bytes>(cargo->bytes().begin(), cargo->bytes().end());
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   std::unique_lock lock(mu);
   cargos[report.digest] = std::move(loaded);
   return report;
+}
+
+std::shared_ptr<const Bytes> Engine::cargo_bytes(const Digest& digest) const {
+  std::shared_lock lock(impl_->mu);
+  auto it = impl_->cargos.find(digest);
+  return it == impl_->cargos.end() ? nullptr : it->second->bytes;
 }
 
 Result<LoadReport> Engine::load(Bytes bytes) {
@@ -223,6 +231,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   ctx.alloc_budget = config.max_alloc;
   ctx.node_id = config.node_id;
   ctx.node_count = config.node_count;
+  ctx.max_forward_input = config.node_count > 1 ? config.max_forward_input : 0;
   if (config.log) {
     ctx.log_fn = [](void* self, const xc_ctx* c, std::string_view line) {
       static_cast<Impl*>(self)->log(*c->cargo + "/" + std::string(c->entry) + ": " + std::string(line));
@@ -253,6 +262,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     r.message = "the kernel returned " + std::to_string(r.kernel_return);
   } else {
     r.status = wire::ReplyStatus::ok;
+    if (ctx.forwarded) r.forward = ForwardRequest{ctx.forward_node, std::move(ctx.forward_entry), std::move(ctx.forward_input)};
   }
   if (r.status != wire::ReplyStatus::ok) invocations_failed++;
   return r;

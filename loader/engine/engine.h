@@ -27,9 +27,17 @@ struct EngineConfig {
   uint64_t max_alloc = 1ull << 30;  // xc_alloc budget per invocation
   uint32_t node_id = 0;
   uint32_t node_count = 1;
+  uint64_t max_forward_input = 0;   // xc_forward's input limit; 0: it fails (not in a cluster)
   uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
   uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
+};
+
+// What a kernel asked for with xc_forward: this entry, on that node, with this input.
+struct ForwardRequest {
+  uint32_t node = 0;
+  std::string entry;
+  Bytes input;
 };
 
 struct InvokeResult {
@@ -39,6 +47,7 @@ struct InvokeResult {
   std::string variant;
   Bytes output;
   std::string message;  // for failures: what went wrong, in a message for people
+  std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
 };
 
 struct LoadReport {
@@ -70,6 +79,9 @@ public:
   // Verifies and loads a cargo; loading one that is already loaded does nothing.
   Result<LoadReport> load(Bytes cargo);
   bool has(const Digest& digest) const;
+  // The signed cargo as it was loaded (a forward to a node that lacks it carries it), or
+  // nullptr when the digest is not loaded.
+  std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const;
   // Runs one entry in the calling thread. Thread-safe.
   InvokeResult invoke(const Digest& digest, std::string_view entry, ByteView input);
   // The same, for a caller that must not be held up by a slow kernel: runs the entry only if

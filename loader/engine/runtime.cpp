@@ -10,6 +10,7 @@
 extern "C" {
 
 int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
+  if (ctx->forwarded) return -1;
   if (len > ctx->max_reply - ctx->reply.size() || (len && !data)) {
     ctx->reply_overflow = true;
     return -1;
@@ -35,6 +36,19 @@ void xc_log(xc_ctx* ctx, const char* msg) {
   if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, std::string_view(msg, strnlen(msg, 1024)));
 }
 
+int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, size_t len) {
+  if (ctx->forwarded || !ctx->reply.empty() || ctx->max_forward_input == 0) return -1;
+  if (node >= ctx->node_count || node == ctx->node_id || !entry || len > ctx->max_forward_input || (len && !in)) return -1;
+  const size_t n = strnlen(entry, 65);
+  if (n == 0 || n > 64) return -1;
+  ctx->forwarded = true;
+  ctx->forward_node = node;
+  ctx->forward_entry.assign(entry, n);
+  const auto* p = static_cast<const uint8_t*>(in);
+  ctx->forward_input.assign(p, p + len);
+  return 0;
+}
+
 uint32_t xc_node_id(xc_ctx* ctx) { return ctx->node_id; }
 uint32_t xc_node_count(xc_ctx* ctx) { return ctx->node_count; }
 
@@ -56,7 +70,7 @@ void* fn(F f) {
 
 std::vector<RuntimeSymbol> build_table() {
   const std::vector<RuntimeSymbol> all = {
-      {"xc_alloc", fn(&xc_alloc)}, {"xc_log", fn(&xc_log)}, {"xc_node_count", fn(&xc_node_count)},
+      {"xc_alloc", fn(&xc_alloc)}, {"xc_forward", fn(&xc_forward)}, {"xc_log", fn(&xc_log)}, {"xc_node_count", fn(&xc_node_count)},
       {"xc_node_id", fn(&xc_node_id)}, {"xc_reply", fn(&xc_reply)},
       {"memcmp", fn(static_cast<int (*)(const void*, const void*, size_t)>(&::memcmp))},
       {"memcpy", fn(static_cast<void* (*)(void*, const void*, size_t)>(&::memcpy))},

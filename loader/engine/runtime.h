@@ -22,6 +22,12 @@ struct xc_ctx {
   std::vector<std::unique_ptr<uint8_t[]>> allocations;
   uint32_t node_id = 0;
   uint32_t node_count = 1;
+  // xc_forward: allowed when max_forward_input > 0; what it asked for, sent after the kernel.
+  uint64_t max_forward_input = 0;
+  bool forwarded = false;
+  uint32_t forward_node = 0;
+  std::string forward_entry;
+  xcargo::Bytes forward_input;
   // xc_log lines go to log_fn(log_self, ctx, line) when set; cargo and entry name the kernel.
   void (*log_fn)(void* log_self, const xc_ctx* ctx, std::string_view line) = nullptr;
   void* log_self = nullptr;

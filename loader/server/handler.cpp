@@ -47,7 +47,8 @@ double us_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-Handler::Handler(Engine& engine, uint64_t max_input, Log log) : engine_(engine), max_input_(max_input), log_(std::move(log)) {}
+Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops)
+    : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(std::move(log)) {}
 
 uint64_t Handler::max_cargo() const { return engine_.config().limits.max_cargo_size; }
 
@@ -129,42 +130,108 @@ Reply Handler::has(ByteView header) {
   return {MsgType::has_reply, encode(HasReply{h->request_id, engine_.has(h->digest)}), {}};
 }
 
-Reply Handler::invoke(ByteView header, ByteView data) { return *invoke(header, data, false); }
+Reply Handler::invoke(ByteView header, ByteView data) {
+  std::optional<Step> step = invoke(header, data, {}, false);
+  if (step->forward) return bad_request("the kernel forwarded, but this loader is not in a cluster");
+  return std::move(step->reply);
+}
 
-std::optional<Reply> Handler::invoke_if_quick(ByteView header, ByteView data) { return invoke(header, data, true); }
-
-std::optional<Reply> Handler::invoke(ByteView header, ByteView data, bool quick_only) {
+std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only) {
   auto inv = decode_invoke(header);
-  if (!inv.ok()) return bad_request(inv.error().message());
-  ResultMsg r;
-  r.request_id = inv->request_id;
-  if (inv->input_size > max_input_) {
-    r.status = ReplyStatus::limit;
-    r.message = "input of " + std::to_string(inv->input_size) + " bytes is over this node's limit of " + std::to_string(max_input_);
-    log_("refused invoke: " + r.message);
-    return Reply{MsgType::result, encode(r), {}};
+  if (!inv.ok()) return Step{bad_request(inv.error().message())};
+  if (inv->input_size != data.size()) return Step{bad_request("invoke: input_size does not match the data")};
+  return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only);
+}
+
+std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only) {
+  auto f = decode_forward(header);
+  if (!f.ok()) {  // from a peer that does not speak the protocol: nobody to answer
+    log_("refused forward: " + f.error().message());
+    return Step{{}, {}, false};
   }
-  if (inv->input_size != data.size()) return bad_request("invoke: input_size does not match the data");
-  std::optional<InvokeResult> res =
-      quick_only ? engine_.invoke_if_quick(inv->digest, inv->entry, data) : engine_.invoke(inv->digest, inv->entry, data);
+  if (data.size() != f->cargo_size + f->input_size) {
+    log_("refused forward: cargo_size and input_size do not match the data");
+    return Step{{}, {}, false};
+  }
+  auto fail = [&](ReplyStatus status, const std::string& why) {
+    log_("refused forward: " + short_digest(f->digest) + "/" + f->entry + " hop " + std::to_string(f->hop) + " from node " +
+         std::to_string(f->from_node) + ": " + why);
+    ResultMsg r;
+    r.request_id = f->request_id;
+    r.status = status;
+    r.node_id = engine_.config().node_id;
+    r.hops = f->hop;
+    r.message = why.substr(0, kMaxMessage);
+    return Step{{MsgType::result, encode(r), {}}, f->reply_address};
+  };
+  if (f->hop > max_hops_)
+    return fail(ReplyStatus::hop_limit, "the computation was forwarded " + std::to_string(f->hop) +
+                                            " times, past this node's limit of " + std::to_string(max_hops_) + " hops");
+  if (f->cargo_size > 0 && !engine_.has(f->digest)) {
+    if (quick_only) return std::nullopt;  // loading is not quick
+    auto loaded = engine_.load(Bytes(data.begin(), data.begin() + f->cargo_size));
+    if (!loaded.ok())
+      return fail(loaded.error().code() == Errc::limit ? ReplyStatus::limit : ReplyStatus::refused,
+                  "the forwarded cargo was refused: " + loaded.error().message());
+    if (loaded->digest != f->digest)
+      return fail(ReplyStatus::refused, "the forwarded cargo is not the one its digest names (it is " +
+                                            short_digest(loaded->digest) + ")");
+    log_("accepted forwarded cargo: " + loaded->name + " " + loaded->version + " digest " + short_digest(loaded->digest) +
+         " variant " + loaded->variant + " from node " + std::to_string(f->from_node));
+  }
+  return run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only);
+}
+
+std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
+                                 uint32_t hop, ByteView reply_address, bool quick_only) {
+  ResultMsg r;
+  r.request_id = request_id;
+  r.node_id = engine_.config().node_id;
+  r.hops = hop;
+  Bytes reply_to = hop ? Bytes(reply_address.begin(), reply_address.end()) : Bytes();
+  const char* what = hop ? "forward: " : "invoke: ";
+  if (input.size() > max_input_) {
+    r.status = ReplyStatus::limit;
+    r.message = "input of " + std::to_string(input.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
+    log_(std::string("refused ") + what + r.message);
+    return Step{{MsgType::result, encode(r), {}}, std::move(reply_to)};
+  }
+  std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
   if (!res) return std::nullopt;
+  if (res->forward && reply_address.empty()) {
+    res->status = ReplyStatus::unreachable;
+    res->message = "the kernel forwarded the computation, but the client gave no address for its result";
+    res->forward.reset();
+  }
+  // Every request gets its line, built on the stack: this is the hot path.
+  if (res->status == ReplyStatus::ok) {
+    const uint64_t ns = res->kernel_ns;
+    Line line;
+    line.add("accepted ").add(what).hex(ByteView(digest).first(8)).add("/").add(entry);
+    if (hop) line.add(" hop ").num(hop);
+    if (res->forward) line.add(" -> forwarded to node ").num(res->forward->node);
+    else line.add(" -> ok");
+    line.add(" (").num(ns / 1000).add(".").num(ns / 100 % 10).add(" us)");
+    log_(line.view());
+  } else {
+    log_(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
+         res->message);
+  }
+  if (res->forward) {
+    Step s;
+    s.send_reply = false;
+    s.forward_node = res->forward->node;
+    s.forward = Forward{request_id, digest, hop + 1, engine_.config().node_id, 0, res->forward->input.size(),
+                        std::move(res->forward->entry), Bytes(reply_address.begin(), reply_address.end())};
+    s.forward_input = std::move(res->forward->input);
+    return s;
+  }
   r.status = res->status;
   r.kernel_return = res->kernel_return;
   r.variant = res->variant;
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
-  // Every request gets its line, built on the stack: this is the hot path.
-  if (res->status == ReplyStatus::ok) {
-    const uint64_t ns = res->kernel_ns;
-    Line line;
-    line.add("accepted invoke: ").hex(ByteView(inv->digest).first(8)).add("/").add(inv->entry).add(" -> ok (");
-    line.num(ns / 1000).add(".").num(ns / 100 % 10).add(" us)");
-    log_(line.view());
-  } else {
-    log_("failed invoke: " + short_digest(inv->digest) + "/" + inv->entry + " -> " + status_name(res->status) + ": " +
-         res->message);
-  }
-  return Reply{MsgType::result, encode(r), std::move(res->output)};
+  return Step{{MsgType::result, encode(r), std::move(res->output)}, std::move(reply_to)};
 }
 
 Reply Handler::list(ByteView header) {

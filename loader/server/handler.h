@@ -17,16 +17,33 @@ struct Reply {
   Bytes header, data;
 };
 
+// One step of a computation: the kernel ran here, and the computation either ended (reply)
+// or moves on to another node (forward).
+struct Step {
+  Reply reply;                           // a result, when send_reply
+  Bytes reply_to;                        // empty: to the requesting endpoint; else a client's UCX address
+  bool send_reply = true;
+  std::optional<wire::Forward> forward;  // the next hop's header, cargo_size 0 (the transport adds the cargo)
+  uint32_t forward_node = 0;
+  Bytes forward_input;
+};
+
 class Handler {
 public:
   using Log = std::function<void(std::string_view)>;
-  Handler(Engine& engine, uint64_t max_input, Log log);
+  Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops = 1000000);
 
   // Never throws; an undecodable request gets a result with status bad_request.
   Reply handle(wire::MsgType type, ByteView header, ByteView data);
-  // An invoke that runs only if its kernel is known to be quick (Engine::invoke_if_quick);
-  // nullopt when it was not run. Anything else about the request is answered as by handle().
-  std::optional<Reply> invoke_if_quick(ByteView header, ByteView data);
+  // An invoke from a client whose UCX address (from its hello) is reply_address. quick_only:
+  // run only a kernel known to be quick (Engine::invoke_if_quick); nullopt when not run.
+  std::optional<Step> invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only);
+  // A forward from another node: the hop limit, then its cargo if carried and new here
+  // (verified and loaded like a push), then the kernel. nullopt: quick_only and the kernel
+  // is not known to be quick, or there is a cargo to load.
+  std::optional<Step> forward(ByteView header, ByteView data, bool quick_only);
+  // For forwards to nodes that may lack the cargo (Engine::cargo_bytes).
+  std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const { return engine_.cargo_bytes(digest); }
   // The limits a node announces in its hello_reply.
   uint64_t max_cargo() const;
   uint64_t max_input() const { return max_input_; }
@@ -38,12 +55,14 @@ private:
   Reply push(ByteView header, ByteView data);
   Reply has(ByteView header);
   Reply invoke(ByteView header, ByteView data);
-  std::optional<Reply> invoke(ByteView header, ByteView data, bool quick_only);
+  std::optional<Step> run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
+                          uint32_t hop, ByteView reply_address, bool quick_only);
   Reply list(ByteView header);
   Reply stats(ByteView header);
 
   Engine& engine_;
   uint64_t max_input_;
+  uint32_t max_hops_;
   Log log_;
 };
 

@@ -12,12 +12,14 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "log.h"
 #include "net/ucx.h"
+#include "xcargo/cluster.h"
 
 namespace xcargo::loader {
 
@@ -30,9 +32,10 @@ int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(C
 
 // A request copied out of the AM callback (or still arriving by rendezvous).
 struct Job {
-  ucp_ep_h ep = nullptr;
+  ucp_ep_h ep = nullptr;          // null for forwards, which answer the client by address
   MsgType type{};
   Bytes header, data;
+  Bytes reply_address;            // invoke: the client's, from its hello
   std::atomic<bool> ready{false};  // data complete
   bool failed = false;
 };
@@ -89,8 +92,26 @@ void install_fault_handlers() {
 uint64_t request_id_of(MsgType type, ByteView header) {
   if (type == MsgType::invoke)
     if (auto inv = decode_invoke(header); inv.ok()) return inv->request_id;
+  if (type == MsgType::forward)
+    if (auto f = decode_forward(header); f.ok()) return f->request_id;
   return 0;
 }
+
+// Where a failure of this request is reported: a forward's client, by address; else empty
+// (the requesting endpoint).
+Bytes reply_to_of(MsgType type, ByteView header) {
+  if (type == MsgType::forward)
+    if (auto f = decode_forward(header); f.ok()) return f->reply_address;
+  return {};
+}
+
+// A peer loader of the cluster, and the cargos already sent to it.
+struct Peer {
+  ucp_ep_h ep = nullptr;
+  std::set<Digest> sent;
+};
+
+constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
 
 }  // namespace
 
@@ -105,13 +126,15 @@ struct UcxServer::Impl {
   std::string address;
 
   // Touched only by the leader (the one thread that may call into UCX).
-  std::set<ucp_ep_h> eps;
+  std::map<ucp_ep_h, Bytes> eps;            // accepted endpoints, with the client's UCX address
+  std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
+  std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
   std::deque<std::shared_ptr<Job>> jobs;
   std::atomic<int> in_flight{0};
 
   // Replies from threads that are no longer leader, and the restart request.
   std::mutex outbox_mu;
-  std::deque<std::pair<ucp_ep_h, Reply>> outbox;
+  std::deque<std::pair<ucp_ep_h, Step>> outbox;
   std::atomic<bool> restart{false};
   std::atomic<bool> quit{false};
 
@@ -152,17 +175,17 @@ struct UcxServer::Impl {
       self->log(std::string("refused a connection: ") + ucs_status_string(s));
       return;
     }
-    self->eps.insert(ep);
+    self->eps[ep];
   }
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
-    auto* self = static_cast<Impl*>(arg);  // a client going away is normal
-    if (!self->eps.erase(ep)) return;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+    auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
+    bool known = self->eps.erase(ep) > 0;
+    for (auto it = self->peers.begin(); it != self->peers.end();)
+      it = it->second.ep == ep ? (known = true, self->peers.erase(it)) : std::next(it);
+    for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
+      it = it->second == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
+    if (known) close_ep(ep);
   }
 
   // Completion callbacks release their request: a request freed earlier gets no callback.
@@ -177,22 +200,27 @@ struct UcxServer::Impl {
                                  const ucp_am_recv_param_t* param) {
     auto* ha = static_cast<HandlerArg*>(arg);
     Impl* self = ha->self;
-    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || !param->reply_ep) {
+    const MsgType type = MsgType(ha->type);
+    const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep;
+    if (type != MsgType::forward && !has_ep) {  // a forward's result goes to its client
       self->log("refused a request without a reply endpoint");
       return UCS_OK;
     }
-    if (ha->type == uint16_t(MsgType::invoke) && self->opt.inline_quick && self->jobs.empty() && !self->restart &&
-        !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
+    const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
+    if (type == MsgType::hello && self->eps.count(param->reply_ep))  // keep the client's address
+      if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep] = h->reply_address;
+    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
+        !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
-        self->run_inline(param->reply_ep, ByteView(static_cast<const uint8_t*>(header), header_length),
-                         ByteView(static_cast<const uint8_t*>(data), length)))
+        self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return UCS_OK;
     auto job = std::make_shared<Job>();
-    job->ep = param->reply_ep;
-    job->type = MsgType(ha->type);
-    const auto* h = static_cast<const uint8_t*>(header);
-    job->header.assign(h, h + std::min(header_length, kMaxHeader));
-    const uint64_t limit = std::max(self->handler->max_cargo(), self->handler->max_input());
+    job->ep = has_ep ? param->reply_ep : nullptr;
+    job->type = type;
+    job->header.assign(hv.begin(), hv.end());
+    if (type == MsgType::invoke) job->reply_address = self->client_address(job->ep);
+    const uint64_t limit = type == MsgType::forward ? self->handler->max_cargo() + self->handler->max_input()
+                                                    : std::max(self->handler->max_cargo(), self->handler->max_input());
     if (header_length > kMaxHeader) {
       job->failed = true;
       job->ready = true;
@@ -223,9 +251,19 @@ struct UcxServer::Impl {
     ucp_request_free(request);
   }
 
-  // Leader only.
+  const Bytes& client_address(ucp_ep_h ep) const {
+    static const Bytes none;
+    auto it = eps.find(ep);
+    return it == eps.end() ? none : it->second;
+  }
+
+  // Leader only, as everything that follows down to execute(). A reply on an accepted
+  // endpoint (none if the client went away).
   void send(ucp_ep_h ep, Reply&& r) {
-    if (!eps.count(ep)) return;  // the client went away
+    if (ep && eps.count(ep)) send_on(ep, std::move(r));
+  }
+
+  void send_on(ucp_ep_h ep, Reply&& r) {
     {  // Most replies are small and leave at once, without a request to keep their bytes alive.
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
@@ -247,27 +285,118 @@ struct UcxServer::Impl {
     }
   }
 
-  void post(ucp_ep_h ep, Reply&& r) {
+  // An endpoint to a client by its UCX address, for the result of a forwarded chain.
+  ucp_ep_h client_ep(const Bytes& address) {
+    if (auto it = client_eps.find(address); it != client_eps.end()) return it->second;
+    if (client_eps.size() >= kMaxClientEps) close_ep(client_eps.begin()->second), client_eps.erase(client_eps.begin());
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = &Impl::on_ep_error;
+    p.err_handler.arg = this;
+    ucp_ep_h ep = nullptr;
+    if (ucs_status_t s = ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
+      log(std::string("cannot reach a client for a forwarded result: ") + ucs_status_string(s));
+      return nullptr;
+    }
+    return client_eps[address] = ep;
+  }
+
+  // An endpoint to node `id` of the cluster, connected on first use.
+  Peer* peer(uint32_t id) {
+    if (auto it = peers.find(id); it != peers.end()) return &it->second;
+    const ClusterNode* node = opt.cluster.find(id);
+    if (!node) return nullptr;
+    socklen_t len = 0;
+    auto addr = net::parse_host_port(node->address, &len);
+    if (!addr.ok()) return nullptr;
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+    p.sockaddr.addrlen = len;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = &Impl::on_ep_error;
+    p.err_handler.arg = this;
+    ucp_ep_h ep = nullptr;
+    if (ucs_status_t s = ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
+      log("cannot reach node " + std::to_string(id) + " at " + node->address + ": " + ucs_status_string(s));
+      return nullptr;
+    }
+    return &(peers[id] = Peer{ep, {}});
+  }
+
+  static void close_ep(ucp_ep_h ep) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+  }
+
+  // Sends what one step produced: its result to whoever waits for it, or the computation
+  // on to its next node (with the cargo, the first time this peer gets it from here).
+  void deliver(ucp_ep_h ep, Step&& step) {
+    if (step.forward) {
+      Forward& f = *step.forward;
+      Peer* p = peer(step.forward_node);
+      if (!p) {
+        ResultMsg m;
+        m.request_id = f.request_id;
+        m.status = ReplyStatus::unreachable;
+        m.node_id = opt.node_id;
+        m.hops = f.hop - 1;
+        m.message = "the kernel forwarded the computation to node " + std::to_string(step.forward_node) +
+                    ", which could not be reached" + (opt.cluster.find(step.forward_node) ? "" : " (not in the cluster)");
+        log("failed forward: " + m.message);
+        step.send_reply = true;
+        step.reply = {MsgType::result, encode(m), {}};
+        step.reply_to = f.reply_address;
+      } else {
+        Bytes data;
+        if (!p->sent.count(f.digest)) {
+          if (auto cargo = handler->cargo_bytes(f.digest)) {
+            f.cargo_size = cargo->size();
+            data.reserve(cargo->size() + step.forward_input.size());
+            data.assign(cargo->begin(), cargo->end());
+            p->sent.insert(f.digest);
+          }
+        }
+        data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
+        send_on(p->ep, {MsgType::forward, encode(f), std::move(data)});
+        return;
+      }
+    }
+    if (!step.send_reply) return;
+    if (step.reply_to.empty()) return send(ep, std::move(step.reply));
+    if (ucp_ep_h c = client_ep(step.reply_to)) send_on(c, std::move(step.reply));
+  }
+
+  void post(ucp_ep_h ep, Step&& s) {
     {
       std::lock_guard<std::mutex> l(outbox_mu);
-      outbox.emplace_back(ep, std::move(r));
+      outbox.emplace_back(ep, std::move(s));
     }
     w->wake();
   }
 
   // Runs one request; a kernel fault comes back here as a "crashed" result.
-  Reply execute(Slot& s, Job& j) {
-    if (j.failed) return handler->bad_request("the request's header or data could not be received (over " +
-                                              std::to_string(kMaxHeader) + " header bytes, or the transfer failed)");
-    if (j.type != MsgType::invoke) return handler->handle(j.type, j.header, j.data);
+  Step execute(Slot& s, Job& j) {
+    if (j.failed) return Step{handler->bad_request("the request's header or data could not be received (over " +
+                                                   std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
+                              reply_to_of(j.type, j.header)};
+    if (j.type != MsgType::invoke && j.type != MsgType::forward) return Step{handler->handle(j.type, j.header, j.data)};
     t_slot = &s;
     if (sigsetjmp(s.env, 0) == 0) {
       s.in_kernel = 1;
-      Reply r = handler->handle(j.type, j.header, j.data);
+      std::optional<Step> r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false)
+                                                        : handler->forward(j.header, j.data, false);
       s.in_kernel = 0;
-      return r;
+      return std::move(*r);
     }
-    return failure_reply(s, request_id_of(j.type, j.header), false);
+    return Step{failure_reply(s, request_id_of(j.type, j.header), false), reply_to_of(j.type, j.header)};
   }
 
   // Back from on_fault: the kernel crashed, or (inline) ran past the limit and was stopped.
@@ -291,25 +420,26 @@ struct UcxServer::Impl {
     return {MsgType::result, encode(m), {}};
   }
 
-  // Runs an invoke inside the receive callback when its kernel is known to be quick, so the
-  // reply leaves without a hand-off or another progress call. False: not run, queue it.
-  bool run_inline(ucp_ep_h ep, ByteView header, ByteView data) {
+  // Runs an invoke or a forward inside the receive callback when its kernel is known to be
+  // quick, so the reply leaves without a hand-off or another progress call. False: not run,
+  // queue it.
+  bool run_inline(MsgType type, ucp_ep_h ep, ByteView header, ByteView data) {
     Slot& s = *t_slot;  // the leader's own: only the leader calls into UCX
     s.since = now_ns();
     s.phase = 3;
     wake_monitor();
-    std::optional<Reply> r;
+    std::optional<Step> r;
     if (sigsetjmp(s.env, 0) == 0) {
       s.in_kernel = 1;
-      r = handler->invoke_if_quick(header, data);
+      r = type == MsgType::invoke ? handler->invoke(header, data, client_address(ep), true) : handler->forward(header, data, true);
       s.in_kernel = 0;
     } else {
-      r = failure_reply(s, request_id_of(MsgType::invoke, header), true);
+      r = Step{failure_reply(s, request_id_of(type, header), true), reply_to_of(type, header)};
     }
     s.since = 0;
     s.phase = 0;
     if (!r) return false;
-    send(ep, std::move(*r));
+    deliver(ep, std::move(*r));
     return true;
   }
 
@@ -329,12 +459,12 @@ struct UcxServer::Impl {
       // One progress call, then whatever it delivered: every progress call also polls the
       // TCP interface (a system call), so a request should cost as few of them as possible.
       if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
-      std::deque<std::pair<ucp_ep_h, Reply>> posted;
+      std::deque<std::pair<ucp_ep_h, Step>> posted;
       {
         std::lock_guard<std::mutex> l(outbox_mu);
         posted.swap(outbox);
       }
-      for (auto& [ep, r] : posted) send(ep, std::move(r));
+      for (auto& [ep, r] : posted) deliver(ep, std::move(r));
       if (restart) return flush_and_quit();
       if (!jobs.empty() && jobs.front()->ready) {
         last_activity = Clock::now();
@@ -344,14 +474,14 @@ struct UcxServer::Impl {
         me.since = now_ns();
         me.phase = 1;
         wake_monitor();
-        Reply r = execute(me, *j);
+        Step r = execute(me, *j);
         int expected = 1;
         const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
         me.since = 0;
         me.phase = 0;
         me.job.store(nullptr);
         if (still_leader) {
-          send(j->ep, std::move(r));
+          deliver(j->ep, std::move(r));
           continue;
         }
         post(j->ep, std::move(r));  // the new leader sends it
@@ -444,7 +574,7 @@ struct UcxServer::Impl {
             m.request_id = request_id_of(j->type, j->header);
             m.status = ReplyStatus::timeout;
             m.message = what + " and was stopped; the node recovered";
-            post(j->ep, {MsgType::result, encode(m), {}});
+            post(j->ep, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
           }
           restart = true;
           w->wake();
@@ -466,14 +596,12 @@ UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
   if (!impl_->w) return;
-  for (ucp_ep_h ep : impl_->eps) {
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
-  }
+  for (const auto& [ep, address] : impl_->eps) Impl::close_ep(ep);
+  for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
+  for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
   impl_->eps.clear();
+  impl_->peers.clear();
+  impl_->client_eps.clear();
   if (impl_->listener) ucp_listener_destroy(impl_->listener);
   for (int i = 0; i < 100; ++i) ucp_worker_progress(impl_->w->worker());
 }
@@ -496,7 +624,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   auto w = net::UcxWorker::create(true);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
-  for (uint16_t t = 1; t < kMaxMsgType; t += 2) {  // every request type
+  for (uint16_t t = 1; t <= kMaxMsgType; t += 2) {  // every request type
     m.args[t] = {&m, t};
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "handler.h"
+#include "xcargo/cluster.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader {
@@ -22,6 +23,8 @@ struct ServerOptions {
   unsigned timeout_s = 10;                           // per invocation
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
   bool inline_quick = true;                          // quick kernels run inline (loader/README.md)
+  uint32_t node_id = 0;
+  Cluster cluster;                                   // where xc_forward's nodes are; empty standalone
 };
 
 class UcxServer {

@@ -44,6 +44,9 @@ protected:
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
   // The version handshake; implementations call it once connected.
   Status handshake();
+  // Where nodes send the results of computations that a kernel forwarded away from the node
+  // this connection talks to (sent in the hello); empty if the transport has none.
+  virtual Bytes reply_address() const { return {}; }
 
 private:
   Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);

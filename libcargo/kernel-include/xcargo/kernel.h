@@ -42,6 +42,12 @@ XC_API void xc_log(xc_ctx *ctx, const char *msg);
 /* This node's id and the number of nodes in its cluster (0 and 1 when standalone). */
 XC_API uint32_t xc_node_id(xc_ctx *ctx);
 XC_API uint32_t xc_node_count(xc_ctx *ctx);
+/* Continues this computation on another node of the cluster: once this kernel returns 0,
+ * entry `entry` of this same cargo runs there with input in[0..len), and whichever node
+ * ends the computation replies straight to the client. At most once per invocation, not
+ * to this node itself, and not after xc_reply(); xc_reply() fails after it. Returns 0, or
+ * -1 (not in a cluster, no such node, input over the limit, already replied or forwarded). */
+XC_API int xc_forward(xc_ctx *ctx, uint32_t node, const char *entry, const void *in, size_t len);
 
 /* libc subset. */
 XC_API void *memcpy(void *dst, const void *src, size_t n);

@@ -1,0 +1,103 @@
+// xcargo-forge-forward: sends a node a `forward` message as if from another loader, with a
+// cargo that may be tampered with, and prints the result that comes back to its own address.
+// Lets the tests check that a forwarded cargo is verified like a pushed one.
+// usage: xcargo-forge-forward --to HOST:PORT --cargo FILE --entry NAME [--flip OFFSET] [--hop N]
+//        [--digest-of FILE]   (name another cargo's digest in the header)
+// Prints "STATUS: MESSAGE" of the result; exits 0 when a result came, 1 if none within 10 s.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "net/ucx.h"
+#include "xcargo/cargo.h"
+#include "xcargo/file.h"
+#include "xcargo/wire.h"
+
+using namespace xcargo;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string arg(int argc, char** argv, const char* name, const char* def = "") {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "xcargo-forge-forward: %s\n", what.c_str());
+  std::exit(2);
+}
+
+Bytes result_header;
+bool got = false;
+
+Digest digest_of(const std::string& path) {
+  auto b = read_file(path, 1u << 30);
+  if (!b.ok()) die(b.error().message());
+  auto c = parse_container(*b);
+  if (!c.ok()) die(c.error().message());
+  return c->digest;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto cargo = read_file(arg(argc, argv, "--cargo"), 1u << 30);
+  if (!cargo.ok()) die(cargo.error().message());
+  wire::Forward f;
+  f.request_id = 77;
+  f.digest = digest_of(arg(argc, argv, "--digest-of", arg(argc, argv, "--cargo").c_str()));
+  f.hop = uint32_t(std::atoi(arg(argc, argv, "--hop", "1").c_str()));
+  f.from_node = 9;
+  f.entry = arg(argc, argv, "--entry");
+  if (const std::string flip = arg(argc, argv, "--flip"); !flip.empty()) (*cargo)[std::stoul(flip) % cargo->size()] ^= 0x01;
+  f.cargo_size = cargo->size();
+
+  auto w = net::UcxWorker::create();
+  if (!w.ok()) die(w.error().message());
+  auto address = (*w)->address();
+  if (!address.ok()) die(address.error().message());
+  f.reply_address = *address;
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+  hp.id = uint16_t(wire::MsgType::result);
+  hp.cb = [](void*, const void* header, size_t len, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+    const auto* h = static_cast<const uint8_t*>(header);
+    result_header.assign(h, h + len);
+    got = true;
+    return UCS_OK;
+  };
+  ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
+  socklen_t len;
+  auto addr = net::parse_host_port(arg(argc, argv, "--to"), &len);
+  if (!addr.ok()) die(addr.error().message());
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  ep.sockaddr.addrlen = len;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ucp_ep_h e;
+  if (ucp_ep_create((*w)->worker(), &ep, &e) != UCS_OK) die("cannot connect");
+  const Bytes header = wire::encode(f);
+  ucp_request_param_t p{};
+  ucs_status_ptr_t r = ucp_am_send_nbx(e, uint16_t(wire::MsgType::forward), header.data(), header.size(), cargo->data(),
+                                       cargo->size(), &p);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!got && Clock::now() < deadline) ucp_worker_progress((*w)->worker());
+  if (UCS_PTR_IS_PTR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress((*w)->worker());
+    ucp_request_free(r);
+  }
+  if (!got) {
+    std::printf("no result\n");
+    return 1;
+  }
+  auto res = wire::decode_result(result_header);
+  if (!res.ok()) die(res.error().message());
+  std::printf("%s: %s\n", wire::status_name(res->status), res->message.c_str());
+  return 0;
+}

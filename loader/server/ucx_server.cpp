@@ -10,6 +10,7 @@
 #include <csetjmp>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <map>
@@ -44,6 +45,7 @@ struct Job {
 struct Sending {
   Bytes header, data;
   std::atomic<int>* in_flight;
+  std::function<void(ucs_status_t)> on_fail;  // forwards: tell the client
 };
 
 // Sent by the monitor to a thread running a kernel inline (phase 3) past the time limit.
@@ -111,6 +113,8 @@ struct Peer {
   std::set<Digest> sent;
 };
 
+std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
+
 constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
 
 }  // namespace
@@ -129,6 +133,7 @@ struct UcxServer::Impl {
   std::map<ucp_ep_h, Bytes> eps;            // accepted endpoints, with the client's UCX address
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
   std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
+  std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
   std::deque<std::shared_ptr<Job>> jobs;
   std::atomic<int> in_flight{0};
 
@@ -180,7 +185,7 @@ struct UcxServer::Impl {
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
-    bool known = self->eps.erase(ep) > 0;
+    bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
     for (auto it = self->peers.begin(); it != self->peers.end();)
       it = it->second.ep == ep ? (known = true, self->peers.erase(it)) : std::next(it);
     for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
@@ -244,8 +249,9 @@ struct UcxServer::Impl {
     return UCS_OK;
   }
 
-  static void on_sent(void* request, ucs_status_t, void* user) {
+  static void on_sent(void* request, ucs_status_t status, void* user) {
     auto* s = static_cast<Sending*>(user);
+    if (status != UCS_OK && s->on_fail) s->on_fail(status);
     s->in_flight->fetch_sub(1);
     delete s;
     ucp_request_free(request);
@@ -263,15 +269,20 @@ struct UcxServer::Impl {
     if (ep && eps.count(ep)) send_on(ep, std::move(r));
   }
 
-  void send_on(ucp_ep_h ep, Reply&& r) {
+  // on_fail runs if the message cannot be delivered (the peer went away).
+  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}) {
     {  // Most replies are small and leave at once, without a request to keep their bytes alive.
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
       ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), r.header.data(), r.header.size(), r.data.data(),
                                              r.data.size(), &p);
-      if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) return;  // sent, or failed for good
+      if (req == nullptr) return;
+      if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) {  // failed for good
+        if (on_fail) on_fail(UCS_PTR_STATUS(req));
+        return;
+      }
     }
-    auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight};
+    auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight, std::move(on_fail)};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_sent;
@@ -280,6 +291,7 @@ struct UcxServer::Impl {
     ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), s->header.data(), s->header.size(), s->data.data(),
                                            s->data.size(), &p);
     if (req == nullptr || UCS_PTR_IS_ERR(req)) {  // completed at once, or failed: no callback comes
+      if (UCS_PTR_IS_ERR(req) && s->on_fail) s->on_fail(UCS_PTR_STATUS(req));
       in_flight--;
       delete s;
     }
@@ -343,17 +355,8 @@ struct UcxServer::Impl {
       Forward& f = *step.forward;
       Peer* p = peer(step.forward_node);
       if (!p) {
-        ResultMsg m;
-        m.request_id = f.request_id;
-        m.status = ReplyStatus::unreachable;
-        m.node_id = opt.node_id;
-        m.hops = f.hop - 1;
-        m.message = "the kernel forwarded the computation to node " + std::to_string(step.forward_node) +
-                    ", which could not be reached" + (opt.cluster.find(step.forward_node) ? "" : " (not in the cluster)");
-        log("failed forward: " + m.message);
-        step.send_reply = true;
-        step.reply = {MsgType::result, encode(m), {}};
-        step.reply_to = f.reply_address;
+        undelivered(f, step.forward_node, opt.cluster.find(step.forward_node) ? "it could not be reached" : "it is not in the cluster");
+        return;
       } else {
         Bytes data;
         if (!p->sent.count(f.digest)) {
@@ -365,13 +368,32 @@ struct UcxServer::Impl {
           }
         }
         data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
-        send_on(p->ep, {MsgType::forward, encode(f), std::move(data)});
+        send_on(p->ep, {MsgType::forward, encode(f), std::move(data)},
+                [this, f, node = step.forward_node, ep = p->ep](ucs_status_t s) {
+                  if (auto it = peers.find(node); it != peers.end() && it->second.ep == ep) {
+                    orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
+                    peers.erase(it);     // connect again next time, and send the cargo again
+                  }
+                  undelivered(f, node, ucs_status_string(s));
+                });
         return;
       }
     }
     if (!step.send_reply) return;
     if (step.reply_to.empty()) return send(ep, std::move(step.reply));
     if (ucp_ep_h c = client_ep(step.reply_to)) send_on(c, std::move(step.reply));
+  }
+
+  // A forward that could not reach its node: its client gets an `unreachable` result.
+  void undelivered(const Forward& f, uint32_t node, const std::string& why) {
+    ResultMsg m;
+    m.request_id = f.request_id;
+    m.status = ReplyStatus::unreachable;
+    m.node_id = opt.node_id;
+    m.hops = f.hop - 1;
+    m.message = "the computation could not be forwarded to node " + std::to_string(node) + ": " + why;
+    log("failed forward: " + short_hex(f.digest) + "/" + f.entry + ": " + m.message);
+    if (ucp_ep_h c = client_ep(f.reply_address)) send_on(c, {MsgType::result, encode(m), {}});
   }
 
   void post(ucp_ep_h ep, Step&& s) {
@@ -599,6 +621,7 @@ UcxServer::~UcxServer() {
   for (const auto& [ep, address] : impl_->eps) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
   for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
+  for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   impl_->eps.clear();
   impl_->peers.clear();
   impl_->client_eps.clear();

@@ -15,7 +15,7 @@ Runner add_ls(CLI::App& app) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node");
+  CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node, and its memory regions");
   cmd->add_option("--to", o->to, "The node")->required()->type_name("HOST:PORT");
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
   return [o] {
@@ -27,8 +27,9 @@ Runner add_ls(CLI::App& app) {
     if (!stats.ok()) return report(stats.error());
     if (o->json) {
       nlohmann::json j = {{"node", o->to}, {"node_id", (*c)->node().node_id}, {"cargos", nlohmann::json::array()},
-                          {"stats", nlohmann::json::object()}};
-      for (const auto& l : *list)
+                          {"regions", nlohmann::json::array()}, {"stats", nlohmann::json::object()}};
+      for (const auto& r : list->regions) j["regions"].push_back({{"name", r.name}, {"length", r.length}});
+      for (const auto& l : list->cargos)
         j["cargos"].push_back({{"digest", to_hex(l.digest)}, {"name", l.name}, {"version", l.version},
                                {"variant", l.variant}, {"variants", l.variants}, {"entries", l.entries},
                                {"invocations", l.invocations}});
@@ -37,13 +38,17 @@ Runner add_ls(CLI::App& app) {
       return 0;
     }
     std::printf("%-16s %-20s %-10s %-18s %12s  %s\n", "digest", "name", "version", "running", "invocations", "entries");
-    for (const auto& l : *list) {
+    for (const auto& l : list->cargos) {
       std::string entries;
       for (const auto& e : l.entries) entries += (entries.empty() ? "" : ",") + e;
       std::printf("%-16s %-20s %-10s %-18s %12llu  %s\n", to_hex(l.digest).substr(0, 16).c_str(), l.name.c_str(),
                   l.version.c_str(), l.variant.c_str(), (unsigned long long)l.invocations, entries.c_str());
     }
-    if (list->empty()) std::printf("(nothing loaded)\n");
+    if (list->cargos.empty()) std::printf("(nothing loaded)\n");
+    if (!list->regions.empty()) {
+      std::printf("\n%-24s %16s\n", "region", "bytes");
+      for (const auto& r : list->regions) std::printf("%-24s %16llu\n", r.name.c_str(), (unsigned long long)r.length);
+    }
     return 0;
   };
 }

@@ -39,6 +39,10 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       else if (key == "timeout") c.timeout_s = v.as<unsigned>();
       else if (key == "node_id") c.node_id = v.as<uint32_t>();
       else if (key == "cluster") c.cluster = v.as<std::string>();
+      else if (key == "regions") {
+        if (!v.IsMap()) return bad("a mapping of region names to sizes in bytes");
+        for (const auto& r : v) c.regions.push_back(r.first.as<std::string>() + "=" + std::to_string(r.second.as<uint64_t>()));
+      }
       else if (key == "max_hops") {
         c.max_hops = v.as<uint32_t>();
         if (c.max_hops < 1) return bad("at least 1");
@@ -52,7 +56,7 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id cluster max-hops");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id cluster max-hops regions");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ? "a string"
                                                                                                                  : "a number");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "xcargo/cluster.h"
 #include "xcargo/error.h"
@@ -25,6 +26,7 @@ struct LoaderConfig {
   std::string cluster;      // cluster file: the other nodes, for xc_forward
   uint32_t max_hops = 1000000;  // forwards a computation may take before it is stopped
   Cluster nodes;            // read from `cluster` at start (not a setting)
+  std::vector<std::string> regions;  // NAME=SIZE: memory regions created at start
   bool verbose = false;     // --exec only: log requests
 };
 

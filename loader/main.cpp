@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -102,7 +103,35 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   ec.max_forward_input = cfg.max_input;
   ec.quick_ns = uint64_t(cfg.inline_us) * 1000;
   ec.log = log;
-  return Engine::create(ec, std::move(*store));
+  auto engine = Engine::create(ec, std::move(*store));
+  XC_TRY(engine);
+  for (const std::string& spec : cfg.regions) {  // NAME=SIZE, checked when the flags were read
+    const auto eq = spec.rfind('=');
+    auto r = (*engine)->regions().create(spec.substr(0, eq), std::stoull(spec.substr(eq + 1)));
+    if (!r.ok()) return Error(r.error().code(), "--region " + spec + ": " + r.error().message());
+  }
+  return engine;
+}
+
+// NAME=SIZE with SIZE in bytes or with a K, M or G suffix; rewritten as NAME=BYTES.
+Status normalize_region(std::string& spec) {
+  const auto eq = spec.rfind('=');
+  auto bad = [&] { return Error(Errc::invalid_argument, "--region " + spec + ": expected NAME=SIZE").hint("for example --region chase=64M"); };
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return bad();
+  std::string size = spec.substr(eq + 1);
+  uint64_t mult = 1;
+  switch (size.back()) {
+    case 'K': case 'k': mult = 1ull << 10; break;
+    case 'M': case 'm': mult = 1ull << 20; break;
+    case 'G': case 'g': mult = 1ull << 30; break;
+    default: break;
+  }
+  if (mult != 1) size.pop_back();
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), n);
+  if (ec != std::errc() || end != size.data() + size.size() || n == 0 || n > (1ull << 46) / mult) return bad();
+  spec = spec.substr(0, eq) + "=" + std::to_string(n * mult);
+  return {};
 }
 
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
@@ -253,6 +282,8 @@ int main(int argc, char** argv) {
                                  "Cluster file: the nodes kernels can forward to (xc_forward); with --node-id, "
                                  "this node's address there is the default --listen")
                       ->type_name("FILE");
+  auto* regions = app.add_option("--region", flags.regions, "Create a memory region for kernels (xc_region) and "
+                                  "one-sided reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
   auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
                        ->check(CLI::Range(1u, 4000000000u));
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
@@ -280,6 +311,9 @@ int main(int argc, char** argv) {
   if (*inline_us) cfg.inline_us = flags.inline_us;
   if (*cluster) cfg.cluster = flags.cluster;
   if (*max_hops) cfg.max_hops = flags.max_hops;
+  if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
+  for (std::string& spec : cfg.regions)
+    if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());
   cfg.verbose = flags.verbose;
   if (!cfg.cluster.empty()) {
     auto c = read_cluster_file(cfg.cluster);

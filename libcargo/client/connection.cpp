@@ -71,7 +71,7 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   return InvokeReply{std::move(*r), std::move(f->data)};
 }
 
-Result<std::vector<CargoListing>> Connection::list() {
+Result<Listing> Connection::list() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::list, MsgType::list_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
@@ -79,6 +79,22 @@ Result<std::vector<CargoListing>> Connection::list() {
   auto l = decode_listing(f->data);
   if (!l.ok()) return Error(Errc::malformed, peer() + ": " + l.error().message());
   return l;
+}
+
+Result<RemoteRegion> Connection::region(const std::string& name) {
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::region, MsgType::region_reply, encode(RegionQuery{id, name}), {});
+  XC_TRY(f);
+  auto r = decode_reply(peer(), f->header, id, decode_region_reply);
+  XC_TRY(r);
+  if (r->status != ReplyStatus::ok)
+    return Error(Errc::remote, peer() + ": region '" + name + "': " + status_name(r->status))
+        .hint("'xcargo ls --to " + peer() + "' lists the node's regions");
+  return RemoteRegion{name, r->address, r->length, std::move(r->rkey)};
+}
+
+Status Connection::get(const RemoteRegion&, uint64_t, void*, size_t) {
+  return Error(Errc::unsupported, peer() + ": one-sided reads need a UCX connection");
 }
 
 Result<std::vector<Counter>> Connection::stats() {

@@ -1,5 +1,6 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,39 @@ class UcxConnection final : public Connection {
 public:
   ~UcxConnection() override { close(); }
   std::string peer() const override { return peer_; }
+  Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) override {
+    if (failed_) return lost();
+    if (offset > region.length || len > region.length - offset)
+      return Error(Errc::invalid_argument, peer_ + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
+                                               std::to_string(len) + " are past its " + std::to_string(region.length));
+    auto it = rkeys_.find(region.address);
+    if (it == rkeys_.end()) {
+      ucp_rkey_h rkey = nullptr;
+      if (ucs_status_t s = UCX->ucp_ep_rkey_unpack(ep_, region.rkey.data(), &rkey); s != UCS_OK)
+        return net::ucx_error(peer_ + ": region '" + region.name + "': its remote key", s);
+      it = rkeys_.emplace(region.address, rkey).first;
+    }
+    ucp_request_param_t p{};
+    ucs_status_ptr_t req = UCX->ucp_get_nbx(ep_, out, len, region.address + offset, it->second, &p);
+    if (UCS_PTR_IS_ERR(req)) return net::ucx_error(peer_ + ": get", UCS_PTR_STATUS(req));
+    if (req == nullptr) return {};
+    ucs_status_t s;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    int polls = 0;
+    while ((s = UCX->ucp_request_check_status(req)) == UCS_INPROGRESS) {
+      UCX->ucp_worker_progress(w_->worker());
+      if (++polls % 1024 == 0 && Clock::now() > deadline) {
+        UCX->ucp_request_cancel(w_->worker(), req);
+        while (UCX->ucp_request_check_status(req) == UCS_INPROGRESS) UCX->ucp_worker_progress(w_->worker());
+        UCX->ucp_request_free(req);
+        return Error(Errc::unreachable, peer_ + ": get: no answer within " + std::to_string(timeout_ms_ / 1000) + " s");
+      }
+    }
+    UCX->ucp_request_free(req);
+    if (s != UCS_OK) return net::ucx_error(peer_ + ": get", s);
+    return {};
+  }
+
   Bytes reply_address() const override {
     auto a = w_->address();
     return a.ok() ? std::move(*a) : Bytes();
@@ -168,6 +202,8 @@ private:
       failed_ = true;
       return;
     }
+    for (auto& [address, rkey] : rkeys_) UCX->ucp_rkey_destroy(rkey);  // before their endpoint
+    rkeys_.clear();
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
@@ -190,6 +226,7 @@ private:
   Frame reply_;
   bool reply_ready_ = false, send_done_ = false, failed_ = false;
   void* send_req_ = nullptr;
+  std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   ucs_status_t fail_status_ = UCS_OK;
 };
 

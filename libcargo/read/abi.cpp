@@ -9,7 +9,7 @@ namespace xcargo::abi {
 namespace {
 constexpr std::string_view kAllowed[] = {
     // runtime API
-    "xc_alloc", "xc_forward", "xc_log", "xc_node_count", "xc_node_id", "xc_reply",
+    "xc_alloc", "xc_forward", "xc_log", "xc_node_count", "xc_node_id", "xc_region", "xc_region_create", "xc_reply",
     // libc subset
     "memcmp", "memcpy", "memmove", "memset", "strlen",
     // libm subset, double and float

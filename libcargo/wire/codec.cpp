@@ -22,6 +22,7 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::unsupported_version: return "unsupported_version";
     case ReplyStatus::hop_limit: return "hop_limit";
     case ReplyStatus::unreachable: return "unreachable";
+    case ReplyStatus::no_region: return "no_region";
   }
   return "unknown";
 }
@@ -87,7 +88,7 @@ public:
   }
   void status_field(ReplyStatus& out) {
     uint16_t v = u16();
-    if (!failed_ && v > uint16_t(ReplyStatus::unreachable)) fail("unknown status " + std::to_string(v));
+    if (!failed_ && v > uint16_t(ReplyStatus::no_region)) fail("unknown status " + std::to_string(v));
     out = ReplyStatus(v);
   }
   bool fail(const std::string& msg) {
@@ -247,6 +248,31 @@ Bytes encode(const Forward& m) {
   return Out().u64(m.request_id).raw(m.digest).u32(m.hop).u32(m.from_node).u64(m.cargo_size).u64(m.input_size)
       .str(m.entry).blob(m.reply_address).take();
 }
+Bytes encode(const RegionQuery& m) { return Out().u64(m.request_id).str(m.name).take(); }
+Result<RegionQuery> decode_region(ByteView h) {
+  In in(h, "region");
+  RegionQuery m;
+  m.request_id = in.u64();
+  m.name = in.str(kMaxName);
+  if (!in.failed() && m.name.empty()) in.fail("empty region name");
+  return done(in, m);
+}
+
+Bytes encode(const RegionReply& m) {
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(6).u64(m.address).u64(m.length).blob(m.rkey).take();
+}
+Result<RegionReply> decode_region_reply(ByteView h) {
+  In in(h, "region_reply");
+  RegionReply m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  in.zeros(6);
+  m.address = in.u64();
+  m.length = in.u64();
+  m.rkey = in.blob(kMaxAddress);
+  return done(in, m);
+}
+
 Result<Forward> decode_forward(ByteView h) {
   In in(h, "forward");
   Forward m;
@@ -271,29 +297,32 @@ Result<RequestOnly> decode_request(ByteView h) {
 }
 
 namespace {
-constexpr uint32_t kMaxListed = 4096, kMaxCounters = 256;
+constexpr uint32_t kMaxListed = 4096, kMaxCounters = 256, kMaxRegions = 256;
 constexpr size_t kListingMinRecord = 32 + 8 + 2 * 3 + 2 + 2;  // empty strings and lists
 }  // namespace
 
-Bytes encode_listing(const std::vector<CargoListing>& list) {
+Bytes encode_listing(const Listing& listing) {
   Out o;
-  o.u32(uint32_t(list.size()));
-  for (const auto& c : list) {
+  o.u32(uint32_t(listing.cargos.size()));
+  for (const auto& c : listing.cargos) {
     o.raw(c.digest).u64(c.invocations).str(c.name).str(c.version).str(c.variant);
     o.u16(uint16_t(c.variants.size()));
     for (const auto& v : c.variants) o.str(v);
     o.u16(uint16_t(c.entries.size()));
     for (const auto& e : c.entries) o.str(e);
   }
+  o.u32(uint32_t(listing.regions.size()));
+  for (const auto& r : listing.regions) o.str(r.name).u64(r.length);
   return o.take();
 }
 
-Result<std::vector<CargoListing>> decode_listing(ByteView data) {
+Result<Listing> decode_listing(ByteView data) {
   In in(data, "list_reply");
   uint32_t n = in.u32();
   if (!in.failed() && (n > kMaxListed || uint64_t(n) * kListingMinRecord > data.size()))
     in.fail("count " + std::to_string(n) + " does not fit the data");
-  std::vector<CargoListing> out;
+  Listing listing;
+  std::vector<CargoListing>& out = listing.cargos;
   for (uint32_t i = 0; i < n && !in.failed(); ++i) {
     CargoListing c;
     in.raw(c.digest.data(), 32);
@@ -309,7 +338,15 @@ Result<std::vector<CargoListing>> decode_listing(ByteView data) {
     for (uint16_t j = 0; j < ne && !in.failed(); ++j) c.entries.push_back(in.str(kMaxName));
     out.push_back(std::move(c));
   }
-  return done(in, std::move(out));
+  uint32_t nr = in.u32();
+  if (!in.failed() && (nr > kMaxRegions || uint64_t(nr) * 10 > data.size())) in.fail("region count does not fit the data");
+  for (uint32_t i = 0; i < nr && !in.failed(); ++i) {
+    RegionListing r;
+    r.name = in.str(kMaxName);
+    r.length = in.u64();
+    listing.regions.push_back(std::move(r));
+  }
+  return done(in, std::move(listing));
 }
 
 Bytes encode_counters(const std::vector<Counter>& counters) {

@@ -139,17 +139,35 @@ TEST_CASE("forward round-trips and is checked", "[wire]") {
 }
 
 TEST_CASE("listings and counters round-trip", "[wire]") {
-  std::vector<CargoListing> list = {{some_digest(), 42, "hello", "0.1.0", "x86_64", {"bitcode", "x86_64"}, {"add", "greet"}},
-                                    {Digest{}, 0, "empty", "1", "bitcode", {}, {}}};
+  Listing list;
+  list.cargos = {{some_digest(), 42, "hello", "0.1.0", "x86_64", {"bitcode", "x86_64"}, {"add", "greet"}},
+                 {Digest{}, 0, "empty", "1", "bitcode", {}, {}}};
+  list.regions = {{"chase", 1 << 20}};
   auto l = decode_listing(encode_listing(list));
   REQUIRE(l.ok());
-  REQUIRE(l->size() == 2);
-  CHECK((*l)[0].invocations == 42);
-  CHECK((*l)[0].entries == std::vector<std::string>{"add", "greet"});
+  REQUIRE(l->cargos.size() == 2);
+  CHECK(l->cargos[0].invocations == 42);
+  CHECK(l->cargos[0].entries == std::vector<std::string>{"add", "greet"});
+  REQUIRE(l->regions.size() == 1);
+  CHECK(l->regions[0].name == "chase");
+  CHECK(l->regions[0].length == 1u << 20);
   check_strict(encode_listing(list), decode_listing);
   Bytes huge_count = encode_listing({});
   huge_count[3] = 0x7f;
   CHECK_FALSE(decode_listing(huge_count).ok());
+  Bytes huge_regions = encode_listing({});
+  huge_regions[7] = 0x7f;
+  CHECK_FALSE(decode_listing(huge_regions).ok());
+
+  RegionReply rr{5, ReplyStatus::ok, 0x7f0000001000, 4096, Bytes(40, 3)};
+  auto d = decode_region_reply(encode(rr));
+  REQUIRE(d.ok());
+  CHECK(d->address == 0x7f0000001000);
+  CHECK(d->length == 4096);
+  CHECK(d->rkey == Bytes(40, 3));
+  check_strict(encode(rr), decode_region_reply);
+  check_strict(encode(RegionQuery{5, "chase"}), decode_region);
+  CHECK_FALSE(decode_region(encode(RegionQuery{5, ""})).ok());
 
   std::vector<Counter> counters = {{"invocations", 10}, {"jit_compiles", 0}};
   auto c = decode_counters(encode_counters(counters));

@@ -40,6 +40,7 @@ struct Engine::Impl {
   TrustStore trust;
   DiskCache cache;
   std::unique_ptr<Jit> jit;
+  std::unique_ptr<Regions> regions;
   mutable std::shared_mutex mu;  // guards cargos
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
   std::mutex load_mu;            // one load at a time: loads are rare, invocations are not
@@ -67,10 +68,12 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
   e->impl_->trust = std::move(trust);
   e->impl_->cache = std::move(*cache);
   e->impl_->jit = std::move(*jit);
+  e->impl_->regions = std::make_unique<Regions>(e->impl_->config.max_region_bytes);
   return e;
 }
 
 const HostInfo& Engine::host() const { return impl_->jit->host(); }
+Regions& Engine::regions() { return *impl_->regions; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 
 std::string Engine::Impl::cache_key(const Digest& digest, const Variant& v) const {
@@ -232,6 +235,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   ctx.node_id = config.node_id;
   ctx.node_count = config.node_count;
   ctx.max_forward_input = config.node_count > 1 ? config.max_forward_input : 0;
+  ctx.regions = regions.get();
   if (config.log) {
     ctx.log_fn = [](void* self, const xc_ctx* c, std::string_view line) {
       static_cast<Impl*>(self)->log(*c->cargo + "/" + std::string(c->entry) + ": " + std::string(line));

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "regions.h"
 #include "select.h"
 #include "xcargo/cargo.h"
 #include "xcargo/error.h"
@@ -28,6 +29,7 @@ struct EngineConfig {
   uint32_t node_id = 0;
   uint32_t node_count = 1;
   uint64_t max_forward_input = 0;   // xc_forward's input limit; 0: it fails (not in a cluster)
+  uint64_t max_region_bytes = 4ull << 30;  // all of the node's memory regions together
   uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
   uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
@@ -92,6 +94,8 @@ public:
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;
   const HostInfo& host() const;
+  // The node's memory regions (xc_region), shared by all invocations.
+  Regions& regions();
   const EngineConfig& config() const;
 
 private:

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "regions.h"
 #include "xcargo/abi.h"
 
 extern "C" {
@@ -49,6 +50,24 @@ int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, si
   return 0;
 }
 
+void* xc_region(xc_ctx* ctx, const char* name, size_t* len) {
+  if (!ctx->regions || !name) return nullptr;
+  xcargo::loader::Region* r = ctx->regions->find(std::string_view(name, strnlen(name, 65)));
+  if (!r) return nullptr;
+  if (len) *len = r->length;
+  return r->base;
+}
+
+void* xc_region_create(xc_ctx* ctx, const char* name, size_t len) {
+  if (!ctx->regions || !name) return nullptr;
+  auto r = ctx->regions->create(std::string_view(name, strnlen(name, 65)), len);
+  if (!r.ok()) {
+    if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, "xc_region_create: " + r.error().message());
+    return nullptr;
+  }
+  return (*r)->base;
+}
+
 uint32_t xc_node_id(xc_ctx* ctx) { return ctx->node_id; }
 uint32_t xc_node_count(xc_ctx* ctx) { return ctx->node_count; }
 
@@ -71,7 +90,8 @@ void* fn(F f) {
 std::vector<RuntimeSymbol> build_table() {
   const std::vector<RuntimeSymbol> all = {
       {"xc_alloc", fn(&xc_alloc)}, {"xc_forward", fn(&xc_forward)}, {"xc_log", fn(&xc_log)}, {"xc_node_count", fn(&xc_node_count)},
-      {"xc_node_id", fn(&xc_node_id)}, {"xc_reply", fn(&xc_reply)},
+      {"xc_node_id", fn(&xc_node_id)}, {"xc_region", fn(&xc_region)}, {"xc_region_create", fn(&xc_region_create)},
+      {"xc_reply", fn(&xc_reply)},
       {"memcmp", fn(static_cast<int (*)(const void*, const void*, size_t)>(&::memcmp))},
       {"memcpy", fn(static_cast<void* (*)(void*, const void*, size_t)>(&::memcpy))},
       {"memmove", fn(static_cast<void* (*)(void*, const void*, size_t)>(&::memmove))},

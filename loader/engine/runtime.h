@@ -13,6 +13,10 @@
 
 #include "xcargo/types.h"
 
+namespace xcargo::loader {
+class Regions;
+}
+
 // The opaque context type of <xcargo/kernel.h>, defined here for the loader only.
 struct xc_ctx {
   xcargo::Bytes reply;
@@ -28,6 +32,7 @@ struct xc_ctx {
   uint32_t forward_node = 0;
   std::string forward_entry;
   xcargo::Bytes forward_input;
+  xcargo::loader::Regions* regions = nullptr;  // xc_region: none when null
   // xc_log lines go to log_fn(log_self, ctx, line) when set; cargo and entry name the kernel.
   void (*log_fn)(void* log_self, const xc_ctx* ctx, std::string_view line) = nullptr;
   void* log_self = nullptr;

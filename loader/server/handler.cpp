@@ -237,9 +237,10 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
 Reply Handler::list(ByteView header) {
   auto q = decode_request(header);
   if (!q.ok()) return bad_request(q.error().message());
-  std::vector<CargoListing> out;
+  Listing out;
   for (const auto& c : engine_.list())
-    out.push_back({c.digest, c.invocations, c.name, c.version, c.variant, c.variants, c.entries});
+    out.cargos.push_back({c.digest, c.invocations, c.name, c.version, c.variant, c.variants, c.entries});
+  for (const auto& [name, length] : engine_.regions().list()) out.regions.push_back({name, length});
   return {MsgType::list_reply, encode(RequestOnly{q->request_id}), encode_listing(out)};
 }
 

@@ -42,6 +42,8 @@ public:
   // (verified and loaded like a push), then the kernel. nullopt: quick_only and the kernel
   // is not known to be quick, or there is a cargo to load.
   std::optional<Step> forward(ByteView header, ByteView data, bool quick_only);
+  // The node's memory regions (the transport registers them for one-sided reads).
+  Regions& regions() { return engine_.regions(); }
   // For forwards to nodes that may lack the cargo (Engine::cargo_bytes).
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const { return engine_.cargo_bytes(digest); }
   // The limits a node announces in its hello_reply.

@@ -212,6 +212,7 @@ struct UcxServer::Impl {
       return UCS_OK;
     }
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
+    if (type == MsgType::region) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::hello && self->eps.count(param->reply_ep))  // keep the client's address
       if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep] = h->reply_address;
     if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
@@ -382,6 +383,44 @@ struct UcxServer::Impl {
     if (!step.send_reply) return;
     if (step.reply_to.empty()) return send(ep, std::move(step.reply));
     if (ucp_ep_h c = client_ep(step.reply_to)) send_on(c, std::move(step.reply));
+  }
+
+  // Where a region is, with its remote key: registered with UCX on first request.
+  void region(ucp_ep_h ep, ByteView header) {
+    auto q = decode_region(header);
+    if (!q.ok()) return send(ep, handler->bad_request(q.error().message()));
+    RegionReply r;
+    r.request_id = q->request_id;
+    Region* reg = handler->regions().find(q->name);
+    if (!reg) {
+      r.status = ReplyStatus::no_region;
+    } else if (!reg->ucx_memh) {
+      ucp_mem_map_params_t mp{};
+      mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+      mp.address = reg->base;
+      mp.length = reg->length;
+      ucp_mem_h memh = nullptr;
+      void* packed = nullptr;
+      size_t size = 0;
+      if (ucs_status_t s = ucp_mem_map(w->context(), &mp, &memh); s != UCS_OK) {
+        log("cannot register region " + reg->name + ": " + ucs_status_string(s));
+        r.status = ReplyStatus::internal;
+      } else if (s = ucp_rkey_pack(w->context(), memh, &packed, &size); s != UCS_OK || size > kMaxAddress) {
+        log("cannot pack the key of region " + reg->name + ": " + ucs_status_string(s));
+        ucp_mem_unmap(w->context(), memh);
+        r.status = ReplyStatus::internal;
+      } else {
+        reg->rkey.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + size);
+        ucp_rkey_buffer_release(packed);
+        reg->ucx_memh = memh;
+      }
+    }
+    if (reg && reg->ucx_memh) {
+      r.address = reinterpret_cast<uintptr_t>(reg->base);
+      r.length = reg->length;
+      r.rkey = reg->rkey;
+    }
+    send(ep, {MsgType::region_reply, encode(r), {}});
   }
 
   // A forward that could not reach its node: its client gets an `unreachable` result.
@@ -622,6 +661,11 @@ UcxServer::~UcxServer() {
   for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
   for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
+  for (const auto& [name, length] : impl_->handler->regions().list())
+    if (Region* r = impl_->handler->regions().find(name); r && r->ucx_memh) {
+      ucp_mem_unmap(impl_->w->context(), static_cast<ucp_mem_h>(r->ucx_memh));
+      r->ucx_memh = nullptr;
+    }
   impl_->eps.clear();
   impl_->peers.clear();
   impl_->client_eps.clear();

@@ -14,6 +14,13 @@
 
 namespace xcargo::client {
 
+// A memory region of a node (xc_region), for one-sided reads with Connection::get.
+struct RemoteRegion {
+  std::string name;
+  uint64_t address = 0, length = 0;
+  Bytes rkey;  // the node's packed UCX remote key
+};
+
 struct InvokeReply {
   wire::ResultMsg result;
   Bytes output;
@@ -36,7 +43,12 @@ public:
   Result<wire::PushReply> push(ByteView cargo);
   Result<bool> has(const Digest& digest);
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
-  Result<std::vector<wire::CargoListing>> list();
+  Result<wire::Listing> list();
+  // Where the node's region `name` is (Errc::remote if it has none).
+  Result<RemoteRegion> region(const std::string& name);
+  // Reads len bytes at offset of one of this node's regions one-sidedly (an RDMA GET over
+  // UCX: no code runs on the node). Errc::unsupported for local loaders.
+  virtual Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
   Result<std::vector<wire::Counter>> stats();
 
 protected:

@@ -35,8 +35,9 @@ enum class MsgType : uint16_t {
   list = 9, list_reply = 10,
   stats = 11, stats_reply = 12,
   forward = 13,  // loader to loader; answered by a result to the client, from wherever the chain ends
+  region = 15, region_reply = 16,
 };
-inline constexpr uint16_t kMaxMsgType = 13;
+inline constexpr uint16_t kMaxMsgType = 16;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -54,6 +55,7 @@ enum class ReplyStatus : uint16_t {
   unsupported_version = 11,
   hop_limit = 12,       // a forwarded computation went past the node's hop limit
   unreachable = 13,     // a forward's next node, or the client, could not be reached
+  no_region = 14,       // the node has no memory region of that name
 };
 const char* status_name(ReplyStatus s);
 
@@ -121,6 +123,24 @@ struct CargoListing {
   std::string name, version, variant;
   std::vector<std::string> variants, entries;
 };
+struct RegionListing {
+  std::string name;
+  uint64_t length = 0;
+};
+struct Listing {  // list_reply's data
+  std::vector<CargoListing> cargos;
+  std::vector<RegionListing> regions;
+};
+struct RegionQuery {
+  uint64_t request_id = 0;
+  std::string name;
+};
+struct RegionReply {  // where a node's region is, for one-sided reads (ucp_get)
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;
+  uint64_t address = 0, length = 0;
+  Bytes rkey;  // packed UCX remote key (ucp_rkey_pack)
+};
 struct Counter {
   std::string name;
   uint64_t value = 0;
@@ -137,6 +157,8 @@ Bytes encode(const Invoke&);
 Bytes encode(const ResultMsg&);
 Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
+Bytes encode(const RegionQuery&);
+Bytes encode(const RegionReply&);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
 Result<Push> decode_push(ByteView header);
@@ -147,10 +169,12 @@ Result<Invoke> decode_invoke(ByteView header);
 Result<ResultMsg> decode_result(ByteView header);
 Result<RequestOnly> decode_request(ByteView header);
 Result<Forward> decode_forward(ByteView header);
+Result<RegionQuery> decode_region(ByteView header);
+Result<RegionReply> decode_region_reply(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
-Bytes encode_listing(const std::vector<CargoListing>&);
-Result<std::vector<CargoListing>> decode_listing(ByteView data);
+Bytes encode_listing(const Listing&);
+Result<Listing> decode_listing(ByteView data);
 Bytes encode_counters(const std::vector<Counter>&);
 Result<std::vector<Counter>> decode_counters(ByteView data);
 

@@ -48,6 +48,12 @@ XC_API uint32_t xc_node_count(xc_ctx *ctx);
  * to this node itself, and not after xc_reply(); xc_reply() fails after it. Returns 0, or
  * -1 (not in a cluster, no such node, input over the limit, already replied or forwarded). */
 XC_API int xc_forward(xc_ctx *ctx, uint32_t node, const char *entry, const void *in, size_t len);
+/* Node memory: the region `name` this loader hosts, kept between invocations, or NULL if it
+ * has none; *len receives its size. Clients can read regions one-sidedly (RDMA GET). */
+XC_API void *xc_region(xc_ctx *ctx, const char *name, size_t *len);
+/* Creates a zeroed region `name` (1-64 of A-Z a-z 0-9 _ . -), or returns the one of that name
+ * if it has this size; NULL past the node's limits or for a size mismatch. */
+XC_API void *xc_region_create(xc_ctx *ctx, const char *name, size_t len);
 
 /* libc subset. */
 XC_API void *memcpy(void *dst, const void *src, size_t n);

@@ -47,7 +47,10 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
         c.max_hops = v.as<uint32_t>();
         if (c.max_hops < 1) return bad("at least 1");
       }
-      else if (key == "inline_us") {
+      else if (key == "spin_us") {
+        c.spin_us = v.as<unsigned>();
+        if (c.spin_us > 1000000) return bad("from 0 to 1000000");
+      } else if (key == "inline_us") {
         c.inline_us = v.as<unsigned>();
         if (c.inline_us > 1000) return bad("from 0 to 1000");
       } else if (key == "executors") {
@@ -56,7 +59,7 @@ Status read_config_file(const std::string& path, LoaderConfig& c) {
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us node-id cluster max-hops regions");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ? "a string"
                                                                                                                  : "a number");

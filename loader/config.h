@@ -21,6 +21,7 @@ struct LoaderConfig {
   uint64_t max_reply = 64ull << 20;
   unsigned timeout_s = 10;  // per invocation
   unsigned executors = 4;   // requests that can run at once
+  unsigned spin_us = 1000;  // an idle loader polls this long before it sleeps
   unsigned inline_us = 20;  // quick kernels run on the receiving thread (0: never)
   uint32_t node_id = 0;
   std::string cluster;      // cluster file: the other nodes, for xc_forward

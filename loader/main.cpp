@@ -146,6 +146,7 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
   so.inline_quick = cfg.inline_us > 0;
+  so.spin = std::chrono::microseconds(cfg.spin_us);
   so.node_id = cfg.node_id;
   so.cluster = cfg.nodes;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
@@ -282,6 +283,9 @@ int main(int argc, char** argv) {
                                  "Cluster file: the nodes kernels can forward to (xc_forward); with --node-id, "
                                  "this node's address there is the default --listen")
                       ->type_name("FILE");
+  auto* spin_us = app.add_option("--spin-us", flags.spin_us,
+                                 "After its last request, poll this long before sleeping (lower latency, more CPU; "
+                                 "0 when nodes outnumber cores)")->check(CLI::Range(0, 1000000));
   auto* regions = app.add_option("--region", flags.regions, "Create a memory region for kernels (xc_region) and "
                                   "one-sided reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
   auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
@@ -311,6 +315,7 @@ int main(int argc, char** argv) {
   if (*inline_us) cfg.inline_us = flags.inline_us;
   if (*cluster) cfg.cluster = flags.cluster;
   if (*max_hops) cfg.max_hops = flags.max_hops;
+  if (*spin_us) cfg.spin_us = flags.spin_us;
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
     if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());

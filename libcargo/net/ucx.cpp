@@ -90,7 +90,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener) {
   if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   ucs_status_t s = UCX->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
   UCX->ucp_config_release(config);
   if (s != UCS_OK) return ucx_error("UCX initialization", s);

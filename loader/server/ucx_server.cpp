@@ -555,7 +555,7 @@ struct UcxServer::Impl {
       }
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
-      if (Clock::now() - last_activity < std::chrono::milliseconds(1)) continue;
+      if (Clock::now() - last_activity < opt.spin) continue;
       w->progress_or_wait(200);
     }
   }

@@ -23,6 +23,7 @@ struct ServerOptions {
   unsigned timeout_s = 10;                           // per invocation
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
   bool inline_quick = true;                          // quick kernels run inline (loader/README.md)
+  std::chrono::microseconds spin{1000};              // an idle leader polls this long before it sleeps
   uint32_t node_id = 0;
   Cluster cluster;                                   // where xc_forward's nodes are; empty standalone
 };

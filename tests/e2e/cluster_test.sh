@@ -12,7 +12,7 @@ cd "$TMP"
 export XCARGO_CLUSTER_DIR=$TMP/cluster
 trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
 
-expect 0 '3 loaders up' -- "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN" -- --max-hops 50 --timeout 5
+expect 0 '3 loaders up' -- "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN" -- --max-hops 5000 --timeout 5
 source "$XCARGO_CLUSTER_DIR/env"
 C=$XCARGO_CLUSTER_DIR/cluster.yaml
 KEY=$XCARGO_CLUSTER_DIR/signer.key
@@ -33,8 +33,8 @@ expect 0 '^201$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C
 expect 0 '"ended_on_node": 1' -- "$X" run hops.xcargo --entry tour --json --cluster "$C" --node 2
 check "a node that has the cargo is not sent it again" test "$(grep -c 'accepted forwarded cargo' "$XCARGO_CLUSTER_DIR/node-1.log")" -eq 1
 
-# Endless forwarding is stopped by the hop limit (50 here); the cluster keeps serving.
-expect 3 'hop_limit: the computation was forwarded 51 times' -- "$X" run hops.xcargo --entry forever --cluster "$C" --node 1
+# Endless forwarding is stopped by the hop limit (5000 here); the cluster keeps serving.
+expect 3 'hop_limit: the computation was forwarded 5001 times' -- "$X" run hops.xcargo --entry forever --cluster "$C" --node 1
 expect 0 '^120$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 1
 # xc_forward refuses a node that does not exist, or the node itself.
 expect 3 'kernel_error: the kernel returned 3' -- "$X" run hops.xcargo --entry to_node --arg u32:7 --cluster "$C" --node 0
@@ -46,8 +46,37 @@ FORGE=$BIN/xcargo-forge-forward
 expect 0 '^refused: the forwarded cargo was refused: .*digest mismatch' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --flip 700
 expect 0 "^refused: the forwarded cargo is not the one its digest names" -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --digest-of hello.xcargo --entry ok
 expect 0 '^refused: .*(trusted|untrusted)' -- "$FORGE" --to "$(addr 1)" --cargo stranger.xcargo --entry add
-expect 0 '^hop_limit' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --hop 51
+expect 0 '^hop_limit' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --hop 5001
 expect 0 '^ok: ' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok
+
+# The pointer chase: the same last element and checksum whether the walk moves itself between
+# nodes (xrdma), the client reads every element one-sidedly (get), or plain UCX Active Message
+# servers walk it (am).
+"$X" build "$SRC/examples/pointer-chase/setup.c" -o setup.xcargo --key "$KEY" 2>/dev/null
+"$X" build "$SRC/examples/pointer-chase/walk.c" -o walk.xcargo --key "$KEY" 2>/dev/null
+CHASE=$BIN/xcargo-chase
+summary() { sed -E 's/.*"last": ([0-9]+), "elements": ([0-9]+), "checksum": ([0-9]+).*/\1 \2 \3/'; }
+xrdma=$("$CHASE" run --cluster "$C" --mode xrdma --length 3000 --seed 5 --setup setup.xcargo --walk walk.xcargo --repeat 1 | summary)
+get=$("$CHASE" run --cluster "$C" --mode get --length 3000 --seed 5 --repeat 1 | summary)
+python3 -c "
+import socket
+s = [socket.socket() for _ in range(3)]
+for x in s: x.bind(('127.0.0.1', 0))
+print('nodes:'); [print(f'  - id: {i}\n    address: 127.0.0.1:{x.getsockname()[1]}') for i, x in enumerate(s)]" > am.yaml
+am_pids=()
+for i in 0 1 2; do
+  "$CHASE" am-server --cluster am.yaml --node-id $i --length 3000 --seed 5 --spin-us 0 --ready-file am-ready-$i 2>/dev/null &
+  am_pids+=($!)
+done
+for i in 0 1 2; do for _ in $(seq 200); do [ -s am-ready-$i ] && break; sleep 0.05; done; done
+am=$(timeout 60 "$CHASE" run --cluster "$C" --am-cluster am.yaml --mode am --length 3000 --seed 5 --repeat 1 | summary)
+kill "${am_pids[@]}" 2>/dev/null
+check "the walk visits all 3000 elements ($xrdma)" test "$(echo "$xrdma" | awk '{print $2}')" = 3000
+check "get ends where xrdma ends ($get vs $xrdma)" test "$get" = "$xrdma"
+check "am ends where xrdma ends ($am vs $xrdma)" test "$am" = "$xrdma"
+check "only the first node got the walk cargo pushed" test "$(grep -c 'accepted push: walk' "$XCARGO_CLUSTER_DIR"/node-*.log | awk -F: '{s+=$2} END {print s}')" -eq 1
+expect 0 'chase +[0-9]+' -- "$X" ls --to "$(addr 1)"
+expect 0 '"regions": \[' -- "$X" ls --to "$(addr 1)" --json
 
 # A node that disappears mid-chain: the client hears about it, it does not hang.
 kill -TERM "$(awk '{print $2}' "$XCARGO_CLUSTER_DIR/pids")"

@@ -102,6 +102,7 @@ pids+=($!)
 disown $!
 for _ in $(seq 100); do [ -s cfg.addr ] && break; sleep 0.05; done
 expect 0 '^hello from node 7$' -- "$X" run hello.xcargo --entry greet --result str --to "$(cat cfg.addr)"
+expect 0 '' -- "$LOADER" --config "$SRC/loader/loader.example.yaml" --trust trust --exec </dev/null
 echo "colour: blue" >> loader.yaml
 expect 2 "unknown setting 'colour'" -- "$LOADER" --config loader.yaml
 

@@ -75,17 +75,7 @@ struct AmServer {
 
   ucp_ep_h peer(uint32_t id) {
     if (auto it = peers.find(id); it != peers.end()) return it->second;
-    socklen_t len = 0;
-    auto addr = must(net::parse_host_port(cluster.find(id)->address, &len), "peer address");
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-    p.sockaddr.addrlen = len;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ucp_ep_h ep = nullptr;
-    if (ucp_ep_create(w->worker(), &p, &ep) != UCS_OK) die("cannot reach node " + std::to_string(id));
-    return peers[id] = ep;
+    return peers[id] = must(net::connect_ep(w->worker(), cluster.find(id)->address), "node " + std::to_string(id));
   }
 
   ucp_ep_h client(const Bytes& address) {
@@ -105,8 +95,9 @@ struct AmServer {
     p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, header, hlen, data, dlen, &p);
     if (UCS_PTR_STATUS(r) != UCS_ERR_NO_RESOURCE) return;
-    auto* copy = new Bytes(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + hlen);
-    if (dlen) copy->insert(copy->end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + dlen);
+    auto* copy = new Bytes(hlen + dlen);
+    std::memcpy(copy->data(), header, hlen);
+    if (dlen) std::memcpy(copy->data() + hlen, data, dlen);
     ucp_request_param_t q{};
     q.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     q.cb.send = [](void* req, ucs_status_t, void* user) {
@@ -246,15 +237,7 @@ Outcome am(const std::string& address, uint64_t head) {
       return UCS_OK;
     };
     ucp_worker_set_am_recv_handler(w->worker(), &hp);
-    socklen_t len = 0;
-    auto addr = must(net::parse_host_port(address, &len), "address");
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-    p.sockaddr.addrlen = len;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    if (ucp_ep_create(w->worker(), &p, &ep) != UCS_OK) die("cannot reach " + address);
+    ep = must(net::connect_ep(w->worker(), address), "AM server");
   }
   static chase_state st;  // lives until the send completes
   st = {head, 0, 0, 0};

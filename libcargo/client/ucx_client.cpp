@@ -59,9 +59,7 @@ public:
 
   Status open(const std::string& host_port, const ConnectOptions& o) {
     peer_ = host_port;
-    socklen_t len = 0;
-    auto addr = net::parse_host_port(host_port, &len);
-    XC_TRY(addr);
+    if (auto addr = net::parse_host_port(host_port, nullptr); !addr.ok()) return addr.take_error();
     auto w = net::UcxWorker::create();
     XC_TRY(w);
     w_ = std::move(*w);
@@ -76,17 +74,9 @@ public:
       hp.flags = UCP_AM_FLAG_WHOLE_MSG;
       if (auto s = UCX->ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
     }
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    ep.sockaddr.addrlen = len;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxConnection::on_error;
-    ep.err_handler.arg = this;
-    if (auto s = UCX->ucp_ep_create(w_->worker(), &ep, &ep_); s != UCS_OK)
-      return Error(Errc::unreachable, "could not reach " + peer_ + ": " + UCX->ucs_status_string(s));
+    auto ep = net::connect_ep(w_->worker(), host_port, &UcxConnection::on_error, this);
+    XC_TRY(ep);
+    ep_ = *ep;
     timeout_ms_ = o.connect_timeout_ms;
     auto hs = handshake();
     timeout_ms_ = o.reply_timeout_ms;

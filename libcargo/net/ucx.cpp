@@ -36,7 +36,7 @@ Result<sockaddr_storage> parse_host_port(const std::string& hp, socklen_t* len) 
   sockaddr_storage ss{};
   std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
   reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(uint16_t(p));
-  *len = socklen_t(res->ai_addrlen);
+  if (len) *len = socklen_t(res->ai_addrlen);
   ::freeaddrinfo(res);
   return ss;
 }
@@ -131,6 +131,27 @@ bool UcxWorker::progress_or_wait(int timeout_ms) {
       }
     }
   return n >= 0;
+}
+
+Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error, void* arg) {
+  socklen_t len = 0;
+  auto addr = parse_host_port(host_port, &len);
+  XC_TRY(addr);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  p.sockaddr.addrlen = len;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  if (on_error) {
+    p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.err_handler.cb = on_error;
+    p.err_handler.arg = arg;
+  }
+  ucp_ep_h ep = nullptr;
+  if (ucs_status_t s = UCX->ucp_ep_create(worker, &p, &ep); s != UCS_OK)
+    return Error(Errc::unreachable, "could not reach " + host_port + ": " + UCX->ucs_status_string(s));
+  return ep;
 }
 
 Result<Bytes> UcxWorker::address() const {

@@ -14,7 +14,7 @@
 namespace xcargo::net {
 
 // "HOST:PORT" (IPv4 address or host name) to a socket address.
-Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len);
+Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len = nullptr);
 std::string to_host_port(const sockaddr* addr);
 
 // A ucp context and one worker with Active Messages and wake-up support, for use by one
@@ -44,5 +44,11 @@ private:
 };
 
 Error ucx_error(const std::string& what, ucs_status_t status);
+
+// An endpoint to a UCX listener at HOST:PORT (client-server connection establishment) with
+// peer failure detection: on_error(arg, ep, status), if given, runs when the peer goes away.
+// The connection completes in the background; sends wait for it.
+Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error = nullptr,
+                            void* arg = nullptr);
 
 }  // namespace xcargo::net

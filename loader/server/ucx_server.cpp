@@ -321,24 +321,12 @@ struct UcxServer::Impl {
     if (auto it = peers.find(id); it != peers.end()) return &it->second;
     const ClusterNode* node = opt.cluster.find(id);
     if (!node) return nullptr;
-    socklen_t len = 0;
-    auto addr = net::parse_host_port(node->address, &len);
-    if (!addr.ok()) return nullptr;
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    p.sockaddr.addrlen = len;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = &Impl::on_ep_error;
-    p.err_handler.arg = this;
-    ucp_ep_h ep = nullptr;
-    if (ucs_status_t s = ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
-      log("cannot reach node " + std::to_string(id) + " at " + node->address + ": " + ucs_status_string(s));
+    auto ep = net::connect_ep(w->worker(), node->address, &Impl::on_ep_error, this);
+    if (!ep.ok()) {
+      log("cannot reach node " + std::to_string(id) + ": " + ep.error().message());
       return nullptr;
     }
-    return &(peers[id] = Peer{ep, {}});
+    return &(peers[id] = Peer{*ep, {}});
   }
 
   static void close_ep(ucp_ep_h ep) {

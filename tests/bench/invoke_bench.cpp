@@ -120,17 +120,9 @@ int pingpong(int argc, char** argv) {
     return UCS_OK;
   };
   ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
-  socklen_t len;
-  auto addr = net::parse_host_port(arg(argc, argv, "--to"), &len);
-  if (!addr.ok()) die(addr.error().message());
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  ep.sockaddr.addrlen = len;
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ucp_ep_h e;
-  if (ucp_ep_create((*w)->worker(), &ep, &e) != UCS_OK) die("cannot connect");
+  auto ep = net::connect_ep((*w)->worker(), arg(argc, argv, "--to"));
+  if (!ep.ok()) die(ep.error().message());
+  ucp_ep_h e = *ep;
   uint8_t header[kReqHeader] = {}, data[kReqData] = {};
   std::vector<double> rtt;
   for (int i = 0; i < n + 1000; ++i) {  // the first 1000 warm up the path

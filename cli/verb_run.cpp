@@ -84,7 +84,8 @@ Runner add_run(CLI::App& app) {
       nlohmann::json j = {{"ok", res.status == wire::ReplyStatus::ok}, {"status", wire::status_name(res.status)},
                           {"node", c.peer()}, {"entry", o->entry}, {"variant", res.variant},
                           {"kernel_return", res.kernel_return}, {"pushed", pushed}, {"output_hex", to_hex(r->output)},
-                          {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops}};
+                          {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops},
+                          {"kernel_us", double(res.kernel_ns) / 1000}};
       if (!res.message.empty()) j["message"] = res.message;
       if (res.status == wire::ReplyStatus::ok && o->result != "hex") {
         auto v = decode_result(o->result, r->output);

@@ -84,7 +84,7 @@ int serve_stdio(Handler& handler) {
     auto f = wire::decode_frame(frame, max_data);
     Reply r = f.ok() ? handler.handle(f->type, f->header, f->data)
                      : Reply{wire::MsgType::result,
-                             wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, 0, 0, "", f.error().message()}), {}};
+                             wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, 0, 0, 0, "", f.error().message()}), {}};
     if (!write_all(1, wire::encode_frame(r.type, r.header, r.data))) return 1;
   }
 }

@@ -225,7 +225,7 @@ Result<Invoke> decode_invoke(ByteView h) {
 
 Bytes encode(const ResultMsg& m) {
   return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
-      .u32(m.node_id).u32(m.hops).str(m.variant).str(m.message).take();
+      .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
 }
 Result<ResultMsg> decode_result(ByteView h) {
   In in(h, "result");
@@ -237,6 +237,7 @@ Result<ResultMsg> decode_result(ByteView h) {
   m.output_size = in.u64();
   m.node_id = in.u32();
   m.hops = in.u32();
+  m.kernel_ns = in.u64();
   m.variant = in.str(kMaxName);
   m.message = in.str(kMaxMessage);
   return done(in, m);

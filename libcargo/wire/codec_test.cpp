@@ -97,13 +97,14 @@ TEST_CASE("invoke and result round-trip", "[wire]") {
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, "", 0})).ok());
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, std::string(65, 'a'), 0})).ok());
 
-  ResultMsg res{11, ReplyStatus::kernel_error, -3, 8, 2, 5, "x86_64", "the kernel returned -3"};
+  ResultMsg res{11, ReplyStatus::kernel_error, -3, 8, 2, 5, 1234, "x86_64", "the kernel returned -3"};
   auto r = decode_result(encode(res));
   REQUIRE(r.ok());
   CHECK(r->status == ReplyStatus::kernel_error);
   CHECK(r->kernel_return == -3);
   CHECK(r->node_id == 2);
   CHECK(r->hops == 5);
+  CHECK(r->kernel_ns == 1234);
   CHECK(r->variant == "x86_64");
   check_strict(encode(res), decode_result);
   Bytes unknown = encode(res);

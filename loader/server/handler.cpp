@@ -231,6 +231,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.variant = res->variant;
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
+  r.kernel_ns = res->kernel_ns;
   return Step{{MsgType::result, encode(r), std::move(res->output)}, std::move(reply_to)};
 }
 

@@ -103,6 +103,7 @@ struct ResultMsg {
   uint64_t output_size = 0;  // the AM data's length
   uint32_t node_id = 0;      // the node that ended the computation
   uint32_t hops = 0;         // forwards it took
+  uint64_t kernel_ns = 0;    // how long the (last) kernel ran
   std::string variant, message;
 };
 struct Forward {  // AM data: the cargo (cargo_size bytes, may be 0), then the input

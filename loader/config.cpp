@@ -1,18 +1,29 @@
 // loader.yaml parsing with yaml-cpp, with the file and key named in every error.
 #include "config.h"
 
+#include "xcargo/file.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 
 namespace xcargo::loader {
 
+namespace {
+constexpr uint64_t kMaxConfigSize = 1 << 20;
+}  // namespace
+
 Status read_config_file(const std::string& path, LoaderConfig& c) {
+  auto text = read_file(path, kMaxConfigSize);
+  if (!text.ok()) return text.take_error();
+  return parse_config(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()), path, c);
+}
+
+Status parse_config(std::string_view text, const std::string& path, LoaderConfig& c) {
+  if (text.size() > kMaxConfigSize) return Error(Errc::limit, path + ": over " + std::to_string(kMaxConfigSize) + " bytes");
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Error(Errc::io, path + ": cannot read the configuration file");
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Error(Errc::invalid_argument, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xcargo/cluster.h"
@@ -34,5 +35,7 @@ struct LoaderConfig {
 // Reads a loader.yaml; keys are the long flag names with '-' or '_' (see loader.example.yaml).
 // Unknown keys are errors, so that a misspelt setting is not silently ignored.
 Status read_config_file(const std::string& path, LoaderConfig& config);
+// The same for text already read; origin names it in messages.
+Status parse_config(std::string_view text, const std::string& origin, LoaderConfig& config);
 
 }  // namespace xcargo::loader

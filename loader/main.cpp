@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -134,6 +136,23 @@ Status normalize_region(std::string& spec) {
   return {};
 }
 
+// What changes when the trust directory's keys or revocation list change.
+std::string trust_stamp(const std::string& path) {
+  std::string s;
+  auto add = [&](const std::string& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0)
+      s += p + ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_size) + ";";
+  };
+  add(path);
+  add(path + "/" + kRevocationList);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.path().extension() == ".pub") add(e.path().string());
+  return s;
+}
+
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
 // kernel crash or time-out leaves through _exit(75) inside the server.
 int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
@@ -154,7 +173,29 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   const std::string line = (*server)->address() + "\n";
   (void)!::write(addr_fd, line.data(), line.size());
   ::close(addr_fd);
+  // Watches the trust directory: keys added or revoked (revoked.txt) apply within a second,
+  // to cargos already loaded too.
+  std::thread watcher([&] {
+    std::string stamp = trust_stamp(cfg.trust);
+    while (!g_stop) {
+      for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::string now = trust_stamp(cfg.trust);
+      if (now == stamp) continue;
+      stamp = now;
+      auto t = TrustStore::load(cfg.trust);
+      if (!t.ok()) {
+        log_line("trust: not reloaded (the old keys stay): " + t.error().message());
+        continue;
+      }
+      const size_t keys = t->size();
+      const size_t revoked = (*engine)->update_trust(std::move(*t));
+      log_line("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
+               " loaded cargos no longer trusted");
+    }
+  });
   (*server)->run(g_stop);
+  g_stop = true;
+  watcher.join();
   flush_log();
   return 0;
 }

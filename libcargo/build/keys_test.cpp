@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "support.h"
+#include "xcargo/cargo.h"
+#include "xcargo/file.h"
 #include "xcargo/keys.h"
+#include "xcargo/trust.h"
 
 using namespace xcargo;
 
@@ -79,4 +83,32 @@ TEST_CASE("a trust directory loads every .pub and nothing else", "[keys][trust]"
   std::filesystem::create_directory(dir / "empty");
   CHECK(TrustStore::load(dir / "empty").error().code() == Errc::key);
   CHECK(TrustStore::load(dir / "nope").error().code() == Errc::io);
+}
+
+TEST_CASE("a revocation list in the trust directory turns keys away, cargos included", "[keys][trust]") {
+  test::ScratchDir dir;
+  std::filesystem::create_directory(dir / "trust");
+  std::filesystem::copy_file(test::vectors_dir() + "/keys/vector-signer.pub", dir / "trust/vector-signer.pub");
+  auto cargo = read_file(test::vectors_dir() + "/valid.xcargo", 1 << 20);
+  REQUIRE(cargo.ok());
+  auto plain = TrustStore::load(dir / "trust");
+  REQUIRE(plain.ok());
+  const KeyId id = plain->keys().at(0).id;
+  REQUIRE(load_cargo(*cargo, &*plain).ok());
+
+  const std::string list = dir / "trust/revoked.txt";
+  REQUIRE(write_file_atomic(list, as_bytes("# revoked after the leak\n\n  " + to_hex(id) + "  # ci key\n")).ok());
+  auto revoked = TrustStore::load(dir / "trust");
+  REQUIRE(revoked.ok());
+  CHECK(revoked->revoked(id));
+  CHECK(revoked->find(id) == nullptr);
+  auto refused = load_cargo(*cargo, &*revoked);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == Errc::untrusted);
+  CHECK(refused.error().message().find("revoked: " + to_hex(id)) != std::string::npos);
+
+  REQUIRE(write_file_atomic(list, as_bytes("0123\n")).ok());
+  auto bad = TrustStore::load(dir / "trust");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("revoked.txt: line 1: '0123' is not a key id") != std::string::npos);
 }

@@ -150,9 +150,11 @@ Status check_signatures(const Container& c, const TrustStore& trust, std::vector
     return Error(Errc::not_signed, "cargo is not signed").hint("sign it with 'xcargo sign CARGO --key KEY'");
   const auto msg = signed_message(c.digest);
   size_t trusted = 0;
+  std::string revoked;
   for (size_t i = 0; i < c.signatures.size(); ++i) {
     const auto& s = c.signatures[i];
     Signer& signer = signers[i];
+    if (trust.revoked(s.key_id)) revoked += (revoked.empty() ? "" : ", ") + to_hex(s.key_id);
     const PublicKey* key = trust.find(s.key_id);
     if (!key) continue;  // a co-signer this verifier does not know: neither good nor bad
     if (!ed25519_verify(*key, msg, s.signature))
@@ -163,6 +165,9 @@ Status check_signatures(const Container& c, const TrustStore& trust, std::vector
     signer.key_source = key->source;
     ++trusted;
   }
+  if (trusted == 0 && !revoked.empty())
+    return Error(Errc::untrusted, "signed only by revoked keys, or by keys not trusted here (revoked: " + revoked + ")")
+        .hint(std::string("the trust directory's ") + kRevocationList + " lists them");
   if (trusted == 0) {
     std::string ids;
     for (const auto& s : c.signatures) ids += (ids.empty() ? "" : ", ") + to_hex(s.key_id);

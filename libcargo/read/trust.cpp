@@ -1,6 +1,8 @@
 // Ed25519 public keys in PEM (OpenSSL), key ids, the trust store, signature verification.
 #include "xcargo/trust.h"
 
+#include <charconv>
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -98,6 +100,32 @@ Result<TrustStore> TrustStore::load(const std::string& path) {
     if (store.size() == 0)
       return Error(Errc::key, path + ": no .pub files in the trust directory")
           .hint("copy the signer's KEY.pub (from 'xcargo keygen') into " + path);
+    const std::string list = path + "/" + kRevocationList;
+    if (fs::exists(list, ec)) {
+      auto text = read_file(list, 1 << 20);
+      XC_TRY(text);
+      std::string_view rest(reinterpret_cast<const char*>(text->data()), text->size());
+      for (size_t line_no = 1; !rest.empty(); ++line_no) {
+        const size_t nl = rest.find('\n');
+        std::string_view line = rest.substr(0, nl);
+        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+        if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+        while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.remove_suffix(1);
+        while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+        if (line.empty()) continue;
+        KeyId id{};
+        bool ok = line.size() == 2 * id.size();
+        for (size_t i = 0; ok && i < id.size(); ++i) {
+          auto [p, e] = std::from_chars(line.data() + 2 * i, line.data() + 2 * i + 2, id[i], 16);
+          ok = e == std::errc() && p == line.data() + 2 * i + 2;
+        }
+        if (!ok)
+          return Error(Errc::key, list + ": line " + std::to_string(line_no) + ": '" + std::string(line.substr(0, 40)) +
+                                      "' is not a key id")
+              .hint("a key id is 16 hex digits, as 'xcargo inspect' shows a signer");
+        store.revoke(id);
+      }
+    }
     return store;
   }
   if (!fs::exists(path, ec)) return Error(Errc::io, path + ": no such file or directory");
@@ -108,10 +136,19 @@ Result<TrustStore> TrustStore::load(const std::string& path) {
 }
 
 void TrustStore::add(PublicKey key) {
-  if (!find(key.id)) keys_.push_back(std::move(key));
+  for (const auto& k : keys_)
+    if (k.id == key.id) return;
+  keys_.push_back(std::move(key));
 }
 
+void TrustStore::revoke(const KeyId& id) {
+  if (!revoked(id)) revoked_.push_back(id);
+}
+
+bool TrustStore::revoked(const KeyId& id) const { return std::find(revoked_.begin(), revoked_.end(), id) != revoked_.end(); }
+
 const PublicKey* TrustStore::find(const KeyId& id) const {
+  if (revoked(id)) return nullptr;
   for (const auto& k : keys_)
     if (k.id == id) return &k;
   return nullptr;

@@ -31,6 +31,8 @@ struct Loaded {
   std::shared_ptr<const Bytes> bytes;  // the cargo as pushed
   std::map<std::string, Entry, std::less<>> entries;
   std::atomic<uint64_t> invocations{0};
+  std::vector<KeyId> signers;      // the trusted keys whose signatures verified at load
+  std::atomic<bool> revoked{false};  // none of them is trusted any more (update_trust)
 };
 
 }  // namespace
@@ -162,6 +164,8 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->summary = {report.digest, m.name, m.version, v.name, {}, m.entries, 0};
   for (const auto& x : m.variants) loaded->summary.variants.push_back(x.name);
   loaded->bytes = std::make_shared<const Bytes>(cargo->bytes().begin(), cargo->bytes().end());
+  for (const Signer& s : cargo->signers())
+    if (s.trusted) loaded->signers.push_back(s.key_id);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   std::unique_lock lock(mu);
@@ -184,7 +188,21 @@ Result<LoadReport> Engine::load(Bytes bytes) {
 
 bool Engine::has(const Digest& digest) const {
   std::shared_lock lock(impl_->mu);
-  return impl_->cargos.count(digest) > 0;
+  auto it = impl_->cargos.find(digest);
+  return it != impl_->cargos.end() && !it->second->revoked;
+}
+
+size_t Engine::update_trust(TrustStore trust) {
+  std::lock_guard<std::mutex> load_lock(impl_->load_mu);
+  impl_->trust = std::move(trust);
+  std::shared_lock lock(impl_->mu);
+  size_t revoked = 0;
+  for (auto& [digest, c] : impl_->cargos) {
+    const bool still = std::any_of(c->signers.begin(), c->signers.end(), [&](const KeyId& id) { return impl_->trust.find(id); });
+    c->revoked = !still;
+    revoked += !still;
+  }
+  return revoked;
 }
 
 InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteView input) {
@@ -211,6 +229,13 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     return r;
   }
   r.variant = cargo->summary.variant;
+  if (cargo->revoked) {
+    invocations++;
+    invocations_failed++;
+    r.status = wire::ReplyStatus::refused;
+    r.message = "cargo " + cargo->summary.name + " is signed only by keys this node no longer trusts (revoked); it does not run here";
+    return r;
+  }
   auto it = cargo->entries.find(entry);
   if (it == cargo->entries.end()) {
     invocations++;

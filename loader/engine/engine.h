@@ -81,6 +81,9 @@ public:
   // Verifies and loads a cargo; loading one that is already loaded does nothing.
   Result<LoadReport> load(Bytes cargo);
   bool has(const Digest& digest) const;
+  // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose
+  // signers is trusted any more stop running (refused) until trusted again. Returns how many.
+  size_t update_trust(TrustStore trust);
   // The signed cargo as it was loaded (a forward to a node that lacks it carries it), or
   // nullptr when the digest is not loaded.
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const;

@@ -106,6 +106,22 @@ expect 0 '' -- "$LOADER" --config "$SRC/loader/loader.example.yaml" --trust trus
 echo "colour: blue" >> loader.yaml
 expect 2 "unknown setting 'colour'" -- "$LOADER" --config loader.yaml
 
+# Key revocation: a key listed in the trust directory's revoked.txt is turned away by
+# 'xcargo verify', and by a running loader within a second, for cargos it already holds too.
+mkdir rtrust
+cp k.pub rtrust/
+start_loader rnode --trust rtrust
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$rnode"
+kid=$("$X" inspect hello.xcargo --json | grep -m1 '"key_id"' | sed -E 's/.*"key_id": "([0-9a-f]+)".*/\1/')
+echo "$kid  # revoked by the test" > rtrust/revoked.txt
+expect 1 "revoked: $kid" -- "$X" verify hello.xcargo --trust rtrust
+sleep 1.5
+expect 1 "refused.*revoked: $kid" -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to "$rnode"
+check "the loader logs the reload" grep -q 'trust: reloaded 1 keys; 1 loaded cargos no longer trusted' rnode.log
+rm rtrust/revoked.txt
+sleep 1.5
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$rnode"
+
 # Kernels that crash or hang: their client gets a clear error within the limit plus a second,
 # and the node serves everyone again within a second.
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>/dev/null

@@ -24,19 +24,28 @@ Result<PublicKey> public_key_from_pem(std::string_view pem, const std::string& s
 // Writes a key in the same PEM form.
 std::string public_key_to_pem(const PublicKey& key);
 
+// The name of the revocation list in a trust directory: key ids (16 hex digits, as
+// `xcargo inspect` shows them), one per line; '#' starts a comment.
+inline constexpr const char* kRevocationList = "revoked.txt";
+
 class TrustStore {
 public:
-  // PATH is one .pub file or a directory whose *.pub files are all loaded.
-  // An unreadable or non-Ed25519 .pub file is an error, never silently skipped.
+  // PATH is one .pub file or a directory whose *.pub files are all loaded, with its
+  // revocation list if it has one. An unreadable or non-Ed25519 .pub file, or a malformed
+  // line in the list, is an error, never silently skipped.
   static Result<TrustStore> load(const std::string& path);
 
   void add(PublicKey key);
+  void revoke(const KeyId& id);
+  // A trusted key that is not revoked, or nullptr.
   const PublicKey* find(const KeyId& id) const;
+  bool revoked(const KeyId& id) const;
   size_t size() const { return keys_.size(); }
   const std::vector<PublicKey>& keys() const { return keys_; }
 
 private:
   std::vector<PublicKey> keys_;
+  std::vector<KeyId> revoked_;
 };
 
 // Ed25519 verification of msg under key. False on any mismatch.

@@ -125,12 +125,7 @@ struct AmServer {
 
   static void on_conn(ucp_conn_request_h req, void* arg) {
     auto* s = static_cast<AmServer*>(arg);
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.conn_request = req;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ucp_ep_h ep;
-    if (ucp_ep_create(s->w->worker(), &p, &ep) == UCS_OK) s->accepted.push_back(ep);
+    if (auto ep = net::accept_ep(s->w->worker(), req); ep.ok()) s->accepted.push_back(*ep);
   }
 };
 
@@ -153,16 +148,7 @@ int am_server(int argc, char** argv) {
   hp.cb = &AmServer::on_walk;
   hp.arg = &s;
   ucp_worker_set_am_recv_handler(s.w->worker(), &hp);
-  socklen_t len = 0;
-  auto addr = must(net::parse_host_port(s.cluster.find(s.node)->address, &len), "address");
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-  lp.sockaddr.addrlen = len;
-  lp.conn_handler.cb = &AmServer::on_conn;
-  lp.conn_handler.arg = &s;
-  ucp_listener_h listener;
-  if (ucp_listener_create(s.w->worker(), &lp, &listener) != UCS_OK) die("cannot listen on " + s.cluster.find(s.node)->address);
+  (void)must(net::listen(s.w->worker(), s.cluster.find(s.node)->address, &AmServer::on_conn, &s), "listen");
   const std::string ready = s.cluster.find(s.node)->address + "\n";
   if (auto st = write_file_atomic(arg(argc, argv, "--ready-file"), as_bytes(ready)); !st.ok()) die(st.error().message());
   // Polls for --spin-us after its last message, then sleeps, as xcargo-loader --spin-us does.

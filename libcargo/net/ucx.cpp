@@ -154,6 +154,46 @@ Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, u
   return ep;
 }
 
+Result<ucp_listener_h> listen(ucp_worker_h worker, const std::string& host_port, ucp_listener_conn_callback_t on_conn,
+                              void* arg, std::string* bound) {
+  socklen_t len = 0;
+  auto addr = parse_host_port(host_port, &len);
+  XC_TRY(addr);
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  lp.sockaddr.addrlen = len;
+  lp.conn_handler.cb = on_conn;
+  lp.conn_handler.arg = arg;
+  ucp_listener_h listener = nullptr;
+  if (ucs_status_t s = UCX->ucp_listener_create(worker, &lp, &listener); s != UCS_OK)
+    return Error(Errc::io, "cannot listen on " + host_port + ": " + UCX->ucs_status_string(s))
+        .hint("is something else using that port? port 0 picks a free one");
+  if (bound) {
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    *bound = UCX->ucp_listener_query(listener, &attr) == UCS_OK ? to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr))
+                                                                : host_port;
+  }
+  return listener;
+}
+
+Result<ucp_ep_h> accept_ep(ucp_worker_h worker, ucp_conn_request_h request, ucp_err_handler_cb_t on_error, void* arg) {
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.conn_request = request;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  if (on_error) {
+    p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.err_handler.cb = on_error;
+    p.err_handler.arg = arg;
+  }
+  ucp_ep_h ep = nullptr;
+  if (ucs_status_t s = UCX->ucp_ep_create(worker, &p, &ep); s != UCS_OK)
+    return Error(Errc::unreachable, std::string("refused a connection: ") + UCX->ucs_status_string(s));
+  return ep;
+}
+
 Result<Bytes> UcxWorker::address() const {
   ucp_address_t* a = nullptr;
   size_t len = 0;

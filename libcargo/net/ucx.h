@@ -51,4 +51,13 @@ Error ucx_error(const std::string& what, ucs_status_t status);
 Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error = nullptr,
                             void* arg = nullptr);
 
+// A UCX listener at HOST:PORT: on_conn(request, arg) runs for each connection request, and
+// usually accepts it with accept_ep. *bound receives the HOST:PORT it listens on (port 0
+// resolved).
+Result<ucp_listener_h> listen(ucp_worker_h worker, const std::string& host_port, ucp_listener_conn_callback_t on_conn,
+                              void* arg, std::string* bound = nullptr);
+// Accepts a connection request, with peer failure detection as for connect_ep.
+Result<ucp_ep_h> accept_ep(ucp_worker_h worker, ucp_conn_request_h request, ucp_err_handler_cb_t on_error = nullptr,
+                           void* arg = nullptr);
+
 }  // namespace xcargo::net

@@ -169,18 +169,9 @@ struct UcxServer::Impl {
 
   static void on_conn(ucp_conn_request_h req, void* arg) {
     auto* self = static_cast<Impl*>(arg);
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.conn_request = req;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = &Impl::on_ep_error;
-    p.err_handler.arg = self;
-    ucp_ep_h ep = nullptr;
-    if (ucs_status_t s = ucp_ep_create(self->w->worker(), &p, &ep); s != UCS_OK) {
-      self->log(std::string("refused a connection: ") + ucs_status_string(s));
-      return;
-    }
-    self->eps[ep];
+    auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
+    if (!ep.ok()) return self->log(ep.error().message());
+    self->eps[*ep];
   }
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
@@ -673,9 +664,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.log = std::move(log);
   m.incident = incident;
   m.incident_size = incident_size;
-  socklen_t len = 0;
-  auto addr = net::parse_host_port(options.listen, &len);
-  XC_TRY(addr);
+  if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
   auto w = net::UcxWorker::create(true);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
@@ -690,19 +679,9 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
     if (auto st = ucp_worker_set_am_recv_handler(m.w->worker(), &hp); st != UCS_OK) return net::ucx_error("UCX handler", st);
   }
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  lp.sockaddr.addrlen = len;
-  lp.conn_handler.cb = &Impl::on_conn;
-  lp.conn_handler.arg = &m;
-  if (auto st = ucp_listener_create(m.w->worker(), &lp, &m.listener); st != UCS_OK)
-    return Error(Errc::io, "cannot listen on " + options.listen + ": " + ucs_status_string(st))
-        .hint("is another loader using that port? port 0 picks a free one");
-  ucp_listener_attr_t attr{};
-  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  m.address = ucp_listener_query(m.listener, &attr) == UCS_OK ? net::to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr))
-                                                               : options.listen;
+  auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
+  XC_TRY(listener);
+  m.listener = *listener;
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   install_fault_handlers();
   return s;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "handler.h"
+#include "tool_args.h"
 #include "log.h"
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
@@ -22,16 +23,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const char* def = "") {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
+using test::arg;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "xcargo-handler-bench: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-handler-bench", what, 1); }
 
 template <class F>
 std::pair<double, double> measure(int n, F&& f) {

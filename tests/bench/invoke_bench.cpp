@@ -14,6 +14,7 @@
 #include <chrono>
 
 #include "net/ucx.h"
+#include "tool_args.h"
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"
 #include "xcargo/file.h"
@@ -25,11 +26,7 @@ namespace {
 
 double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-std::string arg(int argc, char** argv, const char* name, const char* def = "") {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
+using test::arg;
 
 struct Stats {
   double median, p99, mean;
@@ -41,10 +38,7 @@ Stats summarize(std::vector<double> v) {
   return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
 }
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "xcargo-invoke-bench: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-invoke-bench", what, 1); }
 
 // Same byte counts as an xcargo invoke of hello/add: ~56-byte header + 16-byte input out,
 // ~30-byte header + 8-byte output back.
@@ -55,13 +49,7 @@ struct Echo {
   std::vector<ucp_ep_h> eps;
   static void on_conn(ucp_conn_request_h req, void* arg) {
     auto* e = static_cast<Echo*>(arg);
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.conn_request = req;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = [](void*, ucp_ep_h, ucs_status_t) {};
-    ucp_ep_h ep;
-    if (ucp_ep_create(e->w->worker(), &p, &ep) == UCS_OK) e->eps.push_back(ep);
+    if (auto ep = net::accept_ep(e->w->worker(), req, [](void*, ucp_ep_h, ucs_status_t) {}); ep.ok()) e->eps.push_back(*ep);
   }
   static ucs_status_t on_msg(void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t* param) {
     static uint8_t header[kRepHeader], data[kRepData];
@@ -83,21 +71,10 @@ int pingpong_server(int argc, char** argv) {
   hp.cb = &Echo::on_msg;
   hp.arg = &e;
   ucp_worker_set_am_recv_handler(e.w->worker(), &hp);
-  socklen_t len;
-  auto addr = net::parse_host_port(arg(argc, argv, "--listen", "127.0.0.1:0"), &len);
-  if (!addr.ok()) die(addr.error().message());
-  ucp_listener_params_t lp{};
-  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  lp.sockaddr.addrlen = len;
-  lp.conn_handler.cb = &Echo::on_conn;
-  lp.conn_handler.arg = &e;
-  ucp_listener_h listener;
-  if (ucp_listener_create(e.w->worker(), &lp, &listener) != UCS_OK) die("cannot listen");
-  ucp_listener_attr_t attr{};
-  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  ucp_listener_query(listener, &attr);
-  const std::string where = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.sockaddr)) + "\n";
+  std::string bound;
+  auto listener = net::listen(e.w->worker(), arg(argc, argv, "--listen", "127.0.0.1:0"), &Echo::on_conn, &e, &bound);
+  if (!listener.ok()) die(listener.error().message());
+  const std::string where = bound + "\n";
   if (auto s = write_file_atomic(arg(argc, argv, "--ready-file"), as_bytes(where)); !s.ok()) die(s.error().message());
   // Busy-polls like ucx_perftest, but sleeps after 2 s without traffic so it can be left running.
   auto last = Clock::now();

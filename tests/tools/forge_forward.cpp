@@ -11,6 +11,7 @@
 #include <string>
 
 #include "net/ucx.h"
+#include "tool_args.h"
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
 #include "xcargo/wire.h"
@@ -20,16 +21,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const char* def = "") {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
+using test::arg;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "xcargo-forge-forward: %s\n", what.c_str());
-  std::exit(2);
-}
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-forge-forward", what, 2); }
 
 Bytes result_header;
 bool got = false;

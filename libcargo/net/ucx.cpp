@@ -133,23 +133,31 @@ bool UcxWorker::progress_or_wait(int timeout_ms) {
   return n >= 0;
 }
 
-Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error, void* arg) {
-  socklen_t len = 0;
-  auto addr = parse_host_port(host_port, &len);
-  XC_TRY(addr);
-  ucp_ep_params_t p{};
-  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-  p.sockaddr.addrlen = len;
+namespace {
+// Creates an endpoint from p with peer failure detection, and on_error if given.
+ucs_status_t create_ep(ucp_worker_h worker, ucp_ep_params_t& p, ucp_err_handler_cb_t on_error, void* arg, ucp_ep_h* ep) {
+  p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   if (on_error) {
     p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
     p.err_handler.cb = on_error;
     p.err_handler.arg = arg;
   }
+  return UCX->ucp_ep_create(worker, &p, ep);
+}
+}  // namespace
+
+Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error, void* arg) {
+  socklen_t len = 0;
+  auto addr = parse_host_port(host_port, &len);
+  XC_TRY(addr);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+  p.sockaddr.addrlen = len;
   ucp_ep_h ep = nullptr;
-  if (ucs_status_t s = UCX->ucp_ep_create(worker, &p, &ep); s != UCS_OK)
+  if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
     return Error(Errc::unreachable, "could not reach " + host_port + ": " + UCX->ucs_status_string(s));
   return ep;
 }
@@ -180,16 +188,10 @@ Result<ucp_listener_h> listen(ucp_worker_h worker, const std::string& host_port,
 
 Result<ucp_ep_h> accept_ep(ucp_worker_h worker, ucp_conn_request_h request, ucp_err_handler_cb_t on_error, void* arg) {
   ucp_ep_params_t p{};
-  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   p.conn_request = request;
-  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  if (on_error) {
-    p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    p.err_handler.cb = on_error;
-    p.err_handler.arg = arg;
-  }
   ucp_ep_h ep = nullptr;
-  if (ucs_status_t s = UCX->ucp_ep_create(worker, &p, &ep); s != UCS_OK)
+  if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
     return Error(Errc::unreachable, std::string("refused a connection: ") + UCX->ucs_status_string(s));
   return ep;
 }

@@ -47,6 +47,14 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       } else if (key == "max_cargo") c.max_cargo = v.as<uint64_t>();
       else if (key == "max_input") c.max_input = v.as<uint64_t>();
       else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
+      else if (key == "max_memory") c.max_memory = v.as<uint64_t>();
+      else if (key == "sandbox") {
+        try {
+          c.sandbox = v.as<bool>();
+        } catch (const YAML::Exception&) {
+          return bad("true or false");
+        }
+      }
       else if (key == "timeout") c.timeout_s = v.as<unsigned>();
       else if (key == "node_id") c.node_id = v.as<uint32_t>();
       else if (key == "cluster") c.cluster = v.as<std::string>();
@@ -70,7 +78,7 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ? "a string"
                                                                                                                  : "a number");

@@ -29,6 +29,8 @@ struct LoaderConfig {
   uint32_t max_hops = 1000000;  // forwards a computation may take before it is stopped
   Cluster nodes;            // read from `cluster` at start (not a setting)
   std::vector<std::string> regions;  // NAME=SIZE: memory regions created at start
+  bool sandbox = true;      // seccomp filters on the worker (loader/SECURITY.md)
+  uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit
   bool verbose = false;     // --exec only: log requests
 };
 

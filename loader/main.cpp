@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "handler.h"
 #include "log.h"
+#include "sandbox.h"
 #include "ucx_server.h"
 #include "xcargo/file.h"
 #include "xcargo/version.h"
@@ -115,12 +116,9 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   return engine;
 }
 
-// NAME=SIZE with SIZE in bytes or with a K, M or G suffix; rewritten as NAME=BYTES.
-Status normalize_region(std::string& spec) {
-  const auto eq = spec.rfind('=');
-  auto bad = [&] { return Error(Errc::invalid_argument, "--region " + spec + ": expected NAME=SIZE").hint("for example --region chase=64M"); };
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return bad();
-  std::string size = spec.substr(eq + 1);
+// SIZE in bytes or with a K, M or G suffix; false if it is not one, or over 2^46.
+bool parse_size(std::string size, uint64_t& out) {
+  if (size.empty()) return false;
   uint64_t mult = 1;
   switch (size.back()) {
     case 'K': case 'k': mult = 1ull << 10; break;
@@ -131,9 +129,30 @@ Status normalize_region(std::string& spec) {
   if (mult != 1) size.pop_back();
   uint64_t n = 0;
   auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), n);
-  if (ec != std::errc() || end != size.data() + size.size() || n == 0 || n > (1ull << 46) / mult) return bad();
-  spec = spec.substr(0, eq) + "=" + std::to_string(n * mult);
+  if (ec != std::errc() || end != size.data() + size.size() || n > (1ull << 46) / mult) return false;
+  out = n * mult;
+  return true;
+}
+
+// NAME=SIZE; rewritten as NAME=BYTES.
+Status normalize_region(std::string& spec) {
+  const auto eq = spec.rfind('=');
+  uint64_t n = 0;
+  if (eq == std::string::npos || eq == 0 || !parse_size(spec.substr(eq + 1), n) || n == 0)
+    return Error(Errc::invalid_argument, "--region " + spec + ": expected NAME=SIZE").hint("for example --region chase=64M");
+  spec = spec.substr(0, eq) + "=" + std::to_string(n);
   return {};
+}
+
+// The sandbox as the settings ask for it. Sanitizer builds reserve terabytes of address
+// space for their shadow memory: no address-space limit there.
+sandbox::Options sandbox_options(const LoaderConfig& cfg) {
+  sandbox::Options o;
+  o.syscall_filter = cfg.sandbox;
+#if !defined(__SANITIZE_ADDRESS__)
+  o.address_space = cfg.max_memory;
+#endif
+  return o;
 }
 
 // What changes when the trust directory's keys or revocation list change.
@@ -157,6 +176,8 @@ std::string trust_stamp(const std::string& path) {
 // kernel crash or time-out leaves through _exit(75) inside the server.
 int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   auto log = [](std::string_view line) { log_line(line); };
+  const sandbox::Options box = sandbox_options(cfg);
+  if (auto s = sandbox::prepare(box, {addr_fd}); !s.ok()) return fail(s.error());
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
@@ -170,6 +191,8 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   so.cluster = cfg.nodes;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
+  if (auto s = sandbox::lock_down(box); !s.ok())
+    return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
   const std::string line = (*server)->address() + "\n";
   (void)!::write(addr_fd, line.data(), line.size());
   ::close(addr_fd);
@@ -331,6 +354,12 @@ int main(int argc, char** argv) {
                                   "one-sided reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
   auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
                        ->check(CLI::Range(1u, 4000000000u));
+  std::string max_memory;
+  auto* max_memory_opt = app.add_option("--max-memory", max_memory, "Address-space limit of the process that runs kernels, "
+                                        "in bytes or with K, M, G (0: none; default 8G)")->type_name("SIZE");
+  bool no_sandbox = false;
+  auto* no_sandbox_flag = app.add_flag("--no-sandbox", no_sandbox, "Run kernels without the seccomp filters (to diagnose a problem; "
+                                       "loader/SECURITY.md)");
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -357,6 +386,9 @@ int main(int argc, char** argv) {
   if (*cluster) cfg.cluster = flags.cluster;
   if (*max_hops) cfg.max_hops = flags.max_hops;
   if (*spin_us) cfg.spin_us = flags.spin_us;
+  if (*max_memory_opt && !parse_size(max_memory, cfg.max_memory))
+    return fail(Error(Errc::invalid_argument, "--max-memory " + max_memory + ": expected a size").hint("for example --max-memory 4G, or 0 for no limit"));
+  if (*no_sandbox_flag) cfg.sandbox = false;
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
     if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());
@@ -393,8 +425,11 @@ int main(int argc, char** argv) {
   auto log = [verbose = cfg.verbose](std::string_view line) {
     if (verbose) log_line(line);
   };
+  const sandbox::Options box = sandbox_options(cfg);
+  if (auto s = sandbox::prepare(box, {}); !s.ok()) return fail(s.error());
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
+  if (auto s = sandbox::lock_down(box); !s.ok()) return fail(s.error());
   Handler handler(**engine, cfg.max_input, log);
   return serve_stdio(handler);
 }

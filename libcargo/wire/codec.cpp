@@ -23,6 +23,7 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::hop_limit: return "hop_limit";
     case ReplyStatus::unreachable: return "unreachable";
     case ReplyStatus::no_region: return "no_region";
+    case ReplyStatus::sandbox: return "sandbox";
   }
   return "unknown";
 }
@@ -88,7 +89,7 @@ public:
   }
   void status_field(ReplyStatus& out) {
     uint16_t v = u16();
-    if (!failed_ && v > uint16_t(ReplyStatus::no_region)) fail("unknown status " + std::to_string(v));
+    if (!failed_ && v > uint16_t(ReplyStatus::sandbox)) fail("unknown status " + std::to_string(v));
     out = ReplyStatus(v);
   }
   bool fail(const std::string& msg) {

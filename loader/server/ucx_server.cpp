@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "log.h"
+#include "sandbox.h"
 #include "net/ucx.h"
 #include "xcargo/cluster.h"
 
@@ -63,6 +64,7 @@ struct Slot {
   volatile sig_atomic_t in_kernel = 0;
   volatile int signo = 0;
   void* fault_addr = nullptr;
+  int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
   std::vector<uint8_t> altstack;
 };
 
@@ -76,9 +78,15 @@ void on_fault(int sig, siginfo_t* info, void*) {
     s->in_kernel = 0;
     s->signo = sig;
     s->fault_addr = info ? info->si_addr : nullptr;
+    s->syscall_nr = sig == SIGSYS && info ? info->si_syscall : -1;
     siglongjmp(s->env, 1);
   }
   if (sig == kTimeoutSignal) return;  // the kernel returned just before the signal came
+  if (sig == SIGSYS && info) {  // the loader's own code: the allow-list misses a call it needs
+    char line[96];
+    const int n = std::snprintf(line, sizeof line, "xcargo-loader: the sandbox refused system call %d made by the loader\n", info->si_syscall);
+    if (n > 0) (void)!::write(2, line, size_t(n));
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -88,7 +96,7 @@ void install_fault_handlers() {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
 }
 
 uint64_t request_id_of(MsgType type, ByteView header) {
@@ -447,6 +455,14 @@ struct UcxServer::Impl {
     if (s.signo == kTimeoutSignal) {  // the monitor logged it
       m.status = ReplyStatus::timeout;
       m.message = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s and was stopped; the node recovered";
+    } else if (s.signo == SIGSYS) {
+      const std::string call = sandbox::syscall_name(s.syscall_nr);
+      const std::string what = "the sandbox stopped the kernel: it made the system call " + call +
+                               " itself (kernels may only call the xcargo API)";
+      log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
+      set_incident(what);
+      m.status = ReplyStatus::sandbox;
+      m.message = what + "; the node recovered";
     } else {
       char what[160];
       std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", s.signo, strsignal(s.signo), s.fault_addr);

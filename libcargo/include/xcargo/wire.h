@@ -56,6 +56,7 @@ enum class ReplyStatus : uint16_t {
   hop_limit = 12,       // a forwarded computation went past the node's hop limit
   unreachable = 13,     // a forward's next node, or the client, could not be reached
   no_region = 14,       // the node has no memory region of that name
+  sandbox = 15,         // the sandbox stopped the kernel (a system call of its own); the node recovered
 };
 const char* status_name(ReplyStatus s);
 

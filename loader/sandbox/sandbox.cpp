@@ -1,0 +1,204 @@
+// Worker sandbox: seccomp filters (libseccomp for the allow-list, a raw BPF program for the
+// instruction-pointer rule), the address-space limit, no new privileges, closed descriptors.
+#include "sandbox.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+namespace xcargo::loader::sandbox {
+
+namespace {
+
+#if defined(__x86_64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+#error "xcargo-loader's sandbox knows x86_64 and aarch64"
+#endif
+
+// What the worker calls after start-up: UCX (tcp, shared memory, connection set-up reads
+// /sys and asks interfaces with ioctl), ORC (mmap, mprotect), the disk cache, the trust
+// watcher, logging, threads. Names unknown on this architecture are skipped.
+constexpr const char* kAllowed[] = {
+    // files and descriptors
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "openat", "open", "newfstatat", "fstat",
+    "stat", "lstat", "statx", "lseek", "fcntl", "ioctl", "getdents64", "readlink", "readlinkat", "access",
+    "faccessat", "faccessat2", "statfs", "fstatfs", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir",
+    "mkdirat", "fsync", "fdatasync", "fchmod", "ftruncate", "fallocate", "dup", "dup2", "dup3", "pipe2", "eventfd2",
+    "memfd_create", "getcwd", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    // waiting
+    "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect6",
+    // sockets (socket() is limited to the families below)
+    "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "setsockopt",
+    "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+    // memory, and UCX's shared-memory transports (SysV, POSIX, CMA)
+    "mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "set_mempolicy", "get_mempolicy", "mbind", "shmget",
+    "shmat", "shmdt", "shmctl", "process_vm_readv", "process_vm_writev", "membarrier",
+    // threads, signals, time
+    "futex", "set_robust_list", "get_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid",
+    "getuid", "geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
+    "restart_syscall", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+    "sched_yield", "sched_getaffinity", "getcpu", "getrandom", "uname", "prlimit64", "getrlimit", "getrusage",
+    "sysinfo", "madvise", "prctl", "set_tid_address", "arch_prctl",
+};
+
+Error sys_error(const std::string& what, int err) {
+  return Error(Errc::io, "sandbox: " + what + ": " + std::strerror(err));
+}
+
+// Executable mappings backed by a file, and the vDSO: where system calls may come from.
+struct Range {
+  uint64_t lo, hi;  // [lo, hi)
+  bool libc;
+};
+
+std::vector<Range> code_ranges() {
+  std::vector<Range> out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    char perms[8] = {}, path[512] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %*s %*s %*s %511s", &lo, &hi, perms, path) < 3) continue;
+    if (perms[2] != 'x') continue;
+    const std::string p = path;
+    if (p.empty() || (p[0] != '/' && p != "[vdso]" && p != "[vsyscall]")) continue;  // anonymous: JIT and kernels
+    if (p.size() > 10 && p.compare(p.size() - 10, 10, " (deleted)") == 0) continue;
+    out.push_back({lo, hi, p.find("/libc.so") != std::string::npos});
+  }
+  // libc first: nearly every system call comes from it, so the filter's common path is short.
+  std::stable_partition(out.begin(), out.end(), [](const Range& r) { return r.libc; });
+  return out;
+}
+
+// Filter 1: a system call whose instruction pointer is outside every code range traps.
+Status install_ip_filter() {
+  std::vector<Range> ranges;
+  for (const Range& r : code_ranges()) {  // split at 4 GiB boundaries: one high word per range
+    uint64_t lo = r.lo;
+    while (lo < r.hi) {
+      const uint64_t boundary = lo | 0xffffffffull;  // the last byte with lo's high word
+      const uint64_t next = r.hi - 1 <= boundary ? r.hi : boundary + 1;
+      ranges.push_back({lo, next, r.libc});
+      lo = next;
+    }
+  }
+  if (ranges.empty()) return Error(Errc::io, "sandbox: /proc/self/maps lists no code; cannot build the filter");
+  constexpr uint32_t kIpLo = offsetof(seccomp_data, instruction_pointer);
+  constexpr uint32_t kIpHi = kIpLo + 4;
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the filter reads the instruction pointer as two words");
+  std::vector<sock_filter> prog = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+  };
+  for (const Range& r : ranges) {
+    const uint32_t high = uint32_t(r.lo >> 32), lo = uint32_t(r.lo), last = uint32_t(r.hi - 1);
+    // if (ip.hi == high && ip.lo >= lo && ip.lo <= last) allow; else go on to the next range
+    prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kIpHi));
+    prog.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, high, 0, 4));
+    prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kIpLo));
+    prog.push_back(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, lo, 0, 2));
+    prog.push_back(BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, last, 1, 0));
+    prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  }
+  prog.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+  if (prog.size() > BPF_MAXINSNS) return Error(Errc::limit, "sandbox: too many code mappings for one filter (" + std::to_string(ranges.size()) + ")");
+  sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog) != 0)
+    return sys_error("installing the code-origin filter", errno);
+  return {};
+}
+
+// Filter 2: the allow-list, with argument rules for socket, clone and signals.
+Status install_allow_list() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
+  if (!ctx) return Error(Errc::io, "sandbox: seccomp_init failed");
+  struct Free {
+    scmp_filter_ctx c;
+    ~Free() { seccomp_release(c); }
+  } release{ctx};
+  auto check = [](int rc, const char* what) -> Status {
+    if (rc < 0) return sys_error(what, -rc);
+    return {};
+  };
+  for (const char* name : kAllowed) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
+  }
+  for (int family : {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK})
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
+  // Threads only: clone must share the address space and be a thread. clone3 passes its flags
+  // in memory a filter cannot read; ENOSYS makes the C library fall back to clone.
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM)),
+               "clone"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3"));
+  // Signals only to this process (the monitor's time-out signal, raise()).
+  const uint64_t self = uint64_t(::getpid());
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "tgkill"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "kill"));
+  XC_TRY(check(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1), "thread synchronisation"));
+  XC_TRY(check(seccomp_load(ctx), "loading the allow-list"));
+  return {};
+}
+
+}  // namespace
+
+Status prepare(const Options& o, std::initializer_list<int> keep_fds) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
+  if (o.address_space) {
+    rlimit rl{o.address_space, o.address_space};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) return sys_error("setting the address-space limit", errno);
+  }
+  if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
+    ::dup2(null, 0);
+    ::close(null);
+  }
+  std::vector<int> keep(keep_fds);
+  std::sort(keep.begin(), keep.end());
+  unsigned from = 3;
+  for (int fd : keep) {
+    if (fd < 3) continue;
+    if (unsigned(fd) > from) ::syscall(SYS_close_range, from, unsigned(fd) - 1, 0);
+    from = unsigned(fd) + 1;
+  }
+  ::syscall(SYS_close_range, from, ~0u, 0);
+  return {};
+}
+
+Status lock_down(const Options& o) {
+  if (!o.syscall_filter) return {};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
+  XC_TRY(install_ip_filter());  // first: the allow-list refuses seccomp() itself
+  return install_allow_list();
+}
+
+std::string syscall_name(int nr) {
+  char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+  std::string s = name ? std::string(name) : "system call " + std::to_string(nr);
+  std::free(name);
+  return s;
+}
+
+}  // namespace xcargo::loader::sandbox

@@ -55,7 +55,10 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
           return bad("true or false");
         }
       }
-      else if (key == "timeout") c.timeout_s = v.as<unsigned>();
+      else if (key == "timeout") {
+        c.timeout_s = v.as<double>();
+        if (!(c.timeout_s >= 0.001 && c.timeout_s <= 86400)) return bad("from 0.001 to 86400 seconds");
+      }
       else if (key == "node_id") c.node_id = v.as<uint32_t>();
       else if (key == "cluster") c.cluster = v.as<std::string>();
       else if (key == "regions") {

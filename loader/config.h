@@ -20,7 +20,7 @@ struct LoaderConfig {
   uint64_t max_cargo = 256ull << 20;
   uint64_t max_input = 256ull << 20;
   uint64_t max_reply = 64ull << 20;
-  unsigned timeout_s = 10;  // per invocation
+  double timeout_s = 10;    // per invocation, in seconds (fractions allowed)
   unsigned executors = 4;   // requests that can run at once
   unsigned spin_us = 1000;  // an idle loader polls this long before it sleeps
   unsigned inline_us = 20;  // quick kernels run on the receiving thread (0: never)

@@ -281,7 +281,7 @@ int supervise(LoaderConfig cfg) {
       if (g_stop && !forwarded) {
         ::kill(pid, SIGTERM);
         forwarded = true;
-        kill_at = Clock::now() + std::chrono::seconds(cfg.timeout_s + 2);  // a kernel may still be running
+        kill_at = Clock::now() + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000) + 2000);  // a kernel may still be running
       }
       if (forwarded) {
         if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
@@ -307,11 +307,14 @@ int supervise(LoaderConfig cfg) {
                                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
     log_line("worker stopped: " + why + "; restarting it");
     flush_log();
+    const bool kernel_incident = incident[0] != '\0';
     incident[0] = '\0';
+    // A worker that keeps dying on its own (not a kernel the worker caught and reported,
+    // which needs a request each time) is in a crash loop: slow down.
     const auto now = Clock::now();
-    restarts.push_back(now);
+    if (!kernel_incident) restarts.push_back(now);
     while (!restarts.empty() && now - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
-    if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // crash loop: slow down
+    if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
 
@@ -337,7 +340,8 @@ int main(int argc, char** argv) {
   auto* max_cargo = app.add_option("--max-cargo", flags.max_cargo, "Largest cargo accepted, in bytes");
   auto* max_input = app.add_option("--max-input", flags.max_input, "Largest invocation input accepted, in bytes");
   auto* max_reply = app.add_option("--max-reply", flags.max_reply, "Largest reply a kernel may send, in bytes");
-  auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds");
+  auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds (fractions allowed)")
+                      ->check(CLI::Range(0.001, 86400.0));
   auto* node_id = app.add_option("--node-id", flags.node_id, "This node's id (what xc_node_id() returns)");
   auto* executors = app.add_option("--executors", flags.executors, "Requests that can run at once")->check(CLI::Range(1, 256));
   auto* inline_us = app.add_option("--inline-us", flags.inline_us,
@@ -426,7 +430,7 @@ int main(int argc, char** argv) {
     if (verbose) log_line(line);
   };
   const sandbox::Options box = sandbox_options(cfg);
-  if (auto s = sandbox::prepare(box, {}); !s.ok()) return fail(s.error());
+  if (auto s = sandbox::prepare(box, {0}); !s.ok()) return fail(s.error());  // stdin: the client
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   if (auto s = sandbox::lock_down(box); !s.ok()) return fail(s.error());

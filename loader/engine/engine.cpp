@@ -271,7 +271,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   }
   cargo->invocations++;
   const auto t0 = Clock::now();
-  r.kernel_return = e.fn(&ctx, input.data(), input.size());
+  r.kernel_return = e.fn(kernel_handle(&ctx), input.data(), input.size());
   const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   r.kernel_ns = ns;
   if (e.runs.fetch_add(1, std::memory_order_relaxed) > 0) {

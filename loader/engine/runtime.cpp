@@ -1,6 +1,8 @@
 // The runtime API implementation (xc_reply, xc_alloc, ...) and the allowed-symbol table.
 #include "runtime.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -8,9 +10,28 @@
 #include "regions.h"
 #include "xcargo/abi.h"
 
+namespace {
+thread_local xc_ctx* t_ctx = nullptr;
+thread_local void* t_handle = nullptr;
+
+// The context behind a kernel's handle; null for any other pointer.
+xc_ctx* real(xc_ctx* handle) { return handle && handle == t_handle ? t_ctx : nullptr; }
+}  // namespace
+
+xc_ctx* xcargo::loader::kernel_handle(xc_ctx* ctx) {
+  if (!t_handle) {
+    void* page = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return nullptr;  // the kernel's runtime calls then fail
+    t_handle = page;
+  }
+  t_ctx = ctx;
+  return static_cast<xc_ctx*>(t_handle);
+}
+
 extern "C" {
 
 int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
+  if (!(ctx = real(ctx))) return -1;
   if (ctx->forwarded) return -1;
   if (len > ctx->max_reply - ctx->reply.size() || (len && !data)) {
     ctx->reply_overflow = true;
@@ -22,6 +43,7 @@ int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
 }
 
 void* xc_alloc(xc_ctx* ctx, size_t len) {
+  if (!(ctx = real(ctx))) return nullptr;
   if (len == 0) len = 1;
   if (len > ctx->alloc_budget) return nullptr;
   // glibc malloc, behind operator new[], returns 16-byte aligned blocks on x86-64 and aarch64.
@@ -33,11 +55,12 @@ void* xc_alloc(xc_ctx* ctx, size_t len) {
 }
 
 void xc_log(xc_ctx* ctx, const char* msg) {
-  if (!msg) return;
+  if (!(ctx = real(ctx)) || !msg) return;
   if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, std::string_view(msg, strnlen(msg, 1024)));
 }
 
 int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, size_t len) {
+  if (!(ctx = real(ctx))) return -1;
   if (ctx->forwarded || !ctx->reply.empty() || ctx->max_forward_input == 0) return -1;
   if (node >= ctx->node_count || node == ctx->node_id || !entry || len > ctx->max_forward_input || (len && !in)) return -1;
   const size_t n = strnlen(entry, 65);
@@ -51,7 +74,7 @@ int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, si
 }
 
 void* xc_region(xc_ctx* ctx, const char* name, size_t* len) {
-  if (!ctx->regions || !name) return nullptr;
+  if (!(ctx = real(ctx)) || !ctx->regions || !name) return nullptr;
   xcargo::loader::Region* r = ctx->regions->find(std::string_view(name, strnlen(name, 65)));
   if (!r) return nullptr;
   if (len) *len = r->length;
@@ -59,7 +82,7 @@ void* xc_region(xc_ctx* ctx, const char* name, size_t* len) {
 }
 
 void* xc_region_create(xc_ctx* ctx, const char* name, size_t len) {
-  if (!ctx->regions || !name) return nullptr;
+  if (!(ctx = real(ctx)) || !ctx->regions || !name) return nullptr;
   auto r = ctx->regions->create(std::string_view(name, strnlen(name, 65)), len);
   if (!r.ok()) {
     if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, "xc_region_create: " + r.error().message());
@@ -68,8 +91,8 @@ void* xc_region_create(xc_ctx* ctx, const char* name, size_t len) {
   return (*r)->base;
 }
 
-uint32_t xc_node_id(xc_ctx* ctx) { return ctx->node_id; }
-uint32_t xc_node_count(xc_ctx* ctx) { return ctx->node_count; }
+uint32_t xc_node_id(xc_ctx* ctx) { return (ctx = real(ctx)) ? ctx->node_id : 0; }
+uint32_t xc_node_count(xc_ctx* ctx) { return (ctx = real(ctx)) ? ctx->node_count : 0; }
 
 }  // extern "C"
 

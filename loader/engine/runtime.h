@@ -47,6 +47,11 @@ struct RuntimeSymbol {
   void* address;
 };
 
+// What a kernel gets as its xc_ctx*: not the context, but a read-only page of this thread's,
+// so that a kernel writing through it faults (and the worker restarts) instead of changing
+// the loader's state. The runtime functions map it back to ctx until the next call.
+xc_ctx* kernel_handle(xc_ctx* ctx);
+
 // One entry per name of abi::allowed_imports(), in the same order.
 const std::vector<RuntimeSymbol>& runtime_symbols();
 

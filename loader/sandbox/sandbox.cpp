@@ -171,11 +171,12 @@ Status prepare(const Options& o, std::initializer_list<int> keep_fds) {
     rlimit rl{o.address_space, o.address_space};
     if (::setrlimit(RLIMIT_AS, &rl) != 0) return sys_error("setting the address-space limit", errno);
   }
-  if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
-    ::dup2(null, 0);
-    ::close(null);
-  }
   std::vector<int> keep(keep_fds);
+  if (std::find(keep.begin(), keep.end(), 0) == keep.end())
+    if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
+      ::dup2(null, 0);
+      ::close(null);
+    }
   std::sort(keep.begin(), keep.end());
   unsigned from = 3;
   for (int fd : keep) {

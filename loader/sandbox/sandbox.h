@@ -15,7 +15,7 @@ struct Options {
 };
 
 // At the start of a worker, before anything else: no new privileges, the address-space limit,
-// stdin on /dev/null, and every other descriptor closed but keep_fds.
+// stdin on /dev/null unless keep_fds has 0, and every descriptor from 3 on closed but keep_fds.
 [[nodiscard]] Status prepare(const Options& options, std::initializer_list<int> keep_fds);
 
 // After start-up (UCX, LLVM, listener ready): seccomp filters on every thread of this process,

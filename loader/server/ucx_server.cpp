@@ -168,6 +168,12 @@ struct UcxServer::Impl {
     uint16_t type;
   } args[kMaxMsgType + 1] = {};
 
+  std::string limit_text() const {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g s", opt.timeout_s);
+    return s;
+  }
+
   void set_incident(const std::string& what) {
     if (!incident || !incident_size) return;
     size_t n = std::min(what.size(), incident_size - 1);
@@ -454,7 +460,7 @@ struct UcxServer::Impl {
     m.request_id = request_id;
     if (s.signo == kTimeoutSignal) {  // the monitor logged it
       m.status = ReplyStatus::timeout;
-      m.message = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s and was stopped; the node recovered";
+      m.message = "the kernel ran past the time limit of " + limit_text() + " and was stopped; the node recovered";
     } else if (s.signo == SIGSYS) {
       const std::string call = sandbox::syscall_name(s.syscall_nr);
       const std::string what = "the sandbox stopped the kernel: it made the system call " + call +
@@ -559,12 +565,28 @@ struct UcxServer::Impl {
   // at once (threads still inside kernels cannot be stopped any other way) and the
   // supervisor starts a fresh one.
   void flush_and_quit() {
+    // Replies still to send include one an executor posts just after setting `restart` (a
+    // deposed leader whose kernel crashed): keep taking them from the outbox.
+    auto drain = [&] {
+      std::deque<std::pair<ucp_ep_h, Step>> posted;
+      {
+        std::lock_guard<std::mutex> l(outbox_mu);
+        posted.swap(outbox);
+      }
+      for (auto& [ep, r] : posted) deliver(ep, std::move(r));
+    };
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);
-    while (in_flight > 0 && Clock::now() < deadline) ucp_worker_progress(w->worker());
+    do {
+      drain();
+      ucp_worker_progress(w->worker());
+    } while (in_flight > 0 && Clock::now() < deadline);
     // Linger briefly: a send complete here may not yet be read by the client, which would
     // otherwise see the connection drop first and report a lost node instead of the reply.
     const auto linger = Clock::now() + std::chrono::milliseconds(100);
-    while (Clock::now() < linger) ucp_worker_progress(w->worker());
+    while (Clock::now() < linger || (in_flight > 0 && Clock::now() < deadline)) {
+      drain();
+      ucp_worker_progress(w->worker());
+    }
     flush_log();
     _exit(75);
   }
@@ -592,7 +614,7 @@ struct UcxServer::Impl {
   // Hands progress on from a leader stuck in one request, and ends kernels past the limit.
   void monitor() {
     const int64_t promote_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opt.promote_after).count();
-    const int64_t limit_ns = int64_t(opt.timeout_s) * 1000000000;
+    const int64_t limit_ns = int64_t(opt.timeout_s * 1e9);
     int64_t last_busy = now_ns();
     int64_t hard_exit_at = 0;
     while (!quit) {
@@ -619,7 +641,7 @@ struct UcxServer::Impl {
         }
         if (now - since > limit_ns && !hard_exit_at) {
           std::shared_ptr<Job> j = s.job.load();
-          std::string what = "the kernel ran past the time limit of " + std::to_string(opt.timeout_s) + " s";
+          std::string what = "the kernel ran past the time limit of " + limit_text();
           const bool inline_run = s.phase.load() == 3;
           log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
           set_incident(what);

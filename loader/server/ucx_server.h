@@ -20,7 +20,7 @@ namespace xcargo::loader {
 struct ServerOptions {
   std::string listen;                                // HOST:PORT; port 0 picks a free one
   unsigned executors = 4;                            // threads that can run requests at once
-  unsigned timeout_s = 10;                           // per invocation
+  double timeout_s = 10;                             // per invocation, in seconds
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
   bool inline_quick = true;                          // quick kernels run inline (loader/README.md)
   std::chrono::microseconds spin{1000};              // an idle leader polls this long before it sleeps

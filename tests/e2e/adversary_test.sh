@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Adversarial kernels against real loaders (a 2-node cluster from scripts/cluster), each
+# repeated: every repetition gets a clear error and the node serves a good kernel right after;
+# no descriptors or memory leak in the loader over the repetitions.
+# usage: adversary_test.sh XCARGO SOURCE_DIR TLS [REPS] [RESTART_REPS]
+#   REPS (default 1000): repetitions of kernels the worker survives (over-allocation, huge
+#   replies, forwarding in a cycle, clients that vanish mid-invocation).
+#   RESTART_REPS (default 20): repetitions of kernels after which the worker is replaced
+#   (crashes, time-outs, sandbox kills); each costs a restart of about 0.2 s.
+X=$1
+SRC=$2
+TLS=$3
+REPS=${4:-1000}
+RESTART_REPS=${5:-20}
+BIN=$(dirname "$X")
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+export XCARGO_CLUSTER_DIR=$TMP/cluster
+trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+
+expect 0 '2 loaders up' -- "$SRC/scripts/cluster" up 2 --tls "$TLS" --bin "$BIN" -- \
+  --timeout 0.05 --max-hops 20 --max-reply 1048576 --max-memory 2G --executors 2
+source "$XCARGO_CLUSTER_DIR/env"
+KEY=$XCARGO_CLUSTER_DIR/signer.key
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>/dev/null
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>/dev/null
+NODE=$(grep address "$XCARGO_CLUSTER_DIR/cluster.yaml" | head -1 | awk '{print $2}')
+SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
+worker() { pgrep -P "$SUPERVISOR" | head -1; }
+fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+# adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
+adversary() {
+  local cargo=$1 entry=$2 status=$3 reps=$4 message=${5:-}
+  shift 5 2>/dev/null || shift $#
+  expect 0 "^$entry: $reps/$reps $status as expected, 0 wrong, 0 lost, 0 not served" -- \
+    "$BIN/xcargo-adversary" --to "$NODE" --cargo "$cargo" --entry "$entry" --expect "$status" --reps "$reps" \
+    --message "$message" "$@"
+}
+
+# Kernels the worker survives: its descriptors and memory must not grow over REPS runs.
+# killed_clients N: clients killed in the middle of an invocation; the reply has nowhere to go.
+killed_clients() {
+  for _ in $(seq "$1"); do
+    "$X" run faults.xcargo --entry burn --arg u64:40 --to "$NODE" >/dev/null 2>&1 &
+    sleep 0.03
+    kill -9 $! 2>/dev/null
+    wait $! 2>/dev/null
+  done
+}
+# Warm up: first allocations, code, the connection to the peer node.
+adversary adv.xcargo alloc_all ok 20
+adversary faults.xcargo huge_reply reply_too_large 20
+adversary adv.xcargo cycle hop_limit 20
+killed_clients 3
+sleep 1
+w=$(worker)
+fds0=$(fds "$w") rss0=$(rss_kb "$w")
+adversary adv.xcargo alloc_all ok "$REPS"
+"$X" run adv.xcargo --entry alloc_all --result u64 --to "$NODE" > got.txt 2>/dev/null
+check "xc_alloc stops at the 1 GiB budget per invocation" grep -qx 1024 got.txt
+adversary faults.xcargo huge_reply reply_too_large "$REPS" 'past the limit of 1048576 bytes'
+adversary adv.xcargo cycle hop_limit "$REPS" 'forwarded 21 times'
+killed_clients "$((REPS / 20))"
+adversary adv.xcargo alloc_all ok 10
+sleep 1
+fds1=$(fds "$w") rss1=$(rss_kb "$w")
+check "the same worker served all of it" test "$(worker)" = "$w"
+echo "worker: $fds0 -> $fds1 descriptors, RSS $rss0 -> $rss1 kB over $REPS repetitions of each and $((REPS / 20)) killed clients"
+check "no descriptors leak in the worker ($fds0 -> $fds1)" test "$fds1" -le "$fds0"
+check "the worker's memory grows less than 10 MB ($rss0 -> $rss1 kB)" test "$((rss1 - rss0))" -lt 10240
+
+# Kernels after which the worker is replaced; the supervisor must not leak across restarts.
+sfds0=$(fds "$SUPERVISOR") srss0=$(rss_kb "$SUPERVISOR")
+adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
+adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
+adversary faults.xcargo spin timeout "$RESTART_REPS" 'time limit of 0.05 s'
+adversary adv.xcargo stack_overflow crashed "$RESTART_REPS" 'signal 11'
+adversary adv.xcargo wild_code crashed "$RESTART_REPS" 'signal 11'
+adversary adv.xcargo wild_ctx crashed "$RESTART_REPS" 'signal 11'
+adversary adv.xcargo wild_far crashed "$RESTART_REPS" 'signal 11'
+for call in open:openat socket:socket execve:execve ptrace:ptrace getpid:getpid; do
+  adversary adv.xcargo "sys_${call%%:*}" sandbox "$RESTART_REPS" "made the system call ${call#*:} itself"
+done
+check "nothing ran: no file made by the execve kernel" test ! -e /tmp/xcargo-pwned
+sfds1=$(fds "$SUPERVISOR") srss1=$(rss_kb "$SUPERVISOR")
+echo "supervisor: $sfds0 -> $sfds1 descriptors, RSS $srss0 -> $srss1 kB over $((RESTART_REPS * 12)) restarts"
+check "no descriptors leak in the supervisor ($sfds0 -> $sfds1)" test "$sfds1" -le "$sfds0"
+check "the supervisor's memory grows less than 1 MB ($srss0 -> $srss1 kB)" test "$((srss1 - srss0))" -lt 1024
+check "the sandbox kills are logged with the call" grep -q 'the sandbox stopped the kernel: it made the system call execve itself' \
+  "$XCARGO_CLUSTER_DIR/node-0.log"
+check "the worker's sandbox is on (seccomp filters)" grep -q '^Seccomp:[[:space:]]*2' "/proc/$(worker)/status"
+check "the worker cannot gain privileges" grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$(worker)/status"
+if ! ldd "$BIN/xcargo-loader" | grep -q libasan; then  # sanitizer builds need terabytes of address space
+  check "the worker's address space is limited (2 GiB)" grep -q '^Max address space *2147483648 ' "/proc/$(worker)/limits"
+fi
+expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$NODE"
+finish

@@ -1,0 +1,102 @@
+// xcargo-adversary: invokes one misbehaving entry of a cargo on a node REPS times, checks that
+// every invocation gets the expected status with a message, and that the node then serves a
+// well-behaved entry ("ok", replying "fine"). After a status that restarts the node's worker
+// (crashed, timeout, sandbox) it reconnects and pushes the cargo again.
+// usage: xcargo-adversary --to HOST:PORT --cargo FILE --entry NAME --expect STATUS --reps N
+//        [--message TEXT] (a substring every message must contain) [--u64 N] (input)
+// Prints one summary line; exits 0 when every repetition went as expected, 1 otherwise.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tool_args.h"
+#include "xcargo/cargo.h"
+#include "xcargo/client.h"
+#include "xcargo/file.h"
+
+using namespace xcargo;
+
+namespace {
+
+using test::arg;
+
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-adversary", what, 2); }
+
+bool restarts_worker(wire::ReplyStatus s) {
+  return s == wire::ReplyStatus::crashed || s == wire::ReplyStatus::timeout || s == wire::ReplyStatus::sandbox;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string to = arg(argc, argv, "--to"), path = arg(argc, argv, "--cargo"), entry = arg(argc, argv, "--entry");
+  const std::string expect = arg(argc, argv, "--expect"), message = arg(argc, argv, "--message");
+  const long reps = std::atol(arg(argc, argv, "--reps", "1").c_str());
+  if (to.empty() || path.empty() || entry.empty() || expect.empty() || reps < 1)
+    die("usage: xcargo-adversary --to HOST:PORT --cargo FILE --entry NAME --expect STATUS --reps N [--message TEXT] [--u64 N]");
+  Bytes input;
+  if (std::string n = arg(argc, argv, "--u64"); !n.empty()) {
+    const uint64_t v = std::strtoull(n.c_str(), nullptr, 0);
+    input.resize(8);
+    std::memcpy(input.data(), &v, 8);
+  }
+  auto bytes = read_file(path, 1u << 30);
+  if (!bytes.ok()) die(bytes.error().message());
+  auto parsed = parse_container(*bytes);
+  if (!parsed.ok()) die(path + ": " + parsed.error().message());
+  const Digest digest = parsed->digest;
+
+  client::ConnectOptions co;
+  co.retry_ms = 15000;  // a worker restarting after a crash
+  std::unique_ptr<client::Connection> c;
+  long as_expected = 0, wrong = 0, lost = 0, unserved = 0;
+  std::string first_problem;
+  auto problem = [&](const std::string& what) {
+    if (first_problem.empty()) first_problem = what;
+  };
+  for (long i = 0; i < reps; ++i) {
+    if (!c) {
+      auto nc = client::connect(to, co);
+      if (!nc.ok()) die("repetition " + std::to_string(i) + ": " + nc.error().message());
+      c = std::move(*nc);
+      auto p = c->push(*bytes);
+      if (!p.ok() || p->status != wire::ReplyStatus::ok)
+        die("repetition " + std::to_string(i) + ": push failed: " + (p.ok() ? p->message : p.error().message()));
+    }
+    auto r = c->invoke(digest, entry, input);
+    if (!r.ok()) {
+      ++lost;
+      problem("repetition " + std::to_string(i) + ": no reply: " + r.error().message());
+      c.reset();
+      continue;
+    }
+    const std::string status = wire::status_name(r->result.status);
+    if (status == expect && !r->result.message.empty() == (r->result.status != wire::ReplyStatus::ok) &&
+        r->result.message.find(message) != std::string::npos) {
+      ++as_expected;
+    } else {
+      ++wrong;
+      problem("repetition " + std::to_string(i) + ": " + status + ": " + r->result.message);
+    }
+    if (restarts_worker(r->result.status)) {
+      c.reset();  // that worker is gone; the next one gets a new connection
+      auto nc = client::connect(to, co);
+      if (!nc.ok()) die("repetition " + std::to_string(i) + ": the node did not come back: " + nc.error().message());
+      c = std::move(*nc);
+      auto p = c->push(*bytes);
+      if (!p.ok() || p->status != wire::ReplyStatus::ok) die("repetition " + std::to_string(i) + ": push after restart failed");
+    }
+    auto fine = c->invoke(digest, "ok", {});
+    if (!fine.ok() || fine->result.status != wire::ReplyStatus::ok ||
+        std::string(fine->output.begin(), fine->output.end()) != "fine") {
+      ++unserved;
+      problem("repetition " + std::to_string(i) + ": the node did not serve 'ok' afterwards");
+      c.reset();
+    }
+  }
+  std::printf("%s: %ld/%ld %s as expected, %ld wrong, %ld lost, %ld not served afterwards%s%s\n", entry.c_str(), as_expected,
+              reps, expect.c_str(), wrong, lost, unserved, first_problem.empty() ? "" : "; first: ", first_problem.c_str());
+  return as_expected == reps && unserved == 0 ? 0 : 1;
+}

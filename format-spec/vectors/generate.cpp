@@ -3,9 +3,13 @@
 // and the keys are fixed (keys/), so regenerating gives the committed bytes.
 //
 // usage: xcargo-vectors KEYDIR OUTDIR
+#include <zstd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "../../libcargo/common/le.h"
@@ -109,6 +113,65 @@ std::string replace(std::string s, const std::string& from, const std::string& t
 
 uint8_t* section_entry(Bytes& b, size_t i) { return b.data() + fmt::kHeaderSize + i * fmt::kSectionEntrySize; }
 
+// A zstd frame of `size` zero bytes, compressed in 1 MiB steps (the generator never holds
+// the whole): a decompression bomb. with_size: the frame header states the content size.
+Bytes zero_bomb(uint64_t size, bool with_size) {
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 1);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, with_size ? 1 : 0);
+  if (with_size) ZSTD_CCtx_setPledgedSrcSize(cctx.get(), size);
+  const Bytes zeros(1 << 20, 0);
+  Bytes out(1 << 20);
+  Bytes frame;
+  for (uint64_t done = 0; done < size;) {
+    const size_t n = size_t(std::min<uint64_t>(zeros.size(), size - done));
+    done += n;
+    ZSTD_inBuffer in{zeros.data(), n, 0};
+    const ZSTD_EndDirective end = done == size ? ZSTD_e_end : ZSTD_e_continue;
+    size_t left = 0;
+    do {
+      ZSTD_outBuffer o{out.data(), out.size(), 0};
+      left = ZSTD_compressStream2(cctx.get(), &o, &in, end);
+      if (ZSTD_isError(left)) die(std::string("zstd: ") + ZSTD_getErrorName(left));
+      frame.insert(frame.end(), out.begin(), out.begin() + o.pos);
+    } while (in.pos < in.size || (end == ZSTD_e_end && left != 0));
+  }
+  return frame;
+}
+
+// Rewrites the content size in a zstd frame header (a 4-byte field) to `size`.
+Bytes with_frame_content_size(Bytes frame, uint32_t size) {
+  const uint8_t fhd = frame[4];
+  const bool single = (fhd >> 5) & 1;
+  const size_t did[] = {0, 1, 2, 4};
+  const size_t pos = 5 + (single ? 0 : 1) + did[fhd & 3];
+  if ((fhd >> 6) != 2) die("zstd bomb: expected a 4-byte content size field");
+  le::store32(frame.data() + pos, size);
+  return frame;
+}
+
+// The base cargo (plain zstd) plus an ancillary section (kind 0x8001) that declares raw_size
+// bytes and whose stored bytes are `stored`, with the table's stored size and digest to match.
+Bytes with_ancillary_stored(const Bytes& stored, uint64_t raw_size) {
+  std::vector<RawSection> s = sections_with(base_manifest_text());
+  s.push_back({0x8001, Bytes(raw_size, 0)});
+  Bytes b = must(write_sections(s, {1, false}), "write");
+  auto c = must(parse_container(b), "parse");
+  const size_t last = c.sections.size() - 1;
+  const uint64_t offset = c.sections[last].offset;
+  Bytes tail(b.begin() + c.content_size, b.end());  // the empty signature block
+  b.resize(offset);
+  b.insert(b.end(), stored.begin(), stored.end());
+  uint8_t* e = section_entry(b, last);
+  le::store64(e + fmt::kSecStoredSize, stored.size());
+  le::store64(e + fmt::kSecRawSize, raw_size);
+  const Digest d = sha256(stored);
+  std::memcpy(e + fmt::kSecStoredSha256, d.data(), d.size());
+  le::store64(b.data() + fmt::kHdrContentSize, b.size());
+  b.insert(b.end(), tail.begin(), tail.end());
+  return b;
+}
+
 struct Vector {
   const char* name;
   const char* expect;  // "success" or an errc_name()
@@ -199,6 +262,22 @@ int main(int argc, char** argv) {
          s[1].raw.resize(s[1].raw.size() + 4096, 0);  // the frame decompresses to 4 KiB more
          Bytes b = must(write_sections(s), "write");
          le::store64(section_entry(b, 1) + fmt::kSecRawSize, fake_bitcode().size());
+         return sign(b);
+       }},
+      {"zstd-bomb", "malformed", "section 3 (ancillary, raw size 1 MiB) is a zstd frame of 1 GiB of zeros (32 KiB stored) that says so",
+       [&] { return sign(with_ancillary_stored(zero_bomb(1ull << 30, true), 1 << 20)); }},
+      {"zstd-bomb-unsized", "malformed", "section 3 is the 1 GiB bomb with no content size in its frame header",
+       [&] { return sign(with_ancillary_stored(zero_bomb(1ull << 30, false), 1 << 20)); }},
+      {"zstd-bomb-lying", "malformed", "section 3 is the 1 GiB bomb whose frame header claims the 1 MiB of its raw size",
+       [&] { return sign(with_ancillary_stored(with_frame_content_size(zero_bomb(1ull << 30, true), 1 << 20), 1 << 20)); }},
+      {"manifest-oversized", "limit", "the manifest declares a raw size of 256 KiB + 1",
+       [&] { Bytes b = unsigned_cargo(); le::store64(section_entry(b, 0) + fmt::kSecRawSize, (256u << 10) + 1); return sign(b); }},
+      {"total-raw-size-over-limit", "limit", "five ancillary sections each declare 60 MiB: 300 MiB in all",
+       [&] {
+         std::vector<RawSection> s = sections_with(base_manifest_text());
+         for (int i = 0; i < 5; ++i) s.push_back({0x8001, Bytes(64, uint8_t(i))});
+         Bytes b = must(write_sections(s, {19, false}), "write");
+         for (size_t i = 3; i < s.size(); ++i) le::store64(section_entry(b, i) + fmt::kSecRawSize, 60ull << 20);
          return sign(b);
        }},
       {"payload-not-elf", "malformed", "the object variant's payload is not ELF",

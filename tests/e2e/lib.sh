@@ -11,7 +11,7 @@ expect() {
   local code=$1 regex=$2
   shift 3
   local out rc
-  out=$(timeout 60 "$@" 2>&1)  # a hang fails the check instead of the whole run
+  out=$(timeout "${EXPECT_TIMEOUT:-60}" "$@" 2>&1)  # a hang fails the check instead of the whole run
   rc=$?
   checks=$((checks + 1))
   if [ "$rc" -ne "$code" ]; then

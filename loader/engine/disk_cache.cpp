@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -23,6 +24,12 @@ Result<DiskCache> DiskCache::open(const std::string& dir) {
   std::filesystem::create_directories(dir + "/jit", ec);
   if (ec) return Error(Errc::io, dir + ": cannot create the cache directory: " + ec.message());
   if (::access((dir + "/jit").c_str(), W_OK) != 0) return Error(Errc::io, dir + ": cache directory is not writable");
+  // Writes cut short (a loader killed mid-write) leave temporary files; never entries. A
+  // minute-old one has no writer left, even with loaders sharing the directory.
+  const auto stale = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(1);
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/jit", ec))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos && e.last_write_time(ec) < stale)
+      std::filesystem::remove(e.path(), ec);
   c.dir_ = dir;
   return c;
 }

@@ -35,6 +35,7 @@ int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(C
 // A request copied out of the AM callback (or still arriving by rendezvous).
 struct Job {
   ucp_ep_h ep = nullptr;          // null for forwards, which answer the client by address
+  uint64_t serial = 0;            // ep's connection (an ep address is reused after a close)
   MsgType type{};
   Bytes header, data;
   Bytes reply_address;            // invoke: the client's, from its hello
@@ -138,7 +139,14 @@ struct UcxServer::Impl {
   std::string address;
 
   // Touched only by the leader (the one thread that may call into UCX).
-  std::map<ucp_ep_h, Bytes> eps;            // accepted endpoints, with the client's UCX address
+  // Accepted endpoints: the client's UCX address, and a serial number telling this connection
+  // from a later one that UCX gives the same ep address.
+  struct Client {
+    Bytes address;
+    uint64_t serial = 0;
+  };
+  std::map<ucp_ep_h, Client> eps;
+  uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
   std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
@@ -147,7 +155,12 @@ struct UcxServer::Impl {
 
   // Replies from threads that are no longer leader, and the restart request.
   std::mutex outbox_mu;
-  std::deque<std::pair<ucp_ep_h, Step>> outbox;
+  struct Posted {
+    ucp_ep_h ep;
+    uint64_t serial;
+    Step step;
+  };
+  std::deque<Posted> outbox;
   std::atomic<bool> restart{false};
   std::atomic<bool> quit{false};
 
@@ -185,7 +198,7 @@ struct UcxServer::Impl {
     auto* self = static_cast<Impl*>(arg);
     auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
     if (!ep.ok()) return self->log(ep.error().message());
-    self->eps[*ep];
+    self->eps[*ep].serial = self->next_serial++;
   }
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
@@ -219,7 +232,7 @@ struct UcxServer::Impl {
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
     if (type == MsgType::region) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::hello && self->eps.count(param->reply_ep))  // keep the client's address
-      if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep] = h->reply_address;
+      if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep].address = h->reply_address;
     if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
         !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
@@ -227,6 +240,7 @@ struct UcxServer::Impl {
       return UCS_OK;
     auto job = std::make_shared<Job>();
     job->ep = has_ep ? param->reply_ep : nullptr;
+    if (auto it = self->eps.find(job->ep); it != self->eps.end()) job->serial = it->second.serial;
     job->type = type;
     job->header.assign(hv.begin(), hv.end());
     if (type == MsgType::invoke) job->reply_address = self->client_address(job->ep);
@@ -266,7 +280,13 @@ struct UcxServer::Impl {
   const Bytes& client_address(ucp_ep_h ep) const {
     static const Bytes none;
     auto it = eps.find(ep);
-    return it == eps.end() ? none : it->second;
+    return it == eps.end() ? none : it->second.address;
+  }
+
+  // ep if it is still the connection a request came on; else null (its reply is dropped).
+  ucp_ep_h live(ucp_ep_h ep, uint64_t serial) const {
+    auto it = eps.find(ep);
+    return it != eps.end() && it->second.serial == serial ? ep : nullptr;
   }
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
@@ -428,10 +448,10 @@ struct UcxServer::Impl {
     if (ucp_ep_h c = client_ep(f.reply_address)) send_on(c, {MsgType::result, encode(m), {}});
   }
 
-  void post(ucp_ep_h ep, Step&& s) {
+  void post(ucp_ep_h ep, uint64_t serial, Step&& s) {
     {
       std::lock_guard<std::mutex> l(outbox_mu);
-      outbox.emplace_back(ep, std::move(s));
+      outbox.push_back(Posted{ep, serial, std::move(s)});
     }
     w->wake();
   }
@@ -521,12 +541,7 @@ struct UcxServer::Impl {
       // One progress call, then whatever it delivered: every progress call also polls the
       // TCP interface (a system call), so a request should cost as few of them as possible.
       if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
-      std::deque<std::pair<ucp_ep_h, Step>> posted;
-      {
-        std::lock_guard<std::mutex> l(outbox_mu);
-        posted.swap(outbox);
-      }
-      for (auto& [ep, r] : posted) deliver(ep, std::move(r));
+      const bool posted = drain_outbox();
       if (restart) return flush_and_quit();
       if (!jobs.empty() && jobs.front()->ready) {
         last_activity = Clock::now();
@@ -543,13 +558,13 @@ struct UcxServer::Impl {
         me.phase = 0;
         me.job.store(nullptr);
         if (still_leader) {
-          deliver(j->ep, std::move(r));
+          deliver(live(j->ep, j->serial), std::move(r));
           continue;
         }
-        post(j->ep, std::move(r));  // the new leader sends it
+        post(j->ep, j->serial, std::move(r));  // the new leader sends it
         return;
       }
-      if (!posted.empty() || !jobs.empty()) continue;
+      if (posted || !jobs.empty()) continue;
       if (ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
         last_activity = Clock::now();
         continue;
@@ -561,30 +576,33 @@ struct UcxServer::Impl {
     }
   }
 
+  // Sends the replies executors and the monitor posted; false if there were none.
+  bool drain_outbox() {
+    std::deque<Posted> posted;
+    {
+      std::lock_guard<std::mutex> l(outbox_mu);
+      posted.swap(outbox);
+    }
+    for (Posted& p : posted) deliver(live(p.ep, p.serial), std::move(p.step));
+    return !posted.empty();
+  }
+
   // After a kernel crash or time-out: the replies are sent, then the worker process ends
   // at once (threads still inside kernels cannot be stopped any other way) and the
   // supervisor starts a fresh one.
   void flush_and_quit() {
     // Replies still to send include one an executor posts just after setting `restart` (a
     // deposed leader whose kernel crashed): keep taking them from the outbox.
-    auto drain = [&] {
-      std::deque<std::pair<ucp_ep_h, Step>> posted;
-      {
-        std::lock_guard<std::mutex> l(outbox_mu);
-        posted.swap(outbox);
-      }
-      for (auto& [ep, r] : posted) deliver(ep, std::move(r));
-    };
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);
     do {
-      drain();
+      drain_outbox();
       ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
     // Linger briefly: a send complete here may not yet be read by the client, which would
     // otherwise see the connection drop first and report a lost node instead of the reply.
     const auto linger = Clock::now() + std::chrono::milliseconds(100);
     while (Clock::now() < linger || (in_flight > 0 && Clock::now() < deadline)) {
-      drain();
+      drain_outbox();
       ucp_worker_progress(w->worker());
     }
     flush_log();
@@ -652,7 +670,7 @@ struct UcxServer::Impl {
             m.request_id = request_id_of(j->type, j->header);
             m.status = ReplyStatus::timeout;
             m.message = what + " and was stopped; the node recovered";
-            post(j->ep, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
+            post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
           }
           restart = true;
           w->wake();
@@ -674,7 +692,7 @@ UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
   if (!impl_->w) return;
-  for (const auto& [ep, address] : impl_->eps) Impl::close_ep(ep);
+  for (const auto& [ep, client] : impl_->eps) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
   for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);

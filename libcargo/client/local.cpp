@@ -98,6 +98,9 @@ private:
     int ws = 0;
     if (pid_ > 0 && ::waitpid(pid_, &ws, 0) == pid_) {
       pid_ = -1;
+      if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
+        return Error(Errc::remote, "the sandbox stopped the kernel: it made a system call itself (kernels may only "
+                                   "call the xcargo API); the local loader was killed by signal " + std::to_string(SIGSYS));
       if (WIFSIGNALED(ws))
         return Error(Errc::remote, std::string("the kernel crashed: the local loader was killed by signal ") +
                                        std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")");

@@ -38,6 +38,9 @@ expect 3 'kernel_error: the kernel returned 1' -- "$X" run hello.xcargo --entry 
 # Kernels that crash or hang: a clear error within the limit plus a second.
 expect 3 'the kernel crashed: .*signal 11' -- "$X" run faults.xcargo --entry segfault --trust k.pub
 expect 3 'the kernel crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --trust k.pub --prefer bitcode
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k -t x86_64 2>/dev/null
+expect 3 'the sandbox stopped the kernel: it made a system call itself' -- "$X" run adv.xcargo --entry sys_execve --trust k.pub
+expect 3 'the kernel crashed: .*signal 11' -- "$X" run adv.xcargo --entry wild_ctx --trust k.pub
 start=$(date +%s%N)
 expect 3 'ran past the time limit of 1 s' -- "$X" run faults.xcargo --entry spin --trust k.pub --timeout 1
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))

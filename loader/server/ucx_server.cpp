@@ -591,6 +591,12 @@ struct UcxServer::Impl {
   // at once (threads still inside kernels cannot be stopped any other way) and the
   // supervisor starts a fresh one.
   void flush_and_quit() {
+    // No new connections to a worker about to go: a client reconnecting at once must reach
+    // the next worker, not this one (its transport ports vanish with it).
+    if (listener) {
+      ucp_listener_destroy(listener);
+      listener = nullptr;
+    }
     // Replies still to send include one an executor posts just after setting `restart` (a
     // deposed leader whose kernel crashed): keep taking them from the outbox.
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);

@@ -58,7 +58,7 @@ constexpr const char* kAllowed[] = {
     "getuid", "geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
     "restart_syscall", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
     "sched_yield", "sched_getaffinity", "getcpu", "getrandom", "uname", "prlimit64", "getrlimit", "getrusage",
-    "sysinfo", "madvise", "prctl", "set_tid_address", "arch_prctl",
+    "sysinfo", "prctl", "set_tid_address", "arch_prctl",
 };
 
 Error sys_error(const std::string& what, int err) {

@@ -1,22 +1,29 @@
 // A mutex-protected buffer, flushed every 20 ms by a thread that sleeps when nothing is queued.
 #include "log.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace xcargo::loader {
 
 namespace {
 
+// Lines beyond this many unwritten bytes are dropped (and counted) rather than buffered: a
+// stderr nobody reads must not grow the loader without bound.
+constexpr size_t kMaxBuffered = 1 << 20;
+
 struct Log {
   std::mutex mu;
   std::condition_variable cv;
   std::string buf;
-  bool started = false;
+  bool started = false;  // the flusher thread runs in this process
+  size_t dropped = 0;
 
   void write_out(std::string& out) {
     size_t done = 0;
@@ -44,7 +51,22 @@ struct Log {
 };
 
 Log& the_log() {
-  static Log* log = new Log();  // never destroyed: the flusher thread may outlive main
+  // Never destroyed: the flusher thread may outlive main. A fork (the supervisor starting a
+  // worker) takes the lock so that the child inherits it free, and the child, which has no
+  // flusher thread, starts its own at its first line.
+  static Log* log = [] {
+    Log* g = new Log();
+    // The child gets a new mutex and condition variable: the inherited ones may count the
+    // parent's flusher as a waiter, and signalling that ghost would block forever.
+    ::pthread_atfork([] { the_log().mu.lock(); }, [] { the_log().mu.unlock(); },
+                     [] {
+                       Log& c = the_log();
+                       new (&c.mu) std::mutex();
+                       new (&c.cv) std::condition_variable();
+                       c.started = false;
+                     });
+    return g;
+  }();
   return *log;
 }
 
@@ -58,6 +80,14 @@ void log_line(std::string_view line) {
     std::thread([&g] { g.run(); }).detach();
   }
   const bool was_empty = g.buf.empty();
+  if (g.buf.size() + line.size() > kMaxBuffered) {
+    ++g.dropped;
+    return;
+  }
+  if (g.dropped) {
+    g.buf.append("xcargo-loader: (").append(std::to_string(g.dropped)).append(" log lines dropped: stderr was not read)\n");
+    g.dropped = 0;
+  }
   g.buf.append("xcargo-loader: ").append(line).append(1, '\n');
   if (was_empty) g.cv.notify_one();
 }

@@ -68,7 +68,7 @@ for i in 0 1 2; do
   "$CHASE" am-server --cluster am.yaml --node-id $i --length 3000 --seed 5 --spin-us 0 --ready-file am-ready-$i 2>/dev/null &
   am_pids+=($!)
 done
-for i in 0 1 2; do for _ in $(seq 200); do [ -s am-ready-$i ] && break; sleep 0.05; done; done
+for i in 0 1 2; do wait_file am-ready-$i || echo "FAIL: the AM baseline server $i did not start"; done
 am=$(timeout 60 "$CHASE" run --cluster "$C" --am-cluster am.yaml --mode am --length 3000 --seed 5 --repeat 1 | summary)
 kill "${am_pids[@]}" 2>/dev/null
 check "the walk visits all 3000 elements ($xrdma)" test "$(echo "$xrdma" | awk '{print $2}')" = 3000
@@ -79,12 +79,13 @@ expect 0 'chase +[0-9]+' -- "$X" ls --to "$(addr 1)"
 expect 0 '"regions": \[' -- "$X" ls --to "$(addr 1)" --json
 
 # A node that disappears mid-chain: the client hears about it, it does not hang.
-kill -TERM "$(awk '{print $2}' "$XCARGO_CLUSTER_DIR/pids")"
-sleep 0.5
+gone=$(awk '{print $2}' "$XCARGO_CLUSTER_DIR/pids")
+kill -TERM "$gone"
+eventually 30 "node 1 stops" bash -c "! kill -0 $gone"
 t0=$(date +%s%N)
 expect 3 'unreachable: the computation could not be forwarded to node 1' -- "$X" run hops.xcargo --entry tour --cluster "$C" --node 0
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
-check "the client heard within 10 s ($took ms)" test "$took" -lt 10000
+check "the client heard ($took ms, ceiling 20 s)" test "$took" -lt 20000
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --cluster "$C" --node 2
 
 finish

@@ -19,7 +19,7 @@ start() {
   "$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --cache cache --prefer bitcode 2>> node.log &
   sup=$!
   disown "$sup"
-  for _ in $(seq 200); do [ -s node.addr ] && break; sleep 0.05; done
+  wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
   node=$(cat node.addr)
 }
 # wait_bounded PID: waits up to 30 s for a child; its exit code, or 124 if it hangs (killed).
@@ -77,9 +77,12 @@ import os; names = os.listdir('cache/jit'); assert all(n.endswith('.o') or '.o.t
 # Killed in the middle of an invocation: the client is told, the next loader serves.
 for _ in 1 2 3; do
   "$X" push faults.xcargo --to "$node" >/dev/null 2>&1
+  w=$(pgrep -P "$sup" | head -1)
+  ticks0=$(awk '{print $14 + $15}' "/proc/$w/stat")
   "$X" run faults.xcargo --entry burn --arg u64:100000 --to "$node" > burn.out 2>&1 &
   client=$!
-  sleep 0.3
+  # Killed once the kernel runs: the worker has spent 0.1 s of CPU on it.
+  eventually 60 "the invocation runs" bash -c "test \$(awk '{print \$14 + \$15}' /proc/$w/stat) -ge $((ticks0 + 10))"
   kill9
   wait_bounded "$client"
   rc=$?

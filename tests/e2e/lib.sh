@@ -36,6 +36,60 @@ check() {
   fi
 }
 
+# now_ms: wall-clock milliseconds, for durations the tests print or compare.
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# eventually SECONDS DESCRIPTION CMD...: CMD succeeds within SECONDS, polled every 50 ms. For
+# what a loader does in the background (log lines written in batches, trust reloads): the
+# bound is a ceiling for a slow, busy machine, never a measurement. Returns CMD's last status.
+eventually() {
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$(( $(now_ms) + limit * 1000 ))
+  checks=$((checks + 1))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(now_ms)" -ge "$deadline" ]; then
+      echo "FAIL: $what (not within $limit s)"
+      failures=$((failures + 1))
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# lines_at_least N REGEX FILE: FILE has at least N lines matching REGEX (for eventually).
+lines_at_least() { [ "$(grep -Ec -- "$2" "$3" 2>/dev/null)" -ge "$1" ]; }
+
+# wait_file FILE [SECONDS]: waits (default 60 s) until FILE is non-empty; 1 if it never is.
+wait_file() {
+  local deadline=$(( $(now_ms) + ${2:-60} * 1000 ))
+  until [ -s "$1" ]; do
+    [ "$(now_ms)" -ge "$deadline" ] && return 1
+    sleep 0.05
+  done
+}
+
+# proc_fds PID, proc_rss_kb PID: a process's open descriptors and resident memory. They print
+# nothing and return 1 when the process is not there, so that a reading that could not be
+# taken fails its check (measure) instead of being shown as a number.
+proc_fds() { [ -d "/proc/$1/fd" ] && ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+proc_rss_kb() { awk '/^VmRSS/ {print $2; found=1} END {exit !found}' "/proc/$1/status" 2>/dev/null; }
+
+# measure VAR DESCRIPTION CMD...: VAR=$(CMD); a failed or empty reading fails with its reason.
+measure() {
+  local var=$1 what=$2 value
+  shift 2
+  if value=$("$@") && [ -n "$value" ]; then
+    printf -v "$var" '%s' "$value"
+    return 0
+  fi
+  checks=$((checks + 1))
+  failures=$((failures + 1))
+  echo "FAIL: could not measure $what: '$*' read nothing (is the process gone?)"
+  printf -v "$var" '%s' ""
+  return 1
+}
+
 finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]

@@ -12,6 +12,8 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 
 # start_loader NAME ARGS...: starts a loader on a free port, waits (bounded) for its ready file.
+# Time bounds below are ceilings for a slow machine busy with other work (sanitizer builds,
+# CPU hogs): they catch hangs and lost replies, never measure speed (scripts/bench-* do that).
 start_loader() {
   local name=$1
   shift
@@ -20,7 +22,7 @@ start_loader() {
   pids+=($!)
   disown $!
   eval "${name}_pid=$!"
-  for _ in $(seq 100); do [ -s "$name.addr" ] && break; sleep 0.05; done
+  wait_file "$name.addr" || echo "FAIL: loader $name did not start: $(tail -3 "$name.log")"
   eval "$name=\$(cat $name.addr)"
 }
 
@@ -51,15 +53,13 @@ expect 1 'refused the cargo: .*no signature by a trusted key' -- "$X" push sgemm
 python3 -c "
 b=bytearray(open('hello.xcargo','rb').read()); b[-300]^=1; open('tampered.xcargo','wb').write(b)"
 expect 1 'digest mismatch' -- "$X" push tampered.xcargo --to "$node"
-sleep 0.2
-check "refusals are logged" grep -q 'refused push: not_signed' node.log
+eventually 10 "refusals are logged" grep -q 'refused push: not_signed' node.log
 expect 3 "no_entry" -- "$X" run hello.xcargo --entry nope --to "$node"
 for sym in system execve dlopen; do
   "$(dirname "$X")/xcargo-forbidden-cargo" "evil-$sym.xcargo" k "$sym"
   expect 3 "refused the cargo: .*imports '$sym', outside the allowed kernel API" -- "$X" run "evil-$sym.xcargo" --entry run --to "$node"
 done
-sleep 0.2  # the loader writes its log in 20 ms batches
-check "the refused import is logged with its name" grep -q "refused push: import: .*'dlopen'" node.log
+eventually 10 "the refused import is logged with its name" grep -q "refused push: import: .*'dlopen'" node.log
 start_loader small --trust trust --max-cargo 1000
 expect 1 'refused the cargo: cargo of [0-9]+ bytes is over this node.s limit of 1000' -- "$X" run hello.xcargo --entry add --to "$small"
 expect 4 'could not reach 127.0.0.1:1' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
@@ -82,8 +82,8 @@ expect 0 '^[0-9]+$' -- "$X" run big.xcargo --entry at --arg u32:5 --result u32 -
 start_loader jit --trust trust --cache jitcache --prefer bitcode
 expect 0 'variant bitcode' -- "$X" run hello.xcargo --entry greet --to "$jit"
 kill -TERM "$jit_pid"
-for _ in $(seq 100); do kill -0 "$jit_pid" 2>/dev/null || break; sleep 0.05; done
-check "SIGTERM stops the loader cleanly" grep -q 'stopped' jit.log
+eventually 30 "SIGTERM stops the loader" bash -c "! kill -0 $jit_pid"
+check "SIGTERM stops the loader cleanly (its log says so)" grep -q 'stopped' jit.log
 start_loader jit2 --trust trust --cache jitcache --prefer bitcode
 expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result str --to "$jit2"
 "$X" ls --to "$jit2" --json > jit.json
@@ -100,7 +100,7 @@ rm -f cfg.addr
 "$LOADER" --config loader.yaml --ready-file cfg.addr 2> cfg.log &
 pids+=($!)
 disown $!
-for _ in $(seq 100); do [ -s cfg.addr ] && break; sleep 0.05; done
+wait_file cfg.addr
 expect 0 '^hello from node 7$' -- "$X" run hello.xcargo --entry greet --result str --to "$(cat cfg.addr)"
 expect 0 '' -- "$LOADER" --config "$SRC/loader/loader.example.yaml" --trust trust --exec </dev/null
 echo "colour: blue" >> loader.yaml
@@ -115,54 +115,68 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 kid=$("$X" inspect hello.xcargo --json | grep -m1 '"key_id"' | sed -E 's/.*"key_id": "([0-9a-f]+)".*/\1/')
 echo "$kid  # revoked by the test" > rtrust/revoked.txt
 expect 1 "revoked: $kid" -- "$X" verify hello.xcargo --trust rtrust
-sleep 1.5
+eventually 30 "the loader rereads its trust directory" grep -q 'trust: reloaded 1 keys; 1 loaded cargos no longer trusted' rnode.log
 expect 1 "refused.*revoked: $kid" -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to "$rnode"
-check "the loader logs the reload" grep -q 'trust: reloaded 1 keys; 1 loaded cargos no longer trusted' rnode.log
 rm rtrust/revoked.txt
-sleep 1.5
+eventually 30 "the loader rereads its trust directory again" lines_at_least 2 'trust: reloaded 1 keys' rnode.log
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$rnode"
 
-# Kernels that crash or hang: their client gets a clear error within the limit plus a second,
-# and the node serves everyone again within a second.
+# Kernels that crash or hang: their client gets a clear error soon after the limit, and the
+# node serves everyone again. A restart takes about 0.15 s on a quiet machine; the ceilings
+# (RECOVERY_MS, and the limit plus RECOVERY_MS) are for a slow one that is busy too.
+RECOVERY_MS=10000
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>/dev/null
-# --inline-us 1000: a quick run preempted on this busy 2-core machine still counts as quick,
-# so the kernels below are run inline as the checks expect.
+# --inline-us 1000: a quick run preempted on a busy 2-core machine still counts as quick, so
+# the kernels below are run inline as the checks expect (12 warm-up runs: the last 4 must be quick).
 start_loader safe --trust trust --timeout 1 --executors 3 --inline-us 1000
 expect 3 'crashed: the kernel crashed: signal 11 .*the node recovered' -- "$X" run faults.xcargo --entry segfault --to "$safe"
-t0=$(date +%s%N)
+t0=$(now_ms)
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
-check "after a crash the node serves again within 1 s ($(( ($(date +%s%N) - t0) / 1000000 )) ms)" test $(( ($(date +%s%N) - t0) / 1000000 )) -lt 1000
+took=$(( $(now_ms) - t0 ))
+check "after a crash the node serves again ($took ms, ceiling $RECOVERY_MS)" test "$took" -lt "$RECOVERY_MS"
 check "the supervisor logs why the worker restarted" grep -q 'worker stopped: the kernel crashed: signal 11' safe.log
-t0=$(date +%s%N)
+t0=$(now_ms)
 expect 3 'timeout: the kernel ran past the time limit of 1 s' -- "$X" run faults.xcargo --entry spin --to "$safe"
-took=$(( ($(date +%s%N) - t0) / 1000000 ))
-check "a hanging kernel's client hears back within the limit plus 1 s ($took ms)" test "$took" -lt 2000
+took=$(( $(now_ms) - t0 ))
+check "a hanging kernel's client hears back ($took ms, ceiling 1 s + $RECOVERY_MS ms)" test "$took" -lt $((1000 + RECOVERY_MS))
 expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$safe"
+eventually 10 "a restarted worker's lines reach the log" grep -q 'accepted invoke: [0-9a-f]*/ok' safe.log
 expect 3 'crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
 # The same for kernels quick enough to have been run inline, on the thread receiving requests.
-for _ in 1 2 3 4 5 6; do "$X" run faults.xcargo --entry burn --arg u64:0 --to "$safe" >/dev/null 2>&1; done
-t0=$(date +%s%N)
+for _ in $(seq 12); do "$X" run faults.xcargo --entry burn --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+t0=$(now_ms)
 expect 3 'timeout: the kernel ran past the time limit of 1 s' -- "$X" run faults.xcargo --entry burn --arg u64:100000000 --to "$safe"
-took=$(( ($(date +%s%N) - t0) / 1000000 ))
-check "an inline kernel that hangs: its client hears back within the limit plus 1 s ($took ms)" test "$took" -lt 2000
+took=$(( $(now_ms) - t0 ))
+check "an inline kernel that hangs: its client hears back ($took ms, ceiling 1 s + $RECOVERY_MS ms)" test "$took" -lt $((1000 + RECOVERY_MS))
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
-for _ in 1 2 3 4 5 6; do "$X" run faults.xcargo --entry crash_if --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+for _ in $(seq 12); do "$X" run faults.xcargo --entry crash_if --arg u64:0 --to "$safe" >/dev/null 2>&1; done
 expect 3 'crashed: the kernel crashed: signal 11 .*the node recovered' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
-check "both ran inline (the log says so)" test "$(grep -c 'inline' safe.log)" -ge 2
+eventually 10 "both ran inline (the log says so)" lines_at_least 2 'inline' safe.log
 
-# A long kernel from one client does not hold up a trivial one from another.
-start_loader busy --trust trust --timeout 30 --executors 2
+# A long kernel from one client does not hold up a trivial one from another: the trivial run
+# returns while the long one is still running (compared within this run, not with a constant).
+start_loader busy --trust trust --timeout 60 --executors 2
 "$X" push faults.xcargo --to "$busy" >/dev/null 2>&1
 "$X" push hello.xcargo --to "$busy" >/dev/null 2>&1
-( t=$(date +%s%N); "$X" run faults.xcargo --entry burn --arg u64:3000 --to "$busy" >/dev/null 2>&1; echo $(( ($(date +%s%N) - t) / 1000000 )) > burn.ms ) &
-sleep 0.3
-t0=$(date +%s%N)
+t0=$(now_ms)
+"$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$busy" >/dev/null 2>&1
+idle=$(( $(now_ms) - t0 ))
+busy_worker=$(pgrep -P "$busy_pid" | head -1)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks0=$(cpu_ticks "$busy_worker")
+( t=$(now_ms); "$X" run faults.xcargo --entry burn --arg u64:6000 --to "$busy" >/dev/null 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
+long=$!
+# The long kernel is running once the worker has spent 0.1 s of CPU on it.
+eventually 60 "the long kernel starts" bash -c "test \$(awk '{print \$14 + \$15}' /proc/$busy_worker/stat) -ge $((ticks0 + 10))"
+t0=$(now_ms)
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$busy"
-quick=$(( ($(date +%s%N) - t0) / 1000000 ))
-wait
-check "a trivial run during a long one is not held up ($quick ms while the long one took $(cat burn.ms) ms)" test "$quick" -lt 300 -a "$(cat burn.ms)" -gt $((quick + 300))
+quick=$(( $(now_ms) - t0 ))
+check "the trivial run returned while the long one was still running ($quick ms; $idle ms on the idle loader)" \
+  test ! -e burn.ms -a -d "/proc/$long"
+wait "$long"
+echo "not held up: a trivial run took $quick ms during a long one of $(cat burn.ms) ms ($idle ms before it)"
 
 # Idle, the loader sleeps: well under 2% of a core over a second.
 # (supervisor and worker together: the worker is the supervisor's only child)

@@ -31,13 +31,13 @@ cluster_up() {
   expect 0 '2 loaders up' -- "$SRC/scripts/cluster" up 2 --tls "$TLS" --bin "$BIN" -- \
     --timeout "$1" --max-hops 20 --max-reply 1048576 --max-memory 2G --executors 2
   SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
+  NODE=$(grep address "$XCARGO_CLUSTER_DIR/cluster.yaml" | head -1 | awk '{print $2}')
 }
 cluster_up "$FINISH_LIMIT"
 source "$XCARGO_CLUSTER_DIR/env"
 KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>/dev/null
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>/dev/null
-NODE=$(grep address "$XCARGO_CLUSTER_DIR/cluster.yaml" | head -1 | awk '{print $2}')
 worker() { pgrep -P "$SUPERVISOR" | head -1; }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]

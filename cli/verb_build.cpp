@@ -21,7 +21,7 @@ Runner add_build(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("build", "Compile C/C++ kernels (or LLVM IR) into a cargo");
   cmd->add_option("sources", o->sources, "Kernel sources: .c, .cc/.cpp/.cxx, .ll, .bc")->required()->type_name("SRC");
-  cmd->add_option("-o,--output", o->out, "The cargo to write (OUT.xcargo)")->required()->type_name("FILE");
+  cmd->add_option("-o,--output", o->out, "The cargo to write (OUT.xcargo; '-': standard output, with --name)")->required()->type_name("FILE");
   cmd->add_option("--name", o->name, "Cargo name (default: the output file's name without .xcargo)")->type_name("NAME");
   cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str()->type_name("VERSION");
   cmd->add_option("-t,--target", o->targets,
@@ -74,7 +74,7 @@ Runner add_build(CLI::App& app) {
       if (!signed_bytes.ok()) return report(signed_bytes.error(), o->out);
       bytes = std::move(*signed_bytes);
     }
-    if (auto s = write_file_atomic(o->out, *bytes); !s.ok()) return report(s.error(), o->out);
+    if (auto s = write_file(o->out, *bytes); !s.ok()) return report(s.error(), o->out);
     std::string variants, entries;
     for (const auto& v : variant_names) variants += (variants.empty() ? "" : ", ") + v;
     for (const auto& e : compiled->entries) entries += (entries.empty() ? "" : ", ") + e;

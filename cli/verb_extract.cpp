@@ -14,7 +14,7 @@ Runner add_extract(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("extract", "Write one variant out as a plain .o or .bc file");
   cmd->add_option("cargo", o->cargo, "The cargo to read")->required()->type_name("CARGO");
   cmd->add_option("--variant", o->variant, "Variant name, as 'xcargo inspect' lists them")->required()->type_name("NAME");
-  cmd->add_option("-o,--output", o->out, "The file to write")->required()->type_name("FILE");
+  cmd->add_option("-o,--output", o->out, "The file to write ('-': standard output)")->required()->type_name("FILE");
   cmd->footer("The payload's digests are checked before anything is written.");
   return [o] {
     auto bytes = read_cargo_file(o->cargo);
@@ -30,7 +30,7 @@ Runner add_extract(CLI::App& app) {
     }
     auto payload = cargo->variant_payload(*v);
     if (!payload.ok()) return report(payload.error(), o->cargo);
-    if (auto s = write_file_atomic(o->out, *payload); !s.ok()) return report(s.error(), o->out);
+    if (auto s = write_file(o->out, *payload); !s.ok()) return report(s.error(), o->out);
     note("wrote " + o->out + " (" + v->name + " " + variant_kind_name(v->kind) + ", " + std::to_string(payload->size()) +
          " bytes)");
     return 0;

@@ -19,6 +19,9 @@ Runner add_keygen(CLI::App& app) {
   cmd->footer("Copy KEY.pub into the trust directory of every verifier and loader that should accept\n"
               "cargos signed with KEY. Keep KEY secret.");
   return [o] {
+    if (o->out == "-")
+      return report(Error(Errc::invalid_argument, "keygen writes two files, KEY and KEY.pub: '-' (standard output) cannot hold them")
+                        .hint("give a path: xcargo keygen -o ci.key"));
     auto key = generate_key_files(o->out, o->force);
     if (!key.ok()) return report(key.error());
     std::printf("key id %s\nprivate key %s\npublic key %s.pub\n", to_hex(key->public_key().id).c_str(), o->out.c_str(),

@@ -39,7 +39,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--input", o->input, "Append this file's bytes to the input")->type_name("FILE");
   cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 str hex")
       ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));
-  cmd->add_option("--output", o->output, "Write the raw reply bytes to this file")->type_name("FILE");
+  cmd->add_option("--output", o->output, "Write the raw reply bytes to this file ('-': to standard output, instead of the decoded result)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();
   cmd->add_option("--prefer", o->prefer, "Local runs: native objects or bitcode first")->check(CLI::IsMember({"native", "bitcode"}));
@@ -79,7 +79,7 @@ Runner add_run(CLI::App& app) {
     if (!r.ok()) return report(r.error(), o->cargo);
     const wire::ResultMsg& res = r->result;
     if (!o->output.empty() && res.status == wire::ReplyStatus::ok)
-      if (auto s = write_file_atomic(o->output, r->output); !s.ok()) return report(s.error(), o->output);
+      if (auto s = write_file(o->output, r->output); !s.ok()) return report(s.error(), o->output);
     if (o->json) {
       nlohmann::json j = {{"ok", res.status == wire::ReplyStatus::ok}, {"status", wire::status_name(res.status)},
                           {"node", c.peer()}, {"entry", o->entry}, {"variant", res.variant},
@@ -102,7 +102,8 @@ Runner add_run(CLI::App& app) {
     if (!o->json) {
       auto v = decode_result(o->result, r->output);
       if (!v.ok()) return report(v.error(), o->cargo);
-      std::printf("%s\n", v->c_str());
+      const bool raw_on_stdout = o->output == "-" || o->output == "/dev/stdout";  // the bytes alone
+      if (!raw_on_stdout) std::printf("%s\n", v->c_str());
       const std::string ended = res.hops ? ", forwarded " + std::to_string(res.hops) + (res.hops == 1 ? " time" : " times") +
                                                ", ended on node " + std::to_string(res.node_id)
                                          : "";

@@ -15,7 +15,7 @@ Runner add_sign(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sign", "Add a signature to a cargo");
   cmd->add_option("cargo", o->cargo, "The cargo to sign")->required()->type_name("CARGO");
   cmd->add_option("--key", o->key, "Private key (from 'xcargo keygen')")->required()->type_name("KEY");
-  cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place")->type_name("FILE");
+  cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place ('-': standard output)")->type_name("FILE");
   cmd->footer("Existing signatures are kept; signing twice with the same key changes nothing.\n"
               "The cargo's digest (its identity) does not change when signatures are added.");
   return [o] {
@@ -31,7 +31,7 @@ Runner add_sign(CLI::App& app) {
       note(o->cargo + ": already signed by key " + to_hex(key->public_key().id) + "; unchanged");
       return 0;
     }
-    if (auto s = write_file_atomic(out, *signed_bytes); !s.ok()) return report(s.error(), out);
+    if (auto s = write_file(out, *signed_bytes); !s.ok()) return report(s.error(), out);
     note(out + ": signed by key " + to_hex(key->public_key().id));
     return 0;
   };

@@ -258,7 +258,7 @@ int supervise(LoaderConfig cfg) {
     if (!addr.empty()) {
       if (first) {
         if (!cfg.ready_file.empty())
-          if (auto s = write_file_atomic(cfg.ready_file, as_bytes(addr + "\n")); !s.ok()) {
+          if (auto s = write_file(cfg.ready_file, as_bytes(addr + "\n")); !s.ok()) {
             ::kill(pid, SIGKILL);
             return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
           }
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   listen->excludes(exec_flag);
   auto* trust = app.add_option("--trust", flags.trust, "Trusted signers: a .pub file or a directory of them")->type_name("PATH");
   auto* cache = app.add_option("--cache", flags.cache, "Directory for JIT output, kept across restarts")->type_name("DIR");
-  auto* ready = app.add_option("--ready-file", flags.ready_file, "Write HOST:PORT here once listening")->type_name("PATH");
+  auto* ready = app.add_option("--ready-file", flags.ready_file, "Write HOST:PORT here once listening ('-': standard output)")->type_name("PATH");
   auto* prefer = app.add_option("--prefer", flags.prefer, "native objects first, or bitcode JIT-compiled for this CPU")
                      ->check(CLI::IsMember({"native", "bitcode"}));
   auto* max_cargo = app.add_option("--max-cargo", flags.max_cargo, "Largest cargo accepted, in bytes");

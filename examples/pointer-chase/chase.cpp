@@ -150,7 +150,7 @@ int am_server(int argc, char** argv) {
   ucp_worker_set_am_recv_handler(s.w->worker(), &hp);
   (void)must(net::listen(s.w->worker(), s.cluster.find(s.node)->address, &AmServer::on_conn, &s), "listen");
   const std::string ready = s.cluster.find(s.node)->address + "\n";
-  if (auto st = write_file_atomic(arg(argc, argv, "--ready-file"), as_bytes(ready)); !st.ok()) die(st.error().message());
+  if (auto st = write_file(arg(argc, argv, "--ready-file"), as_bytes(ready)); !st.ok()) die(st.error().message());
   // Polls for --spin-us after its last message, then sleeps, as xcargo-loader --spin-us does.
   const auto spin = std::chrono::microseconds(std::stoul(arg(argc, argv, "--spin-us", "1000")));
   auto last = Clock::now();

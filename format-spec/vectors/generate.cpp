@@ -318,11 +318,11 @@ int main(int argc, char** argv) {
       "# 'success' or an error of the class after 'expect:' (see xcargo-format.md, section 9).\n";
   for (const auto& v : vectors) {
     Bytes b = v.make();
-    if (auto s = write_file_atomic(outdir + "/" + v.name + ".xcargo", b); !s.ok())
+    if (auto s = write_file(outdir + "/" + v.name + ".xcargo", b); !s.ok())
       die(outdir + "/" + v.name + ".xcargo: " + s.error().message());
     index += std::string(v.name) + " expect: " + v.expect + "  # " + v.about + "\n";
   }
-  if (auto s = write_file_atomic(outdir + "/vectors.txt", as_bytes(index)); !s.ok()) die("vectors.txt: " + s.error().message());
+  if (auto s = write_file(outdir + "/vectors.txt", as_bytes(index)); !s.ok()) die("vectors.txt: " + s.error().message());
   std::printf("wrote %zu vectors to %s\n", vectors.size(), outdir.c_str());
   return 0;
 }

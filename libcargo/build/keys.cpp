@@ -95,8 +95,8 @@ Result<SigningKey> generate_key_files(const std::string& path, bool overwrite) {
   XC_TRY(key);
   std::string priv = key->private_pem(), pub = public_key_to_pem(key->public_key());
   if (priv.empty() || pub.empty()) return Error(Errc::key, "cannot encode the key as PEM (OpenSSL)");
-  if (auto s = write_file_atomic(path, as_bytes(priv), 0600); !s.ok()) return Error(Errc::io, path + ": " + s.error().message());
-  if (auto s = write_file_atomic(pub_path, as_bytes(pub), 0644); !s.ok())
+  if (auto s = write_file(path, as_bytes(priv), 0600); !s.ok()) return Error(Errc::io, path + ": " + s.error().message());
+  if (auto s = write_file(pub_path, as_bytes(pub), 0644); !s.ok())
     return Error(Errc::io, pub_path + ": " + s.error().message());
   return key;
 }

@@ -1,4 +1,5 @@
-// Bounded whole-file reads and atomic file writes.
+// Bounded whole-file reads, and writes that replace regular files atomically and write
+// devices, pipes and descriptors in place.
 #include "xcargo/file.h"
 
 #include <fcntl.h>
@@ -6,7 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace xcargo {
 
@@ -48,25 +52,52 @@ Result<Bytes> read_file(const std::string& path, uint64_t max_size) {
   return data;
 }
 
-Status write_file_atomic(const std::string& path, ByteView data, unsigned mode) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return sys_error("cannot create a temporary file beside it");
-  auto fail = [&](const char* what) {
-    Error e = sys_error(what);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return e;
-  };
-  if (::fchmod(fd, mode) != 0) return fail("cannot set file mode");
+namespace {
+
+Status write_all(int fd, ByteView data) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("cannot write");
+    if (n < 0) return sys_error("cannot write");
     done += size_t(n);
   }
-  if (::fsync(fd) != 0) return fail("cannot sync");
+  return {};
+}
+
+// The descriptor a path names by itself ("-", /dev/stdout, /proc/self/fd/N), if any.
+std::optional<int> named_descriptor(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const size_t n = std::strlen(prefix);
+    if (path.size() > n && path.compare(0, n, prefix) == 0 && path.size() - n <= 9 &&
+        path.find_first_not_of("0123456789", n) == std::string::npos)
+      return std::atoi(path.c_str() + n);
+  }
+  return std::nullopt;
+}
+
+Status write_in_place(const std::string& path, ByteView data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return sys_error(errno == ENXIO ? "cannot open (a socket, or a pipe nobody reads)" : "cannot open");
+  Status s = write_all(fd, data);
+  if (::close(fd) != 0 && s.ok()) return sys_error("cannot close");
+  return s;
+}
+
+Status replace_atomically(const std::string& path, ByteView data, unsigned mode) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return sys_error("cannot create a temporary file beside it");
+  auto fail = [&](Error e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return e;
+  };
+  if (::fchmod(fd, mode) != 0) return fail(sys_error("cannot set file mode"));
+  if (Status s = write_all(fd, data); !s.ok()) return fail(s.error());
+  if (::fsync(fd) != 0) return fail(sys_error("cannot sync"));
   if (::close(fd) != 0) {
     Error e = sys_error("cannot close");
     ::unlink(tmp.c_str());
@@ -78,6 +109,31 @@ Status write_file_atomic(const std::string& path, ByteView data, unsigned mode) 
     return e;
   }
   return {};
+}
+
+}  // namespace
+
+Status write_file(const std::string& path, ByteView data, unsigned mode) {
+  if (path.empty()) return Error(Errc::io, "no file name given");
+  if (auto fd = named_descriptor(path)) return write_all(*fd, data);
+  std::string target = path;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (!::realpath(path.c_str(), resolved))
+      return Error(Errc::io, std::string("is a symbolic link that cannot be followed: ") + std::strerror(errno))
+          .hint("a link to a missing file is not replaced by a file: write to the target's path, or remove the link");
+    target = resolved;
+    if (auto fd = named_descriptor(target)) return write_all(*fd, data);
+  }
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno != ENOENT) return sys_error("cannot stat");
+    return replace_atomically(target, data, mode);
+  }
+  if (S_ISREG(st.st_mode)) return replace_atomically(target, data, mode & st.st_mode & 07777);
+  if (S_ISDIR(st.st_mode)) return Error(Errc::io, "is a directory, not a file");
+  if (S_ISSOCK(st.st_mode)) return Error(Errc::io, "is a socket; cannot write a file to it");
+  return write_in_place(target, data);  // a device or a FIFO
 }
 
 }  // namespace xcargo

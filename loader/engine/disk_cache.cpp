@@ -70,7 +70,7 @@ Status DiskCache::put(const std::string& key, ByteView object) const {
   Digest d = sha256(object);
   std::memcpy(entry.data() + 16, d.data(), 32);
   std::memcpy(entry.data() + kHeader, object.data(), object.size());
-  return write_file_atomic(path_of(key), entry, 0644);
+  return write_file(path_of(key), entry, 0644);
 }
 
 }  // namespace xcargo::loader

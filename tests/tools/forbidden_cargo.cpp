@@ -36,5 +36,5 @@ int main(int argc, char** argv) {
   if (!cargo.ok()) return std::fprintf(stderr, "%s\n", cargo.error().message().c_str()), 1;
   auto signed_cargo = sign_cargo(*cargo, *key);
   if (!signed_cargo.ok()) return std::fprintf(stderr, "%s\n", signed_cargo.error().message().c_str()), 1;
-  return write_file_atomic(out, *signed_cargo).ok() ? 0 : 1;
+  return write_file(out, *signed_cargo).ok() ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-// Whole-file reads with a size bound, and atomic writes (temp file + rename).
+// Whole-file reads with a size bound, and the one function every output goes through.
 #pragma once
 
 #include <string>
@@ -11,8 +11,18 @@ namespace xcargo {
 // Refuses (Errc::limit) a file larger than max_size before reading it.
 Result<Bytes> read_file(const std::string& path, uint64_t max_size);
 
-// Writes to PATH.tmp-XXXXXX in the same directory, fsyncs, then renames over PATH, so
-// PATH is either the old or the new content, never a partial one. mode applies to the file.
-Status write_file_atomic(const std::string& path, ByteView data, unsigned mode = 0644);
+// Writes DATA to PATH the way a user of a command-line tool expects:
+// - "-", /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that open
+//   descriptor of this process, at its current position (so `> f` and `>> f` behave).
+// - an existing file that is not a regular file (character or block device such as
+//   /dev/null, FIFO): opened and written in place, never replaced.
+// - a new path or an existing regular file: written to PATH.tmp-XXXXXX in the same
+//   directory, fsynced, then renamed over PATH, so PATH holds the old or the new content,
+//   never a partial one. The file gets MODE, narrowed to the permissions of the file it
+//   replaces (a 0600 file stays 0600).
+// - a symbolic link: followed; its target is written by the rules above and the link stays
+//   a link. A link to a missing file is refused (Errc::io), as are directories and sockets.
+// Errors name what failed ("cannot write: No space left on device"), not the path.
+Status write_file(const std::string& path, ByteView data, unsigned mode = 0644);
 
 }  // namespace xcargo

@@ -76,7 +76,8 @@ struct LocalOptions {
 
 struct ConnectOptions {
   int connect_timeout_ms = 5000;   // for the handshake
-  int retry_ms = 1000;             // keep retrying a refused connection this long (a node restarting)
+  int retry_ms = 5000;             // keep retrying a refused connection this long: a node restarting
+                                   // after a kernel failure takes 0.15 s quiet, about 1 s slow and busy
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
 };
 

@@ -48,9 +48,10 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       else if (key == "max_input") c.max_input = v.as<uint64_t>();
       else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
       else if (key == "max_memory") c.max_memory = v.as<uint64_t>();
-      else if (key == "sandbox") {
+      else if (key == "sandbox" || key == "one_sided_regions" || key == "trusted_network") {
+        bool& flag = key == "sandbox" ? c.sandbox : key == "one_sided_regions" ? c.one_sided_regions : c.trusted_network;
         try {
-          c.sandbox = v.as<bool>();
+          flag = v.as<bool>();
         } catch (const YAML::Exception&) {
           return bad("true or false");
         }
@@ -81,7 +82,7 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox one-sided-regions trusted-network");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ? "a string"
                                                                                                                  : "a number");

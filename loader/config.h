@@ -30,6 +30,8 @@ struct LoaderConfig {
   Cluster nodes;            // read from `cluster` at start (not a setting)
   std::vector<std::string> regions;  // NAME=SIZE: memory regions created at start
   bool sandbox = true;      // seccomp filters on the worker (loader/SECURITY.md)
+  bool one_sided_regions = false;  // clients may ucp_get regions (UCX RMA on; loader/SECURITY.md)
+  bool trusted_network = false;    // required with one_sided_regions over software-emulated RMA
   uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit
   bool verbose = false;     // --exec only: log requests
 };

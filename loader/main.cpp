@@ -189,6 +189,8 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   so.spin = std::chrono::microseconds(cfg.spin_us);
   so.node_id = cfg.node_id;
   so.cluster = cfg.nodes;
+  so.one_sided_regions = cfg.one_sided_regions;
+  so.trusted_network = cfg.trusted_network;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
   if (auto s = sandbox::lock_down(box); !s.ok())
@@ -355,7 +357,7 @@ int main(int argc, char** argv) {
                                  "After its last request, poll this long before sleeping (lower latency, more CPU; "
                                  "0 when nodes outnumber cores)")->check(CLI::Range(0, 1000000));
   auto* regions = app.add_option("--region", flags.regions, "Create a memory region for kernels (xc_region) and "
-                                  "one-sided reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
+                                  "clients' reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
   auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
                        ->check(CLI::Range(1u, 4000000000u));
   std::string max_memory;
@@ -364,6 +366,11 @@ int main(int argc, char** argv) {
   bool no_sandbox = false;
   auto* no_sandbox_flag = app.add_flag("--no-sandbox", no_sandbox, "Run kernels without the seccomp filters (to diagnose a problem; "
                                        "loader/SECURITY.md)");
+  bool one_sided = false, trusted_network = false;
+  auto* one_sided_flag = app.add_flag("--one-sided-regions", one_sided, "Let clients read regions with one-sided UCX gets "
+                                      "(default: through requests the loader bounds-checks; loader/SECURITY.md)");
+  auto* trusted_flag = app.add_flag("--trusted-network", trusted_network, "State that every host able to reach this loader "
+                                    "is trusted: needed for --one-sided-regions over tcp or shared memory");
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -393,6 +400,8 @@ int main(int argc, char** argv) {
   if (*max_memory_opt && !parse_size(max_memory, cfg.max_memory))
     return fail(Error(Errc::invalid_argument, "--max-memory " + max_memory + ": expected a size").hint("for example --max-memory 4G, or 0 for no limit"));
   if (*no_sandbox_flag) cfg.sandbox = false;
+  if (*one_sided_flag) cfg.one_sided_regions = true;
+  if (*trusted_flag) cfg.trusted_network = true;
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
     if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());

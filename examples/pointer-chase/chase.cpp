@@ -1,10 +1,13 @@
 // xcargo-chase: the pointer-chase example's client, and its plain-UCX Active Message baseline.
 //
-//   xcargo-chase run --cluster FILE --mode xrdma|get|am --length L --seed S
+//   xcargo-chase run --cluster FILE --mode xrdma|get|get-rma|am --length L --seed S
 //                    [--setup SETUP.xcargo] [--walk WALK.xcargo] [--am-cluster FILE] [--repeat R]
 //     xrdma  the walk cargo is pushed to the node holding the first element only; it moves
 //            itself from node to node (xc_forward) and the last node replies here
-//     get    this client reads every element from its node's region with a one-sided GET
+//     get    this client reads every element from its node's region: a region_read request
+//            that the node's loader bounds-checks (one round trip each)
+//     get-rma  the same with one-sided UCX gets (no code runs on the node); needs loaders
+//            with one-sided-regions (and, over tcp or shared memory, trusted-network)
 //     am     the same walk as a handler compiled into xcargo-chase am-server processes (no
 //            xcargo): the predeployed reference
 //     --setup runs SETUP.xcargo's `setup` on every node of --cluster first (lays out the list).
@@ -267,8 +270,10 @@ int run(int argc, char** argv) {
     print("am", median_of(runs), length, n);
     return 0;
   }
+  client::ConnectOptions co;
+  co.one_sided = mode == "get-rma";
   std::vector<std::unique_ptr<client::Connection>> nodes;
-  for (uint32_t i = 0; i < n; ++i) nodes.push_back(must(client::connect(cluster.find(i)->address), "node " + std::to_string(i)));
+  for (uint32_t i = 0; i < n; ++i) nodes.push_back(must(client::connect(cluster.find(i)->address, co), "node " + std::to_string(i)));
   if (const std::string setup = arg(argc, argv, "--setup"); !setup.empty()) {
     const Bytes cargo = must(read_file(setup, 1u << 30), setup);
     const Digest d = must(parse_container(cargo), setup).digest;
@@ -300,15 +305,19 @@ int run(int argc, char** argv) {
     print("xrdma", median_of(runs), length, n, first_ms);
     return 0;
   }
-  if (mode == "get") {
+  if (mode == "get" || mode == "get-rma") {
     std::vector<client::RemoteRegion> regions;
-    for (uint32_t i = 0; i < n; ++i) regions.push_back(must(nodes[i]->region("chase"), "region of node " + std::to_string(i)));
+    for (uint32_t i = 0; i < n; ++i) {
+      regions.push_back(must(nodes[i]->region("chase"), "region of node " + std::to_string(i)));
+      if (co.one_sided && !nodes[i]->one_sided(regions.back()))
+        die("node " + std::to_string(i) + " does not allow one-sided reads (its loader needs --one-sided-regions)");
+    }
     std::vector<Outcome> runs;
     for (int i = 0; i < repeat; ++i) runs.push_back(get(nodes, regions, head));
-    print("get", median_of(runs), length, n);
+    print(mode.c_str(), median_of(runs), length, n);
     return 0;
   }
-  die("--mode must be xrdma, get or am");
+  die("--mode must be xrdma, get, get-rma or am");
 }
 
 }  // namespace

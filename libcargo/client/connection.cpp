@@ -1,6 +1,8 @@
 // The protocol's client half over any transport that can do one request/reply roundtrip.
 #include "xcargo/client.h"
 
+#include <cstring>
+
 namespace xcargo::client {
 
 using namespace wire;
@@ -93,8 +95,28 @@ Result<RemoteRegion> Connection::region(const std::string& name) {
   return RemoteRegion{name, r->address, r->length, std::move(r->rkey)};
 }
 
-Status Connection::get(const RemoteRegion&, uint64_t, void*, size_t) {
-  return Error(Errc::unsupported, peer() + ": one-sided reads need a UCX connection");
+Status Connection::get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) {
+  if (offset > region.length || len > region.length - offset)
+    return Error(Errc::invalid_argument, peer() + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
+                                             std::to_string(len) + " are past its " + std::to_string(region.length));
+  if (one_sided(region)) return get_one_sided(region, offset, out, len);
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::region_read, MsgType::region_data, encode(RegionRead{id, offset, len, region.name}), {});
+  XC_TRY(f);
+  auto r = decode_reply(peer(), f->header, id, decode_region_data);
+  XC_TRY(r);
+  if (r->status != ReplyStatus::ok)
+    return Error(Errc::remote, peer() + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
+                                   std::to_string(len) + ": " + status_name(r->status));
+  if (r->length != len || f->data.size() != len)
+    return Error(Errc::malformed, peer() + ": region_data of " + std::to_string(f->data.size()) + " bytes for a read of " +
+                                      std::to_string(len));
+  if (len) std::memcpy(out, f->data.data(), len);
+  return {};
+}
+
+Status Connection::get_one_sided(const RemoteRegion&, uint64_t, void*, size_t) {
+  return Error(Errc::unsupported, peer() + ": one-sided reads need a UCX connection opened with one_sided");
 }
 
 Result<std::vector<Counter>> Connection::stats() {

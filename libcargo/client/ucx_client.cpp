@@ -19,11 +19,10 @@ class UcxConnection final : public Connection {
 public:
   ~UcxConnection() override { close(); }
   std::string peer() const override { return peer_; }
-  Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) override {
+  bool can_get_one_sided() const override { return one_sided_; }
+  // Bounds were checked by Connection::get against the length the node announced.
+  Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len) override {
     if (failed_) return lost();
-    if (offset > region.length || len > region.length - offset)
-      return Error(Errc::invalid_argument, peer_ + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
-                                               std::to_string(len) + " are past its " + std::to_string(region.length));
     auto it = rkeys_.find(region.address);
     if (it == rkeys_.end()) {
       ucp_rkey_h rkey = nullptr;
@@ -60,7 +59,8 @@ public:
   Status open(const std::string& host_port, const ConnectOptions& o) {
     peer_ = host_port;
     if (auto addr = net::parse_host_port(host_port, nullptr); !addr.ok()) return addr.take_error();
-    auto w = net::UcxWorker::create();
+    one_sided_ = o.one_sided;
+    auto w = net::UcxWorker::create(false, one_sided_);
     XC_TRY(w);
     w_ = std::move(*w);
     for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {  // every reply type
@@ -214,7 +214,7 @@ private:
   int timeout_ms_ = 5000;
   Slot slots_[kMaxMsgType + 1] = {};
   Frame reply_;
-  bool reply_ready_ = false, send_done_ = false, failed_ = false;
+  bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   ucs_status_t fail_status_ = UCS_OK;

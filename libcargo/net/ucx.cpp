@@ -8,7 +8,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -73,7 +75,7 @@ static bool shm_enabled() {
   return t[0] == '^';
 }
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma) {
   const char* why = nullptr;
   if (!ucx_api(&why)) return Error(Errc::unreachable, why).hint("install UCX (Debian package libucx0)");
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
@@ -90,7 +92,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener) {
   if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);
   ucs_status_t s = UCX->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
   UCX->ucp_config_release(config);
   if (s != UCS_OK) return ucx_error("UCX initialization", s);
@@ -204,6 +206,35 @@ Result<Bytes> UcxWorker::address() const {
   Bytes out(p, p + len);
   UCX->ucp_worker_release_address(worker_, a);
   return out;
+}
+
+std::vector<std::string> UcxWorker::transports() const {
+  // UCX lists its resources only as text: "#      resource 2  :  md 1  dev 2  flags -- tcp/lo".
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = ::open_memstream(&text, &size);
+  if (!f) return {};
+  UCX->ucp_context_print_info(context_, f);
+  std::fclose(f);
+  std::vector<std::string> out;
+  std::string all(text, size);
+  std::free(text);
+  for (size_t pos = 0; (pos = all.find("resource ", pos)) != std::string::npos;) {
+    const size_t eol = std::min(all.find('\n', pos), all.size());
+    const size_t dash = all.find("-- ", pos);
+    pos = eol;
+    if (dash == std::string::npos || dash > eol) continue;
+    std::string tl = all.substr(dash + 3, eol - dash - 3);
+    tl = tl.substr(0, tl.find('/'));
+    if (!tl.empty() && std::find(out.begin(), out.end(), tl) == out.end()) out.push_back(tl);
+  }
+  return out;
+}
+
+bool enforces_memory_keys(const std::string& tl) {
+  for (const char* hw : {"rc", "dc", "ud"})
+    if (tl == hw || tl.rfind(std::string(hw) + "_", 0) == 0) return true;
+  return false;
 }
 
 void UcxWorker::wake() {

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "xcargo/error.h"
 #include "xcargo/types.h"
@@ -22,7 +23,9 @@ std::string to_host_port(const sockaddr* addr);
 class UcxWorker {
 public:
   // listener: the worker will listen, and should rebind its port at once after a restart.
-  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false);
+  // rma: the context offers one-sided access (UCP_FEATURE_RMA). Off, UCX serves no peer's
+  // GET or PUT to this process's memory (but see loader/SECURITY.md for raw tcp).
+  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false, bool rma = false);
   ~UcxWorker();
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
@@ -34,6 +37,8 @@ public:
   void wake();
   // This worker's UCX address, for peers to create endpoints to it (ucp_worker_get_address).
   Result<Bytes> address() const;
+  // The transports the context may use ("tcp", "posix", "rc_mlx5", ...), once each.
+  std::vector<std::string> transports() const;
 
 private:
   ucp_context_h context_ = nullptr;
@@ -44,6 +49,11 @@ private:
 };
 
 Error ucx_error(const std::string& what, ucs_status_t status);
+
+// Whether a UCX transport checks memory keys in hardware (InfiniBand/RoCE: rc, dc, ud). The
+// others (tcp, posix, sysv, cma, ...) emulate one-sided access in software and serve a GET
+// or PUT at any address a peer names.
+bool enforces_memory_keys(const std::string& transport);
 
 // An endpoint to a UCX listener at HOST:PORT (client-server connection establishment) with
 // peer failure detection: on_error(arg, ep, status), if given, runs when the peer goes away.

@@ -24,6 +24,7 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::unreachable: return "unreachable";
     case ReplyStatus::no_region: return "no_region";
     case ReplyStatus::sandbox: return "sandbox";
+    case ReplyStatus::out_of_range: return "out_of_range";
   }
   return "unknown";
 }
@@ -89,7 +90,7 @@ public:
   }
   void status_field(ReplyStatus& out) {
     uint16_t v = u16();
-    if (!failed_ && v > uint16_t(ReplyStatus::sandbox)) fail("unknown status " + std::to_string(v));
+    if (!failed_ && v > kMaxStatus) fail("unknown status " + std::to_string(v));
     out = ReplyStatus(v);
   }
   bool fail(const std::string& msg) {
@@ -272,6 +273,29 @@ Result<RegionReply> decode_region_reply(ByteView h) {
   m.address = in.u64();
   m.length = in.u64();
   m.rkey = in.blob(kMaxAddress);
+  return done(in, m);
+}
+
+Bytes encode(const RegionRead& m) { return Out().u64(m.request_id).u64(m.offset).u64(m.length).str(m.name).take(); }
+Result<RegionRead> decode_region_read(ByteView h) {
+  In in(h, "region_read");
+  RegionRead m;
+  m.request_id = in.u64();
+  m.offset = in.u64();
+  m.length = in.u64();
+  m.name = in.str(kMaxName);
+  if (!in.failed() && m.name.empty()) in.fail("empty region name");
+  return done(in, m);
+}
+
+Bytes encode(const RegionData& m) { return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(6).u64(m.length).take(); }
+Result<RegionData> decode_region_data(ByteView h) {
+  In in(h, "region_data");
+  RegionData m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  in.zeros(6);
+  m.length = in.u64();
   return done(in, m);
 }
 

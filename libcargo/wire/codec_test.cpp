@@ -169,6 +169,28 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   check_strict(encode(rr), decode_region_reply);
   check_strict(encode(RegionQuery{5, "chase"}), decode_region);
   CHECK_FALSE(decode_region(encode(RegionQuery{5, ""})).ok());
+  RegionReply no_key{6, ReplyStatus::ok, 0, 4096, {}};  // a node without one-sided reads
+  auto nk = decode_region_reply(encode(no_key));
+  REQUIRE(nk.ok());
+  CHECK(nk->rkey.empty());
+  CHECK(nk->length == 4096);
+
+  RegionRead rd{7, 4080, 16, "chase"};
+  auto r = decode_region_read(encode(rd));
+  REQUIRE(r.ok());
+  CHECK(r->offset == 4080);
+  CHECK(r->length == 16);
+  CHECK(r->name == "chase");
+  check_strict(encode(rd), decode_region_read);
+  CHECK_FALSE(decode_region_read(encode(RegionRead{7, 0, 16, ""})).ok());
+  RegionData data{7, ReplyStatus::out_of_range, 0};
+  auto dd = decode_region_data(encode(data));
+  REQUIRE(dd.ok());
+  CHECK(dd->status == ReplyStatus::out_of_range);
+  check_strict(encode(data), decode_region_data);
+  Bytes unknown_status = encode(data);
+  unknown_status[8] = uint8_t(kMaxStatus + 1);
+  CHECK_FALSE(decode_region_data(unknown_status).ok());
 
   std::vector<Counter> counters = {{"invocations", 10}, {"jit_compiles", 0}};
   auto c = decode_counters(encode_counters(counters));

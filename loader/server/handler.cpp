@@ -60,6 +60,8 @@ Reply Handler::handle(MsgType type, ByteView header, ByteView data) {
     case MsgType::invoke: return invoke(header, data);
     case MsgType::list: return list(header);
     case MsgType::stats: return stats(header);
+    case MsgType::region: return region(header);
+    case MsgType::region_read: return region_read(header);
     default: return bad_request("message type " + std::to_string(int(type)) + " is not a request");
   }
 }
@@ -243,6 +245,39 @@ Reply Handler::list(ByteView header) {
     out.cargos.push_back({c.digest, c.invocations, c.name, c.version, c.variant, c.variants, c.entries});
   for (const auto& [name, length] : engine_.regions().list()) out.regions.push_back({name, length});
   return {MsgType::list_reply, encode(RequestOnly{q->request_id}), encode_listing(out)};
+}
+
+Reply Handler::region(ByteView header) {
+  auto q = decode_region(header);
+  if (!q.ok()) return bad_request(q.error().message());
+  RegionReply r;
+  r.request_id = q->request_id;
+  if (const Region* reg = engine_.regions().find(q->name)) r.length = reg->length;
+  else r.status = ReplyStatus::no_region;
+  return {MsgType::region_reply, encode(r), {}};
+}
+
+Reply Handler::region_read(ByteView header) {
+  auto q = decode_region_read(header);
+  if (!q.ok()) return bad_request(q.error().message());
+  RegionData r;
+  r.request_id = q->request_id;
+  const Region* reg = engine_.regions().find(q->name);
+  if (!reg) {
+    r.status = ReplyStatus::no_region;
+  } else if (q->offset > reg->length || q->length > reg->length - q->offset) {
+    r.status = ReplyStatus::out_of_range;
+    Line l;
+    l.add("refused region read: '").add(q->name).add("' bytes ").num(q->offset).add("+").num(q->length)
+        .add(" are not inside its ").num(reg->length);
+    log_(l.view());
+  } else if (q->length > engine_.config().max_reply) {
+    r.status = ReplyStatus::limit;
+  } else {
+    r.length = q->length;
+    return {MsgType::region_data, encode(r), Bytes(reg->base + q->offset, reg->base + q->offset + q->length)};
+  }
+  return {MsgType::region_data, encode(r), {}};
 }
 
 Reply Handler::stats(ByteView header) {

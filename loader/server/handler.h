@@ -42,7 +42,7 @@ public:
   // (verified and loaded like a push), then the kernel. nullopt: quick_only and the kernel
   // is not known to be quick, or there is a cargo to load.
   std::optional<Step> forward(ByteView header, ByteView data, bool quick_only);
-  // The node's memory regions (the transport registers them for one-sided reads).
+  // The node's memory regions (the UCX server registers them when one-sided reads are on).
   Regions& regions() { return engine_.regions(); }
   // For forwards to nodes that may lack the cargo (Engine::cargo_bytes).
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const { return engine_.cargo_bytes(digest); }
@@ -61,6 +61,8 @@ private:
                           uint32_t hop, ByteView reply_address, bool quick_only);
   Reply list(ByteView header);
   Reply stats(ByteView header);
+  Reply region(ByteView header);       // its length; the UCX server adds a key for one-sided reads
+  Reply region_read(ByteView header);  // bounds-checked copy of region bytes
 
   Engine& engine_;
   uint64_t max_input_;

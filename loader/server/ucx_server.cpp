@@ -122,6 +122,14 @@ struct Peer {
   std::set<Digest> sent;
 };
 
+// A region read small enough to copy inside the receive callback; larger ones are queued
+// like other requests so that the copy does not hold up progress.
+constexpr uint64_t kInlineReadBytes = 64 * 1024;
+bool small_read(ByteView header) {
+  auto q = decode_region_read(header);
+  return !q.ok() || q->length <= kInlineReadBytes;  // one that does not decode is answered at once
+}
+
 std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 
 constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
@@ -230,7 +238,9 @@ struct UcxServer::Impl {
       return UCS_OK;
     }
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
-    if (type == MsgType::region) return self->region(param->reply_ep, hv), UCS_OK;
+    if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
+    if (type == MsgType::region || (type == MsgType::region_read && small_read(hv)))  // answered at once
+      return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
     if (type == MsgType::hello && self->eps.count(param->reply_ep))  // keep the client's address
       if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep].address = h->reply_address;
     if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
@@ -727,9 +737,25 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.incident = incident;
   m.incident_size = incident_size;
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
-  auto w = net::UcxWorker::create(true);  // one thread at a time: the leader
+  auto w = net::UcxWorker::create(true, options.one_sided_regions);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
+  if (options.one_sided_regions) {
+    std::string soft;
+    for (const std::string& tl : m.w->transports())
+      if (!net::enforces_memory_keys(tl) && tl != "self") soft += (soft.empty() ? "" : ", ") + tl;
+    if (!soft.empty() && !options.trusted_network)
+      return Error(Errc::invalid_argument,
+                   "one-sided-regions: the transports UCX may use here (" + soft + ") emulate one-sided access in "
+                   "software and check no memory key: any peer that connects could read and write all of this "
+                   "worker's memory")
+          .hint("without one-sided-regions, clients read regions through requests the loader checks (the default)")
+          .hint("set trusted-network: true as well only if every host that can reach this loader is trusted");
+    if (!soft.empty())
+      m.log("warning: one-sided-regions on a trusted network: peers can read and write this worker's memory over " + soft);
+    else
+      m.log("one-sided-regions: clients read regions with ucp_get; the network hardware checks their keys");
+  }
   for (uint16_t t = 1; t <= kMaxMsgType; t += 2) {  // every request type
     m.args[t] = {&m, t};
     ucp_am_handler_param_t hp{};

@@ -26,6 +26,12 @@ struct ServerOptions {
   std::chrono::microseconds spin{1000};              // an idle leader polls this long before it sleeps
   uint32_t node_id = 0;
   Cluster cluster;                                   // where xc_forward's nodes are; empty standalone
+  // Clients may read regions one-sidedly (ucp_get with the key a region reply carries). Off,
+  // the context has no RMA and every read is a region_read the loader bounds-checks.
+  bool one_sided_regions = false;
+  // The admin's word that every host able to reach this loader is trusted: required for
+  // one-sided reads over transports that emulate them in software (loader/SECURITY.md).
+  bool trusted_network = false;
 };
 
 class UcxServer {

@@ -14,11 +14,11 @@
 
 namespace xcargo::client {
 
-// A memory region of a node (xc_region), for one-sided reads with Connection::get.
+// A memory region of a node (xc_region), for reads with Connection::get.
 struct RemoteRegion {
   std::string name;
   uint64_t address = 0, length = 0;
-  Bytes rkey;  // the node's packed UCX remote key
+  Bytes rkey;  // the node's packed UCX remote key; empty unless the node allows one-sided reads
 };
 
 struct InvokeReply {
@@ -44,11 +44,16 @@ public:
   Result<bool> has(const Digest& digest);
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
   Result<wire::Listing> list();
-  // Where the node's region `name` is (Errc::remote if it has none).
+  // The node's region `name`: its length, and where it is if one-sided reads are allowed
+  // (Errc::remote if the node has no such region).
   Result<RemoteRegion> region(const std::string& name);
-  // Reads len bytes at offset of one of this node's regions one-sidedly (an RDMA GET over
-  // UCX: no code runs on the node). Errc::unsupported for local loaders.
-  virtual Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
+  // Reads len bytes at offset of one of this node's regions (Errc::invalid_argument outside
+  // it, Errc::remote if the node refuses). One-sided (a UCX get: no code runs on the node)
+  // when one_sided(region), else a region_read request that the node bounds-checks.
+  Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
+  // Whether get() reads region one-sidedly: the connection was opened with
+  // ConnectOptions::one_sided and the node gave the region a key.
+  bool one_sided(const RemoteRegion& region) const { return !region.rkey.empty() && can_get_one_sided(); }
   Result<std::vector<wire::Counter>> stats();
 
 protected:
@@ -56,6 +61,9 @@ protected:
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
   // The version handshake; implementations call it once connected.
   Status handshake();
+  // One-sided reads, for transports that offer them.
+  virtual bool can_get_one_sided() const { return false; }
+  virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
   // Where nodes send the results of computations that a kernel forwarded away from the node
   // this connection talks to (sent in the hello); empty if the transport has none.
   virtual Bytes reply_address() const { return {}; }
@@ -79,6 +87,10 @@ struct ConnectOptions {
   int retry_ms = 5000;             // keep retrying a refused connection this long: a node restarting
                                    // after a kernel failure takes 0.15 s quiet, about 1 s slow and busy
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
+  // Read regions one-sidedly where the node allows it (its loader has one-sided-regions).
+  // This process's UCX context then offers one-sided access too: over tcp and shared memory
+  // the node (and any peer of this worker) could read and write this process's memory.
+  bool one_sided = false;
 };
 
 // Connects to an xcargo-loader listening at "HOST:PORT" over UCX (shared memory, TCP or

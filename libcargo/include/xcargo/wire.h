@@ -1,4 +1,4 @@
-// The xcargo wire protocol, version 2: message types, status codes and their encodings.
+// The xcargo wire protocol, version 3: message types, status codes and their encodings.
 // Paired with format-spec/wire-protocol.md; change both together.
 //
 // Every message is a UCX Active Message whose id is the MsgType, whose AM header is the
@@ -19,7 +19,7 @@
 
 namespace xcargo::wire {
 
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
 inline constexpr size_t kMaxHeader = 8192;        // no header is longer
 inline constexpr size_t kMaxName = 64;            // entry and variant names
@@ -35,9 +35,10 @@ enum class MsgType : uint16_t {
   list = 9, list_reply = 10,
   stats = 11, stats_reply = 12,
   forward = 13,  // loader to loader; answered by a result to the client, from wherever the chain ends
-  region = 15, region_reply = 16,
+  region = 15, region_reply = 16,              // where a region is, and its length
+  region_read = 17, region_data = 18,          // bytes of a region, read by the loader with bounds checked
 };
-inline constexpr uint16_t kMaxMsgType = 16;
+inline constexpr uint16_t kMaxMsgType = 18;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -57,7 +58,9 @@ enum class ReplyStatus : uint16_t {
   unreachable = 13,     // a forward's next node, or the client, could not be reached
   no_region = 14,       // the node has no memory region of that name
   sandbox = 15,         // the sandbox stopped the kernel (a system call of its own); the node recovered
+  out_of_range = 16,    // a region read's bytes are not all inside the region
 };
+inline constexpr uint16_t kMaxStatus = 16;
 const char* status_name(ReplyStatus s);
 
 struct Hello {
@@ -137,11 +140,21 @@ struct RegionQuery {
   uint64_t request_id = 0;
   std::string name;
 };
-struct RegionReply {  // where a node's region is, for one-sided reads (ucp_get)
+struct RegionReply {  // a node's region: its length; where it is only if the node allows one-sided reads
   uint64_t request_id = 0;
   ReplyStatus status = ReplyStatus::ok;
   uint64_t address = 0, length = 0;
-  Bytes rkey;  // packed UCX remote key (ucp_rkey_pack)
+  Bytes rkey;  // packed UCX remote key (ucp_rkey_pack); empty: read with region_read
+};
+struct RegionRead {  // reads [offset, offset + length) of a region; the loader checks the bounds
+  uint64_t request_id = 0;
+  uint64_t offset = 0, length = 0;
+  std::string name;
+};
+struct RegionData {  // region_data's header; its data are the bytes read
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;
+  uint64_t length = 0;  // the data's length (0 unless ok)
 };
 struct Counter {
   std::string name;
@@ -161,6 +174,8 @@ Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);
 Bytes encode(const RegionReply&);
+Bytes encode(const RegionRead&);
+Bytes encode(const RegionData&);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
 Result<Push> decode_push(ByteView header);
@@ -173,6 +188,8 @@ Result<RequestOnly> decode_request(ByteView header);
 Result<Forward> decode_forward(ByteView header);
 Result<RegionQuery> decode_region(ByteView header);
 Result<RegionReply> decode_region_reply(ByteView header);
+Result<RegionRead> decode_region_read(ByteView header);
+Result<RegionData> decode_region_data(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
 Bytes encode_listing(const Listing&);

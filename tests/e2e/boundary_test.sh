@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The network boundary (loader/SECURITY.md, "Memory access by peers"): a peer with a stock
+# UCX client and no key reaches no memory outside what the loader exports, region reads are
+# bounds-checked, and one-sided access is refused unless the admin says the network is trusted.
+# usage: boundary_test.sh XCARGO SOURCE_DIR TLS   (TLS: tcp or shm)
+X=$1
+SRC=$2
+TLS=$3
+BIN=$(dirname "$X")
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+export XCARGO_CLUSTER_DIR=$TMP/cluster
+trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+
+# up [LOADER-ARGS...]: one loader with a 1 MiB region; NODE, SUPERVISOR, WORKER.
+up() {
+  expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --spin-us 0 --region chase=1M "$@"
+  NODE=$(awk '/address/ {print $2; exit}' "$XCARGO_CLUSTER_DIR/cluster.yaml")
+  SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
+  measure WORKER "the worker's pid" pgrep -P "$SUPERVISOR"
+}
+down() { "$SRC/scripts/cluster" down >/dev/null 2>&1; }
+LOG=$XCARGO_CLUSTER_DIR/node-0.log
+
+# Default: no one-sided access. Writes and reads at addresses the attacker names, with a
+# remote key it packed itself, reach nothing; region reads outside the region are refused.
+up
+source "$XCARGO_CLUSTER_DIR/env"
+expect 0 '' -- bash -c "'$BIN/xcargo-memory-attack' --to '$NODE' --region chase > attack.out 2>&1"
+cat attack.out | sed 's/^/    /'
+for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'region-key: refused: address 0, 0-byte key' \
+            'read-past-end: refused: out_of_range' 'read-overflow: refused: out_of_range' 'read-unknown: refused: no_region' \
+            'read-inside \(control\): ok'; do
+  check "attack report: $line" grep -Eq "$line" attack.out
+done
+check "the worker that was attacked is still the one serving" test "$(pgrep -P "$SUPERVISOR")" = "$WORKER"
+expect 0 'chase +1048576' -- "$X" ls --to "$NODE"
+eventually 30 "the loader logged the refused region reads" lines_at_least 1 'refused region read' "$LOG"
+check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
+down
+
+# One-sided reads over transports that emulate them in software: refused without the
+# admin's statement that the network is trusted.
+expect 2 'emulate one-sided access in software' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 \
+  --trust "$XCARGO_CLUSTER_DIR/trust" --one-sided-regions
+cat > one-sided.yaml <<YAML
+one-sided-regions: true
+YAML
+expect 2 'hint: set trusted-network: true' -- "$BIN/xcargo-loader" --config one-sided.yaml --listen 127.0.0.1:0 \
+  --trust "$XCARGO_CLUSTER_DIR/trust"
+
+# With it, the loader says what that costs, and the attack tool sees the hole it opens (the
+# test of the test: it reports what gets through).
+up --one-sided-regions --trusted-network
+eventually 30 "the loader warned" lines_at_least 1 'warning: one-sided-regions on a trusted network' "$LOG"
+expect 1 'put-anywhere: GOT THROUGH' -- "$BIN/xcargo-memory-attack" --to "$NODE" --region chase
+down
+
+finish

@@ -11,12 +11,14 @@ enum ExitCode : int {
   kExitUsage = 2,           // bad arguments, unreadable or unwritable files, build failures
   kExitRemoteFailed = 3,    // the remote execution failed (later verbs: run)
   kExitUnreachable = 4,     // a node could not be reached (later verbs: push, run, ls)
+  kExitDenied = 5,          // the node refused this client's identity, or needs one
 };
 
 inline int exit_code_for(Errc code) {
   if (is_verification_failure(code)) return kExitVerifyFailed;
   if (code == Errc::remote) return kExitRemoteFailed;
   if (code == Errc::unreachable) return kExitUnreachable;
+  if (code == Errc::unauthenticated) return kExitDenied;
   return kExitUsage;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "exit_codes.h"
+#include "node_target.h"
 #include "verbs.h"
 #include "xcargo/version.h"
 
@@ -19,9 +20,12 @@ int main(int argc, char** argv) {
   app.name("xcargo");
   app.set_version_flag("--version", std::string("xcargo ") + XCARGO_VERSION_STRING);
   app.require_subcommand(1);
+  app.fallthrough();  // --identity also after the verb
+  app.add_option("--identity", g_identity, "Private key that proves who you are to nodes that authenticate clients "
+                 "(default: $XCARGO_IDENTITY, else ~/.config/xcargo/identity)")->type_name("KEY");
   app.footer("Run 'xcargo VERB --help' for a verb's options.\n"
              "Exit codes: 0 ok, 1 verification failed, 2 usage or I/O error, 3 remote execution failed,\n"
-             "4 could not reach a node.");
+             "4 could not reach a node, 5 the node did not accept this client's identity.");
   std::map<CLI::App*, Runner> runners;
   for (const Verb& v : kVerbs) {
     CLI::App* before = nullptr;

@@ -3,12 +3,25 @@
 
 #include "xcargo/cluster.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "xcargo/trust.h"
 
 namespace xcargo::cli {
+
+std::string g_identity;
+
+Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host_port) {
+  client::ConnectOptions o;
+  o.identity = g_identity;
+  auto c = client::connect(host_port, o);
+  if (c.ok() && (*c)->node().auth == wire::AuthMode::optional)
+    std::fprintf(stderr, "xcargo: warning: %s serves anyone who can reach it (allow-anyone): clients are not authenticated\n",
+                 host_port.c_str());
+  return c;
+}
 
 std::string local_loader_path() {
   if (const char* p = std::getenv("XCARGO_LOADER"); p && *p) return p;
@@ -24,7 +37,7 @@ Result<std::unique_ptr<client::Connection>> open_connection(const std::string& t
     if (!trust.empty() || !cache.empty() || !prefer.empty())
       return Error(Errc::invalid_argument, "--trust, --cache and --prefer apply to local runs only")
           .hint("a node uses its own trust directory, cache and policy");
-    return client::connect(to);
+    return connect_node(to);
   }
   if (trust.empty())
     return Error(Errc::invalid_argument, "a local run needs --trust")

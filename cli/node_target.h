@@ -11,6 +11,14 @@ namespace xcargo::cli {
 // The xcargo-loader beside this xcargo binary, or $XCARGO_LOADER.
 std::string local_loader_path();
 
+// --identity KEY, given before or after the verb; empty: the client library's default
+// ($XCARGO_IDENTITY, ~/.config/xcargo/identity).
+extern std::string g_identity;
+
+// A UCX connection to HOST:PORT as this invocation's identity, with a warning on stderr
+// when the node serves anyone unauthenticated.
+Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host_port);
+
 // --to HOST:PORT: a UCX connection; empty: a private local loader trusting `trust`.
 Result<std::unique_ptr<client::Connection>> open_connection(const std::string& to, const std::string& trust,
                                                             const std::string& cache, const std::string& prefer,

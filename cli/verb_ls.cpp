@@ -19,7 +19,7 @@ Runner add_ls(CLI::App& app) {
   cmd->add_option("--to", o->to, "The node")->required()->type_name("HOST:PORT");
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
   return [o] {
-    auto c = client::connect(o->to);
+    auto c = connect_node(o->to);
     if (!c.ok()) return report(c.error());
     auto list = (*c)->list();
     if (!list.ok()) return report(list.error());

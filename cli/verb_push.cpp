@@ -35,7 +35,7 @@ Runner add_push(CLI::App& app) {
     if (nodes.empty()) return report(Error(Errc::invalid_argument, "--to names no node"));
     int worst = 0;
     for (const auto& node : nodes) {
-      auto c = client::connect(node);
+      auto c = connect_node(node);
       if (!c.ok()) {
         worst = std::max(worst, report(c.error()));
         continue;

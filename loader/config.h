@@ -32,6 +32,9 @@ struct LoaderConfig {
   bool sandbox = true;      // seccomp filters on the worker (loader/SECURITY.md)
   bool one_sided_regions = false;  // clients may ucp_get regions (UCX RMA on; loader/SECURITY.md)
   bool trusted_network = false;    // required with one_sided_regions over software-emulated RMA
+  std::string clients;     // authorized client keys: a directory of .pub files or a key-list file
+  bool allow_anyone = false;  // no client authentication (open, as before; loader/SECURITY.md)
+  std::string node_key;    // this node's private key; empty: a new one at each start
   uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit
   bool verbose = false;     // --exec only: log requests
 };

@@ -18,8 +18,10 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
+#include "auth_gate.h"
 #include "config.h"
 #include "engine.h"
 #include "handler.h"
@@ -174,7 +176,33 @@ std::string trust_stamp(const std::string& path) {
 
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
 // kernel crash or time-out leaves through _exit(75) inside the server.
-int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
+// Who may connect: the node key and the authorized clients, read once by the supervisor so
+// that every worker has the same node key and a bad file stops the start.
+struct Access {
+  std::optional<SigningKey> node_key;
+  std::optional<auth::AuthorizedKeys> clients;  // nullopt: allow-anyone
+};
+
+Result<Access> load_access(const LoaderConfig& cfg) {
+  Access a;
+  if (cfg.clients.empty() && !cfg.allow_anyone)
+    return Error(Errc::invalid_argument, "no authorized clients: the loader would serve nobody")
+        .hint("pass --clients PATH (a directory of clients' .pub files, or a key-list file; loader/SECURITY.md)")
+        .hint("or --allow-anyone to serve every client that can reach the port, unauthenticated");
+  if (!cfg.clients.empty() && cfg.allow_anyone)
+    return Error(Errc::invalid_argument, "both clients and allow-anyone are set").hint("choose one");
+  if (!cfg.clients.empty()) {
+    auto c = auth::AuthorizedKeys::load(cfg.clients);
+    if (!c.ok()) return Error(c.error().code(), "clients: " + c.error().message());
+    a.clients = std::move(*c);
+  }
+  auto k = cfg.node_key.empty() ? SigningKey::generate() : SigningKey::load(cfg.node_key);
+  if (!k.ok()) return Error(k.error().code(), "node-key: " + k.error().message());
+  a.node_key = std::move(*k);
+  return a;
+}
+
+int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident) {
   auto log = [](std::string_view line) { log_line(line); };
   const sandbox::Options box = sandbox_options(cfg);
   if (auto s = sandbox::prepare(box, {addr_fd}); !s.ok()) return fail(s.error());
@@ -191,6 +219,8 @@ int run_worker(const LoaderConfig& cfg, int addr_fd, char* incident) {
   so.cluster = cfg.nodes;
   so.one_sided_regions = cfg.one_sided_regions;
   so.trusted_network = cfg.trusted_network;
+  AuthGate gate(*access.node_key, access.clients);
+  so.gate = &gate;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
   if (auto s = sandbox::lock_down(box); !s.ok())
@@ -236,7 +266,7 @@ std::string read_address(int fd) {
 
 // The supervisor: starts the worker, restarts it when it dies (kernel crash, time-out, or
 // anything else), on the same address, and stops it on SIGTERM/SIGINT.
-int supervise(LoaderConfig cfg) {
+int supervise(LoaderConfig cfg, const Access& access) {
   char* incident = static_cast<char*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (incident == MAP_FAILED) return fail(Error(Errc::io, "cannot map the incident page"));
   incident[0] = '\0';
@@ -252,7 +282,7 @@ int supervise(LoaderConfig cfg) {
       ::close(pfd[0]);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
       if (::getppid() == 1) _exit(1);
-      _exit(run_worker(cfg, pfd[1], incident));
+      _exit(run_worker(cfg, access, pfd[1], incident));
     }
     ::close(pfd[1]);
     const std::string addr = read_address(pfd[0]);
@@ -264,7 +294,9 @@ int supervise(LoaderConfig cfg) {
             ::kill(pid, SIGKILL);
             return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
           }
-        log_line("listening on " + addr);
+        log_line("listening on " + addr + "; node key " + to_hex(access.node_key->public_key().id) +
+                 (access.clients ? "; " + std::to_string(access.clients->size()) + " authorized client keys"
+                                 : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated"));
         flush_log();  // lifecycle lines are rare: write them at once
         cfg.listen = addr;  // restarts keep the port, even one picked with port 0
         first = false;
@@ -366,6 +398,13 @@ int main(int argc, char** argv) {
   bool no_sandbox = false;
   auto* no_sandbox_flag = app.add_flag("--no-sandbox", no_sandbox, "Run kernels without the seccomp filters (to diagnose a problem; "
                                        "loader/SECURITY.md)");
+  auto* clients = app.add_option("--clients", flags.clients, "Authorized clients: a directory of their .pub files, or a "
+                                 "file of '[verbs=push,run,ls,read,forward] KEY [NAME]' lines (loader/SECURITY.md)")->type_name("PATH");
+  bool allow_anyone = false;
+  auto* allow_anyone_flag = app.add_flag("--allow-anyone", allow_anyone, "Serve every client that can reach the port, "
+                                         "unauthenticated (instead of --clients)");
+  auto* node_key = app.add_option("--node-key", flags.node_key, "This node's private key, which signs its hellos "
+                                  "(default: a new one at each start)")->type_name("KEY");
   bool one_sided = false, trusted_network = false;
   auto* one_sided_flag = app.add_flag("--one-sided-regions", one_sided, "Let clients read regions with one-sided UCX gets "
                                       "(default: through requests the loader bounds-checks; loader/SECURITY.md)");
@@ -401,6 +440,9 @@ int main(int argc, char** argv) {
     return fail(Error(Errc::invalid_argument, "--max-memory " + max_memory + ": expected a size").hint("for example --max-memory 4G, or 0 for no limit"));
   if (*no_sandbox_flag) cfg.sandbox = false;
   if (*one_sided_flag) cfg.one_sided_regions = true;
+  if (*clients) cfg.clients = flags.clients;
+  if (*allow_anyone_flag) cfg.allow_anyone = true;
+  if (*node_key) cfg.node_key = flags.node_key;
   if (*trusted_flag) cfg.trusted_network = true;
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
@@ -429,7 +471,9 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   if (!exec) {
     if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
-    return supervise(cfg);
+    auto access = load_access(cfg);
+    if (!access.ok()) return fail(access.error());
+    return supervise(cfg, *access);
   }
 
   // A crashing kernel ends this process with its signal, which the client reports; UCX's

@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include "xcargo/auth.h"
+#include "xcargo/identity.h"
+
 namespace xcargo::client {
 
 using namespace wire;
@@ -26,6 +29,7 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
   if (f->type == MsgType::result && reply_type != MsgType::result) {
     // A node that cannot parse a request answers with a result carrying bad_request.
     auto r = decode_result(f->header);
+    if (r.ok() && r->status == ReplyStatus::unauthenticated) return denied(r->message);
     std::string why = r.ok() ? r->message : "unexpected reply";
     return Error(Errc::malformed, peer() + ": the node refused the request: " + why);
   }
@@ -35,8 +39,17 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
   return f;
 }
 
-Status Connection::handshake() {
-  auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address()}), {});
+Error Connection::denied(const std::string& why) const {
+  Error e(Errc::unauthenticated, peer() + ": " + why);
+  if (identity_id_.empty()) e.hint("pass --identity KEY or set XCARGO_IDENTITY=KEY, a key the node's admin authorized");
+  else e.hint("identity " + identity_id_ + " may " + auth::verbs_text(verbs_) + "; the node's admin grants verbs in its clients file");
+  return e;
+}
+
+Status Connection::handshake(const std::string& identity_path) {
+  auto nonce = auth::random_nonce();
+  XC_TRY(nonce);
+  auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address(), *nonce}), {});
   XC_TRY(f);
   auto r = decode_hello_reply(f->header);
   if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
@@ -44,6 +57,38 @@ Status Connection::handshake() {
     return Error(Errc::unsupported, peer() + ": the node does not speak protocol version " + std::to_string(kVersion))
         .hint("use matching xcargo and xcargo-loader releases");
   node_ = std::move(*r);
+  verbs_ = auth::kAllClientVerbs;
+  if (node_.auth == AuthMode::none) return {};
+  PublicKey node_key;
+  node_key.raw = node_.node_key;
+  if (!ed25519_verify(node_key, auth::node_proof(*nonce, node_.nonce, node_.node_key), node_.node_sig))
+    return Error(Errc::unauthenticated, peer() + ": the node's hello is not signed by the key it names")
+        .hint("something between this client and the node changed its messages");
+  if (identity_path.empty()) {
+    if (node_.auth == AuthMode::optional) return {};
+    return Error(Errc::unauthenticated, peer() + ": the node serves only authenticated clients, and no identity was given")
+        .hint("pass --identity KEY or set XCARGO_IDENTITY=KEY; 'xcargo keygen -o ~/.config/xcargo/identity' makes one")
+        .hint("the node's admin adds KEY.pub to the loader's clients");
+  }
+  return authenticate(identity_path, *nonce);
+}
+
+Status Connection::authenticate(const std::string& identity_path, const Nonce& client_nonce) {
+  auto key = SigningKey::load(identity_path);
+  if (!key.ok()) return Error(Errc::key, "identity: " + key.error().message()).hint("pass --identity KEY, a file written by 'xcargo keygen'");
+  const std::string id = to_hex(key->public_key().id);
+  auto sig = key->sign(auth::client_proof(client_nonce, node_.nonce, node_.node_key, key->public_key().raw));
+  XC_TRY(sig);
+  const uint64_t rid = next_id_++;
+  auto f = request(MsgType::auth, MsgType::auth_reply, encode(Auth{rid, key->public_key().raw, *sig}), {});
+  XC_TRY(f);
+  auto r = decode_reply(peer(), f->header, rid, decode_auth_reply);
+  XC_TRY(r);
+  if (r->status != ReplyStatus::ok)
+    return Error(Errc::unauthenticated, peer() + ": the node refused identity " + id + " (" + identity_path + "): " + r->message)
+        .hint("the node's admin adds " + identity_path + ".pub to the loader's clients");
+  identity_id_ = id;
+  verbs_ = r->verbs;
   return {};
 }
 
@@ -70,6 +115,7 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   auto r = decode_reply(peer(), f->header, id, decode_result);
   XC_TRY(r);
   if (r->output_size != f->data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
+  if (r->status == ReplyStatus::unauthenticated) return denied(r->message);
   return InvokeReply{std::move(*r), std::move(f->data)};
 }
 

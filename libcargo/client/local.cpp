@@ -40,7 +40,7 @@ public:
     }
   }
   std::string peer() const override { return "local loader"; }
-  Status start() { return handshake(); }
+  Status start() { return handshake({}); }  // a private loader: no authentication
 
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {

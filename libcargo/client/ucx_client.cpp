@@ -6,6 +6,7 @@
 
 #include "net/ucx.h"
 #include "net/ucx_api.h"
+#include "xcargo/auth.h"
 #include "xcargo/client.h"
 
 namespace xcargo::client {
@@ -78,7 +79,7 @@ public:
     XC_TRY(ep);
     ep_ = *ep;
     timeout_ms_ = o.connect_timeout_ms;
-    auto hs = handshake();
+    auto hs = handshake(o.identity.empty() ? auth::default_identity_path() : o.identity);
     timeout_ms_ = o.reply_timeout_ms;
     return hs;
   }

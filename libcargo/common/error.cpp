@@ -20,6 +20,7 @@ const char* errc_name(Errc code) {
     case Errc::import: return "import";
     case Errc::remote: return "remote";
     case Errc::unreachable: return "unreachable";
+    case Errc::unauthenticated: return "unauthenticated";
   }
   return "unknown";
 }

@@ -25,6 +25,7 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::no_region: return "no_region";
     case ReplyStatus::sandbox: return "sandbox";
     case ReplyStatus::out_of_range: return "out_of_range";
+    case ReplyStatus::unauthenticated: return "unauthenticated";
   }
   return "unknown";
 }
@@ -124,7 +125,10 @@ Result<T> done(In& in, T value) {
 }  // namespace
 
 Bytes encode(const Hello& m) {
-  return Out().raw(kHelloMagic).u16(m.min_version).u16(m.max_version).u32(0).u32(0).blob(m.reply_address).take();
+  Out o;
+  o.raw(kHelloMagic).u16(m.min_version).u16(m.max_version).u32(0).u32(0).blob(m.reply_address);
+  if (m.max_version >= 3) o.raw(m.nonce);
+  return o.take();
 }
 Result<Hello> decode_hello(ByteView h) {
   In in(h, "hello");
@@ -136,14 +140,17 @@ Result<Hello> decode_hello(ByteView h) {
   m.max_version = in.u16();
   in.zeros(8);
   if (!in.failed() && m.min_version > m.max_version) in.fail("min_version is above max_version");
-  // Version 1 hellos end here: they still decode, so that the answer can say which versions.
+  // Version 1 hellos end here, version 2 ones after the address: they still decode, so that
+  // the answer can say which versions.
   if (!in.failed() && in.pos() < h.size()) m.reply_address = in.blob(kMaxAddress);
+  if (!in.failed() && m.max_version >= 3) in.raw(m.nonce.data(), m.nonce.size());
   return done(in, m);
 }
 
 Bytes encode(const HelloReply& m) {
   return Out().raw(kHelloMagic).u16(m.version).u16(uint16_t(m.status)).u32(m.node_id).u32(m.node_count)
-      .u64(m.max_cargo).u64(m.max_input).u64(m.max_reply).str(m.loader_version).take();
+      .u64(m.max_cargo).u64(m.max_input).u64(m.max_reply).str(m.loader_version)
+      .u16(uint16_t(m.auth)).zeros(6).raw(m.nonce).raw(m.node_key).raw(m.node_sig).take();
 }
 Result<HelloReply> decode_hello_reply(ByteView h) {
   In in(h, "hello_reply");
@@ -159,6 +166,37 @@ Result<HelloReply> decode_hello_reply(ByteView h) {
   m.max_input = in.u64();
   m.max_reply = in.u64();
   m.loader_version = in.str(kMaxName);
+  const uint16_t auth = in.u16();
+  if (!in.failed() && auth > uint16_t(AuthMode::required)) in.fail("unknown auth mode " + std::to_string(auth));
+  m.auth = AuthMode(auth);
+  in.zeros(6);
+  in.raw(m.nonce.data(), m.nonce.size());
+  in.raw(m.node_key.data(), m.node_key.size());
+  in.raw(m.node_sig.data(), m.node_sig.size());
+  return done(in, m);
+}
+
+Bytes encode(const Auth& m) { return Out().u64(m.request_id).raw(m.client_key).raw(m.signature).take(); }
+Result<Auth> decode_auth(ByteView h) {
+  In in(h, "auth");
+  Auth m;
+  m.request_id = in.u64();
+  in.raw(m.client_key.data(), m.client_key.size());
+  in.raw(m.signature.data(), m.signature.size());
+  return done(in, m);
+}
+
+Bytes encode(const AuthReply& m) {
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(m.verbs).u32(0).str(m.message).take();
+}
+Result<AuthReply> decode_auth_reply(ByteView h) {
+  In in(h, "auth_reply");
+  AuthReply m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  m.verbs = in.u16();
+  in.zeros(4);
+  m.message = in.str(kMaxMessage);
   return done(in, m);
 }
 

@@ -100,12 +100,12 @@ void install_fault_handlers() {
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
 }
 
+// Every request but hello starts with its u64 request_id (wire-protocol.md section 4).
 uint64_t request_id_of(MsgType type, ByteView header) {
-  if (type == MsgType::invoke)
-    if (auto inv = decode_invoke(header); inv.ok()) return inv->request_id;
-  if (type == MsgType::forward)
-    if (auto f = decode_forward(header); f.ok()) return f->request_id;
-  return 0;
+  uint64_t id = 0;
+  if (type != MsgType::hello && header.size() >= 8)
+    for (int i = 7; i >= 0; --i) id = id << 8 | header[size_t(i)];
+  return id;
 }
 
 // Where a failure of this request is reported: a forward's client, by address; else empty
@@ -117,9 +117,18 @@ Bytes reply_to_of(MsgType type, ByteView header) {
 }
 
 // A peer loader of the cluster, and the cargos already sent to it.
+// Forwards to a peer wait until this node has authenticated to it with its node key.
 struct Peer {
   ucp_ep_h ep = nullptr;
   std::set<Digest> sent;
+  enum State { greeting, proving, ready } state = greeting;
+  wire::Nonce nonce{};                 // this node's challenge in its hello
+  Clock::time_point since;
+  struct Waiting {
+    Reply message;
+    std::function<void(ucs_status_t)> on_fail;
+  };
+  std::deque<Waiting> waiting;
 };
 
 // A region read small enough to copy inside the receive callback; larger ones are queued
@@ -152,7 +161,12 @@ struct UcxServer::Impl {
   struct Client {
     Bytes address;
     uint64_t serial = 0;
+    std::string peer;                  // HOST:PORT it connected from, for log lines
+    Clock::time_point since;           // when it connected (the authentication deadline)
+    AuthGate::Session session;
+    bool doomed = false;               // refused: closed at the next sweep
   };
+  Clock::time_point next_sweep{};
   std::map<ucp_ep_h, Client> eps;
   uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
@@ -204,16 +218,97 @@ struct UcxServer::Impl {
 
   static void on_conn(ucp_conn_request_h req, void* arg) {
     auto* self = static_cast<Impl*>(arg);
+    std::string from = "?";
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
     auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
-    if (!ep.ok()) return self->log(ep.error().message());
-    self->eps[*ep].serial = self->next_serial++;
+    if (!ep.ok()) return self->log("refused a connection from " + from + ": " + ep.error().message());
+    Client& c = self->eps[*ep];
+    c = Client{};
+    c.serial = self->next_serial++;
+    c.peer = from;
+    c.since = Clock::now();
+  }
+
+  // Leader only: closes connections that were refused, or that did not authenticate in time.
+  void sweep() {
+    const auto now = Clock::now();
+    if (now < next_sweep) return;
+    next_sweep = now + std::chrono::milliseconds(100);
+    for (auto it = peers.begin(); it != peers.end();) {
+      auto next = std::next(it);
+      if (it->second.state != Peer::ready && now - it->second.since > opt.auth_deadline) {
+        log("node " + std::to_string(it->first) + " did not complete authentication in time; not forwarding to it");
+        drop_peer(it, UCS_ERR_TIMED_OUT);
+      }
+      it = next;
+    }
+    if (opt.gate->mode() != AuthMode::required) return;
+    for (auto it = eps.begin(); it != eps.end();) {
+      Client& c = it->second;
+      const bool late = !c.session.authenticated && now - c.since > opt.auth_deadline;
+      if (!c.doomed && !late) {
+        ++it;
+        continue;
+      }
+      if (late && !c.doomed) log("closed the connection from " + c.peer + ": not authenticated within " +
+                                 std::to_string(opt.auth_deadline.count() / 1000) + " s");
+      if (c.doomed && now - c.since < std::chrono::milliseconds(200)) {  // let the refusal reach it first
+        ++it;
+        continue;
+      }
+      close_ep(it->first);
+      it = eps.erase(it);
+    }
+  }
+
+  // hello and auth, answered at once: the connection's authentication (AuthGate).
+  void greet(ucp_ep_h ep, Client& c, ByteView header) {
+    auto h = decode_hello(header);
+    if (!h.ok()) return send(ep, handler->bad_request(h.error().message()));
+    c.address = h->reply_address;
+    Reply base = handler->handle(MsgType::hello, header, {});
+    auto r = decode_hello_reply(base.header);
+    if (!r.ok()) return send(ep, handler->bad_request("hello: " + r.error().message()));
+    if (auto s = opt.gate->greet(c.session, *h, *r); !s.ok()) {
+      log("cannot answer the hello from " + c.peer + ": " + s.error().message());
+      r->status = ReplyStatus::internal;
+    }
+    send(ep, {MsgType::hello_reply, encode(*r), {}});
+  }
+  void authenticate(ucp_ep_h ep, Client& c, ByteView header) {
+    auto a = decode_auth(header);
+    if (!a.ok()) return send(ep, handler->bad_request(a.error().message()));
+    std::string line;
+    AuthReply r = opt.gate->check(c.session, *a, &line);
+    log((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
+    if (r.status != ReplyStatus::ok) c.doomed = true, c.since = Clock::now();
+    send(ep, {MsgType::auth_reply, encode(r), {}});
+  }
+  void deny(ucp_ep_h ep, const Client* c, MsgType type, ByteView header) {
+    const std::string why = opt.gate->refusal(c ? c->session : AuthGate::Session{}, type);
+    log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
+    if (!ep) return;  // a forward without a reply endpoint: nobody to tell
+    ResultMsg m;
+    m.request_id = request_id_of(type, header);
+    m.status = ReplyStatus::unauthenticated;
+    m.message = why;
+    send(ep, {MsgType::result, encode(m), {}});
   }
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
+    if (auto it = self->eps.find(ep); it != self->eps.end() && !it->second.session.authenticated && !it->second.doomed &&
+                                      self->opt.gate->mode() == AuthMode::required)
+      self->log("connection from " + it->second.peer + " closed without authenticating");
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
-    for (auto it = self->peers.begin(); it != self->peers.end();)
-      it = it->second.ep == ep ? (known = true, self->peers.erase(it)) : std::next(it);
+    for (auto it = self->peers.begin(); it != self->peers.end(); ++it)
+      if (it->second.ep == ep) {
+        known = true;
+        self->drop_peer(it, UCS_ERR_CONNECTION_RESET);
+        break;
+      }
     for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
       it = it->second == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
     if (known) close_ep(ep);
@@ -238,11 +333,16 @@ struct UcxServer::Impl {
       return UCS_OK;
     }
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
+    auto cit = has_ep ? self->eps.find(param->reply_ep) : self->eps.end();
+    Client* client = cit == self->eps.end() ? nullptr : &cit->second;
+    if (client && client->doomed) return UCS_OK;
+    if (type == MsgType::hello && client) return self->greet(param->reply_ep, *client, hv), UCS_OK;
+    if (type == MsgType::auth && client) return self->authenticate(param->reply_ep, *client, hv), UCS_OK;
+    if (!self->opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
+      return self->deny(has_ep ? param->reply_ep : nullptr, client, type, hv), UCS_OK;
     if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv)))  // answered at once
       return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
-    if (type == MsgType::hello && self->eps.count(param->reply_ep))  // keep the client's address
-      if (auto h = decode_hello(hv); h.ok()) self->eps[param->reply_ep].address = h->reply_address;
     if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
         !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
@@ -306,10 +406,12 @@ struct UcxServer::Impl {
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
-  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}) {
+  // flags: UCP_AM_SEND_FLAG_REPLY on messages to peers, whose answers must name this endpoint.
+  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}, uint32_t flags = 0) {
     {  // Most replies are small and leave at once, without a request to keep their bytes alive.
       ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+      p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
+      p.flags = flags;
       ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), r.header.data(), r.header.size(), r.data.data(),
                                              r.data.size(), &p);
       if (req == nullptr) return;
@@ -320,7 +422,8 @@ struct UcxServer::Impl {
     }
     auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight, std::move(on_fail)};
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
+    p.flags = flags;
     p.cb.send = &Impl::on_sent;
     p.user_data = s;
     in_flight++;
@@ -361,7 +464,81 @@ struct UcxServer::Impl {
       log("cannot reach node " + std::to_string(id) + ": " + ep.error().message());
       return nullptr;
     }
-    return &(peers[id] = Peer{*ep, {}});
+    auto nonce = auth::random_nonce();
+    if (!nonce.ok()) {
+      log("cannot greet node " + std::to_string(id) + ": " + nonce.error().message());
+      close_ep(*ep);
+      return nullptr;
+    }
+    Peer& p = peers[id] = Peer{};
+    p.ep = *ep;
+    p.nonce = *nonce;
+    p.since = Clock::now();
+    send_on(p.ep, {MsgType::hello, encode(Hello{kVersion, kVersion, {}, p.nonce}), {}}, {}, UCP_AM_SEND_FLAG_REPLY);
+    return &p;
+  }
+
+  // A forward to a peer: now if this node has authenticated to it, else when it has.
+  void send_peer(Peer& p, Reply&& r, std::function<void(ucs_status_t)> on_fail) {
+    if (p.state == Peer::ready) return send_on(p.ep, std::move(r), std::move(on_fail), UCP_AM_SEND_FLAG_REPLY);
+    p.waiting.push_back({std::move(r), std::move(on_fail)});
+  }
+
+  // A peer went away, or refused this node, or did not answer in time: what waited for it
+  // fails (its clients are told), and the next forward connects again.
+  void drop_peer(std::map<uint32_t, Peer>::iterator it, ucs_status_t why) {
+    std::deque<Peer::Waiting> waiting;
+    waiting.swap(it->second.waiting);
+    if (why != UCS_ERR_CONNECTION_RESET) close_ep(it->second.ep);  // else on_ep_error closes it
+    peers.erase(it);
+    for (auto& wt : waiting)
+      if (wt.on_fail) wt.on_fail(why);
+  }
+
+  // hello_reply and auth_reply from peers this node greeted: it proves itself with its node
+  // key, then sends what waited. Peers are told apart by node id (the auth's request id).
+  static ucs_status_t on_peer_reply(void* arg, const void* header, size_t header_length, void*, size_t,
+                                    const ucp_am_recv_param_t*) {
+    auto* ha = static_cast<HandlerArg*>(arg);
+    Impl* self = ha->self;
+    const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
+    if (MsgType(ha->type) == MsgType::hello_reply) {
+      auto r = decode_hello_reply(hv);
+      if (!r.ok()) return self->log("a peer's hello_reply does not decode: " + r.error().message()), UCS_OK;
+      auto it = self->peers.find(r->node_id);
+      if (it == self->peers.end() || it->second.state != Peer::greeting) return UCS_OK;
+      Peer& p = it->second;
+      PublicKey theirs;
+      theirs.raw = r->node_key;
+      if (r->status != ReplyStatus::ok || !ed25519_verify(theirs, auth::node_proof(p.nonce, r->nonce, r->node_key), r->node_sig)) {
+        self->log("node " + std::to_string(r->node_id) + " answered the hello without a valid signature; not forwarding to it");
+        self->drop_peer(it, UCS_ERR_REJECTED);
+        return UCS_OK;
+      }
+      const SigningKey& mine = self->opt.gate->node_key();
+      auto sig = mine.sign(auth::client_proof(p.nonce, r->nonce, r->node_key, mine.public_key().raw));
+      if (!sig.ok()) return self->drop_peer(it, UCS_ERR_NO_MEMORY), UCS_OK;
+      p.state = Peer::proving;
+      self->send_on(p.ep, {MsgType::auth, encode(Auth{r->node_id, mine.public_key().raw, *sig}), {}}, {}, UCP_AM_SEND_FLAG_REPLY);
+      return UCS_OK;
+    }
+    auto r = decode_auth_reply(hv);
+    if (!r.ok()) return self->log("a peer's auth_reply does not decode: " + r.error().message()), UCS_OK;
+    auto it = self->peers.find(uint32_t(r->request_id));
+    if (it == self->peers.end() || it->second.state != Peer::proving) return UCS_OK;
+    if (r->status != ReplyStatus::ok || !(r->verbs & auth::kForward)) {
+      self->log("node " + std::to_string(it->first) + " does not accept forwards from this node's key " +
+                to_hex(self->opt.gate->node_key().public_key().id) + ": " +
+                (r->status != ReplyStatus::ok ? r->message : "the key may " + auth::verbs_text(r->verbs)));
+      self->drop_peer(it, UCS_ERR_REJECTED);
+      return UCS_OK;
+    }
+    Peer& p = it->second;
+    p.state = Peer::ready;
+    std::deque<Peer::Waiting> waiting;
+    waiting.swap(p.waiting);
+    for (auto& wt : waiting) self->send_on(p.ep, std::move(wt.message), std::move(wt.on_fail), UCP_AM_SEND_FLAG_REPLY);
+    return UCS_OK;
   }
 
   static void close_ep(ucp_ep_h ep) {
@@ -392,7 +569,7 @@ struct UcxServer::Impl {
           }
         }
         data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
-        send_on(p->ep, {MsgType::forward, encode(f), std::move(data)},
+        send_peer(*p, {MsgType::forward, encode(f), std::move(data)},
                 [this, f, node = step.forward_node, ep = p->ep](ucs_status_t s) {
                   if (auto it = peers.find(node); it != peers.end() && it->second.ep == ep) {
                     orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
@@ -553,6 +730,7 @@ struct UcxServer::Impl {
       if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
       const bool posted = drain_outbox();
       if (restart) return flush_and_quit();
+      sweep();
       if (!jobs.empty() && jobs.front()->ready) {
         last_activity = Clock::now();
         std::shared_ptr<Job> j = jobs.front();
@@ -755,6 +933,17 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
       m.log("warning: one-sided-regions on a trusted network: peers can read and write this worker's memory over " + soft);
     else
       m.log("one-sided-regions: clients read regions with ucp_get; the network hardware checks their keys");
+  }
+  for (uint16_t t : {uint16_t(MsgType::hello_reply), uint16_t(MsgType::auth_reply)}) {  // answers to this node's greetings
+    m.args[t] = {&m, t};
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = t;
+    hp.cb = &Impl::on_peer_reply;
+    hp.arg = &m.args[t];
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    if (auto st = ucp_worker_set_am_recv_handler(m.w->worker(), &hp); st != UCS_OK) return net::ucx_error("UCX handler", st);
   }
   for (uint16_t t = 1; t <= kMaxMsgType; t += 2) {  // every request type
     m.args[t] = {&m, t};

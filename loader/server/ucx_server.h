@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "auth_gate.h"
 #include "handler.h"
 #include "xcargo/cluster.h"
 #include "xcargo/error.h"
@@ -32,6 +33,10 @@ struct ServerOptions {
   // The admin's word that every host able to reach this loader is trusted: required for
   // one-sided reads over transports that emulate them in software (loader/SECURITY.md).
   bool trusted_network = false;
+  // Who may do what (required: not null). Connections that have not authenticated within
+  // auth_deadline are closed.
+  const AuthGate* gate = nullptr;
+  std::chrono::milliseconds auth_deadline{10000};
 };
 
 class UcxServer {

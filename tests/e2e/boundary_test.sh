@@ -26,7 +26,7 @@ LOG=$XCARGO_CLUSTER_DIR/node-0.log
 # remote key it packed itself, reach nothing; region reads outside the region are refused.
 up
 source "$XCARGO_CLUSTER_DIR/env"
-expect 0 '' -- bash -c "'$BIN/xcargo-memory-attack' --to '$NODE' --region chase > attack.out 2>&1"
+expect 0 '' -- bash -c "'$BIN/xcargo-memory-attack' --to '$NODE' --region chase --key '$XCARGO_IDENTITY' > attack.out 2>&1"
 cat attack.out | sed 's/^/    /'
 for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'region-key: refused: address 0, 0-byte key' \
             'read-past-end: refused: out_of_range' 'read-overflow: refused: out_of_range' 'read-unknown: refused: no_region' \
@@ -42,18 +42,18 @@ down
 # One-sided reads over transports that emulate them in software: refused without the
 # admin's statement that the network is trusted.
 expect 2 'emulate one-sided access in software' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 \
-  --trust "$XCARGO_CLUSTER_DIR/trust" --one-sided-regions
+  --trust "$XCARGO_CLUSTER_DIR/trust" --allow-anyone --one-sided-regions
 cat > one-sided.yaml <<YAML
 one-sided-regions: true
 YAML
 expect 2 'hint: set trusted-network: true' -- "$BIN/xcargo-loader" --config one-sided.yaml --listen 127.0.0.1:0 \
-  --trust "$XCARGO_CLUSTER_DIR/trust"
+  --trust "$XCARGO_CLUSTER_DIR/trust" --allow-anyone
 
 # With it, the loader says what that costs, and the attack tool sees the hole it opens (the
 # test of the test: it reports what gets through).
 up --one-sided-regions --trusted-network
 eventually 30 "the loader warned" lines_at_least 1 'warning: one-sided-regions on a trusted network' "$LOG"
-expect 1 'put-anywhere: GOT THROUGH' -- "$BIN/xcargo-memory-attack" --to "$NODE" --region chase
+expect 1 'put-anywhere: GOT THROUGH' -- "$BIN/xcargo-memory-attack" --to "$NODE" --region chase --key "$XCARGO_IDENTITY"
 down
 
 finish

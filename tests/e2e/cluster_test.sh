@@ -41,13 +41,19 @@ expect 3 'kernel_error: the kernel returned 3' -- "$X" run hops.xcargo --entry t
 expect 3 'kernel_error: the kernel returned 3' -- "$X" run hops.xcargo --entry to_node --arg u32:0 --cluster "$C" --node 0
 expect 2 'has no node 9' -- "$X" run hops.xcargo --entry tour --cluster "$C" --node 9
 
-# Forged forwards: a forwarded cargo is verified like a pushed one.
+# Forged forwards. Only a peer node's key may forward: anyone else is refused, kernel unrun.
 FORGE=$BIN/xcargo-forge-forward
-expect 0 '^refused: the forwarded cargo was refused: .*digest mismatch' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --flip 700
-expect 0 "^refused: the forwarded cargo is not the one its digest names" -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --digest-of hello.xcargo --entry ok
-expect 0 '^refused: .*(trusted|untrusted)' -- "$FORGE" --to "$(addr 1)" --cargo stranger.xcargo --entry add
-expect 0 '^hop_limit' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --hop 5001
-expect 0 '^ok: ' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok
+NODEKEY=$XCARGO_CLUSTER_DIR/node-0.key
+expect 0 '^unauthenticated: this node serves only authenticated clients' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok
+expect 0 '^unauthenticated: key [0-9a-f]+ \(cluster-user\) may push,run,ls,read, not forward' -- \
+  "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --key "$XCARGO_IDENTITY"
+eventually 30 "the node logged the refused forwards" lines_at_least 2 'refused request type 13' "$XCARGO_CLUSTER_DIR/node-1.log"
+# With a node's key, a forwarded cargo is still verified like a pushed one.
+expect 0 '^refused: the forwarded cargo was refused: .*digest mismatch' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --flip 700 --key "$NODEKEY"
+expect 0 "^refused: the forwarded cargo is not the one its digest names" -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --digest-of hello.xcargo --entry ok --key "$NODEKEY"
+expect 0 '^refused: .*(trusted|untrusted)' -- "$FORGE" --to "$(addr 1)" --cargo stranger.xcargo --entry add --key "$NODEKEY"
+expect 0 '^hop_limit' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --hop 5001 --key "$NODEKEY"
+expect 0 '^ok: ' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok --key "$NODEKEY"
 
 # The pointer chase: the same last element and checksum whether the walk moves itself between
 # nodes (xrdma), the client reads every element one-sidedly (get), or plain UCX Active Message

@@ -16,7 +16,7 @@ trap '[ -n "$sup" ] && { pkill -9 -P "$sup"; kill -9 "$sup"; } 2>/dev/null; rm -
 # start: a loader on the shared cache, JIT first (so that pushes write the disk cache).
 start() {
   rm -f node.addr
-  "$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --cache cache --prefer bitcode 2>> node.log &
+  "$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients --cache cache --prefer bitcode 2>> node.log &
   sup=$!
   disown "$sup"
   wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
@@ -36,7 +36,9 @@ kill9() {
   sup=
 }
 
-mkdir trust
+mkdir trust clients
+"$X" keygen -o me >/dev/null && cp me.pub clients/
+export XCARGO_IDENTITY=$TMP/me
 "$X" keygen -o k >/dev/null && cp k.pub trust/
 "$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key k 2>/dev/null
 "$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null

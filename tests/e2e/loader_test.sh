@@ -18,7 +18,7 @@ start_loader() {
   local name=$1
   shift
   rm -f "$name.addr"
-  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" "$@" 2> "$name.log" &
+  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" --clients clients "$@" 2> "$name.log" &
   pids+=($!)
   disown $!
   eval "${name}_pid=$!"
@@ -26,8 +26,11 @@ start_loader() {
   eval "$name=\$(cat $name.addr)"
 }
 
-mkdir trust
+mkdir trust clients
 "$X" keygen -o k >/dev/null && cp k.pub trust/
+# The client identity every loader here accepts (tests/e2e/auth_test.sh tests the refusals).
+"$X" keygen -o me >/dev/null && cp me.pub clients/
+export XCARGO_IDENTITY=$TMP/me
 "$X" keygen -o other >/dev/null
 "$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
 "$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>/dev/null
@@ -94,6 +97,7 @@ import json; s=json.load(open('jit.json'))['stats']; assert s['jit_compiles']==0
 cat > loader.yaml <<YAML
 listen: 127.0.0.1:0
 trust: trust
+clients: clients
 node-id: 7
 YAML
 rm -f cfg.addr

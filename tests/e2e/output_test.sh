@@ -91,7 +91,7 @@ check "a regular file is replaced by rename (new inode)" test "$(stat -c %i regu
 check "a replaced file keeps its narrower mode (0600)" test "$(stat -c %a regular.o)" = 600
 
 # The loader's ready file: '-' prints the address on standard output.
-"$LOADER" --listen 127.0.0.1:0 --trust . --ready-file - > ready.out 2> loader.log &
+"$LOADER" --listen 127.0.0.1:0 --trust . --allow-anyone --ready-file - > ready.out 2> loader.log &
 loader=$!
 wait_file ready.out 30
 check "--ready-file - prints where the loader listens" grep -Eq '^127\.0\.0\.1:[0-9]+$' ready.out

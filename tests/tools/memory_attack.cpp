@@ -1,6 +1,7 @@
 // xcargo-memory-attack: tries to reach a loader's memory outside what it exports, as a peer
 // with a stock UCX client and no key would (loader/SECURITY.md, "Memory access by peers").
-// usage: xcargo-memory-attack --to HOST:PORT --region NAME
+// usage: xcargo-memory-attack --to HOST:PORT --region NAME [--key KEY]
+//   (--key: authenticate with KEY after the one-sided attempts, which come first, unauthenticated)
 //   put-anywhere   ucp_put of 8 bytes to address 16 with a remote key this client packed itself
 //   get-anywhere   ucp_get of 8 bytes from this tool's own code address with such a key
 //   read-past-end  region_read of the region's last 8 bytes and 8 more
@@ -17,6 +18,8 @@
 
 #include "net/ucx.h"
 #include "tool_args.h"
+#include "xcargo/auth.h"
+#include "xcargo/identity.h"
 #include "xcargo/wire.h"
 
 using namespace xcargo;
@@ -100,8 +103,12 @@ int main(int argc, char** argv) {
   if (!ep.ok()) die(ep.error().message());
   auto address = (*w)->address();
   if (!address.ok()) die(address.error().message());
-  if (!roundtrip(*ep, wire::MsgType::hello, wire::encode(wire::Hello{wire::kVersion, wire::kVersion, *address})))
+  auto nonce = auth::random_nonce();
+  if (!nonce.ok()) die(nonce.error().message());
+  if (!roundtrip(*ep, wire::MsgType::hello, wire::encode(wire::Hello{wire::kVersion, wire::kVersion, *address, *nonce})))
     die(to + ": no hello_reply");
+  auto hello = wire::decode_hello_reply(g_reply);
+  if (!hello.ok()) die(to + ": " + hello.error().message());
 
   // A remote key packed from this client's own memory: software-emulated RMA never checks it.
   static uint64_t mine = 0x5841545441434b21;  // "XATTACK!"
@@ -139,6 +146,15 @@ int main(int argc, char** argv) {
   if (g_lost) {
     std::printf("the connection dropped after the one-sided attempts: the worker died\n");
     return 1;
+  }
+  if (const std::string key_file = test::arg(argc, argv, "--key"); !key_file.empty()) {
+    auto key = SigningKey::load(key_file);
+    if (!key.ok()) die(key.error().message());
+    auto sig = key->sign(auth::client_proof(*nonce, hello->nonce, hello->node_key, key->public_key().raw));
+    if (!sig.ok()) die(sig.error().message());
+    if (!roundtrip(*ep, wire::MsgType::auth, wire::encode(wire::Auth{3, key->public_key().raw, *sig}))) die(to + ": no auth_reply");
+    auto ar = wire::decode_auth_reply(g_reply);
+    if (!ar.ok() || ar->status != wire::ReplyStatus::ok) die(to + ": the key was not accepted");
   }
   if (!roundtrip(*ep, wire::MsgType::region, wire::encode(wire::RegionQuery{2, region}))) die(to + ": no region_reply");
   auto rr = wire::decode_region_reply(g_reply);

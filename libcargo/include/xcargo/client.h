@@ -31,8 +31,13 @@ class Connection {
 public:
   virtual ~Connection() = default;
 
-  // What the node said in the handshake: its id, cluster size and limits.
+  // What the node said in the handshake: its id, cluster size, limits, and whether it
+  // authenticates clients (node().auth).
   const wire::HelloReply& node() const { return node_; }
+  // The identity this connection authenticated with (key id in hex), empty if none, and
+  // the verbs the node granted it (auth::Verb bits; all of them on an open node).
+  const std::string& identity() const { return identity_id_; }
+  uint16_t granted_verbs() const { return verbs_; }
   // "HOST:PORT", or "local loader".
   virtual std::string peer() const = 0;
   // Ends the conversation; later calls fail with Errc::unreachable. The destructor closes too.
@@ -59,8 +64,9 @@ public:
 protected:
   // Sends one request and returns the node's one reply to it.
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
-  // The version handshake; implementations call it once connected.
-  Status handshake();
+  // The version handshake, then authentication with identity_path (a private key file; empty:
+  // none) when the node asks for it or accepts it; implementations call it once connected.
+  Status handshake(const std::string& identity_path);
   // One-sided reads, for transports that offer them.
   virtual bool can_get_one_sided() const { return false; }
   virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
@@ -70,8 +76,12 @@ protected:
 
 private:
   Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
+  Status authenticate(const std::string& identity_path, const wire::Nonce& client_nonce);
+  Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
   wire::HelloReply node_;
   uint64_t next_id_ = 1;
+  std::string identity_id_;
+  uint16_t verbs_ = 0;
 };
 
 struct LocalOptions {
@@ -87,6 +97,9 @@ struct ConnectOptions {
   int retry_ms = 5000;             // keep retrying a refused connection this long: a node restarting
                                    // after a kernel failure takes 0.15 s quiet, about 1 s slow and busy
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
+  // The private key that proves who this client is to nodes that authenticate clients;
+  // empty: auth::default_identity_path() ($XCARGO_IDENTITY, ~/.config/xcargo/identity).
+  std::string identity;
   // Read regions one-sidedly where the node allows it (its loader has one-sided-regions).
   // This process's UCX context then offers one-sided access too: over tcp and shared memory
   // the node (and any peer of this worker) could read and write this process's memory.

@@ -26,6 +26,7 @@ enum class Errc {
   import,           // a kernel imports a symbol outside the allowed API
   remote,           // a node ran the request and it failed (kernel error, crash, timeout)
   unreachable,      // a node could not be reached, or the connection to it was lost
+  unauthenticated,  // a node refused this client's identity, or needs one it was not given
 };
 
 // Short stable name of an error kind ("digest_mismatch"); used in --json and test vectors.

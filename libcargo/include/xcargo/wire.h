@@ -8,6 +8,7 @@
 // header, data.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,8 +38,9 @@ enum class MsgType : uint16_t {
   forward = 13,  // loader to loader; answered by a result to the client, from wherever the chain ends
   region = 15, region_reply = 16,              // where a region is, and its length
   region_read = 17, region_data = 18,          // bytes of a region, read by the loader with bounds checked
+  auth = 19, auth_reply = 20,                  // the client proves its identity (section 7)
 };
-inline constexpr uint16_t kMaxMsgType = 18;
+inline constexpr uint16_t kMaxMsgType = 20;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -59,13 +61,26 @@ enum class ReplyStatus : uint16_t {
   no_region = 14,       // the node has no memory region of that name
   sandbox = 15,         // the sandbox stopped the kernel (a system call of its own); the node recovered
   out_of_range = 16,    // a region read's bytes are not all inside the region
+  unauthenticated = 17, // the connection has not authenticated, or its key may not do this
 };
-inline constexpr uint16_t kMaxStatus = 16;
+inline constexpr uint16_t kMaxStatus = 17;
+
+// What a loader asks of its clients (hello_reply's `auth`).
+enum class AuthMode : uint16_t {
+  none = 0,      // no authentication (a private local loader)
+  optional = 1,  // open to anyone (allow-anyone); an identity is checked and logged if given
+  required = 2,  // nothing but hello and auth until an authorized key has signed
+};
 const char* status_name(ReplyStatus s);
+
+using Nonce = std::array<uint8_t, 32>;
+using RawKey = std::array<uint8_t, 32>;
+using Sig = std::array<uint8_t, 64>;
 
 struct Hello {
   uint16_t min_version = kVersion, max_version = kVersion;
   Bytes reply_address;  // the client's UCX worker address, for results of forwarded chains
+  Nonce nonce{};        // version 3: the client's challenge to the node
 };
 struct HelloReply {
   uint16_t version = kVersion;
@@ -73,6 +88,21 @@ struct HelloReply {
   uint32_t node_id = 0, node_count = 1;
   uint64_t max_cargo = 0, max_input = 0, max_reply = 0;
   std::string loader_version;
+  AuthMode auth = AuthMode::none;
+  Nonce nonce{};         // the node's challenge to the client
+  RawKey node_key{};     // the node's Ed25519 public key
+  Sig node_sig{};        // by node_key over auth::node_proof (both nonces, node_key)
+};
+struct Auth {  // client -> loader, after hello_reply
+  uint64_t request_id = 0;
+  RawKey client_key{};
+  Sig signature{};       // by client_key over auth::client_proof
+};
+struct AuthReply {
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;  // ok, or unauthenticated
+  uint16_t verbs = 0;                    // what the key may do (auth::Verb bits)
+  std::string message;
 };
 struct Push {
   uint64_t request_id = 0;
@@ -175,6 +205,8 @@ Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);
 Bytes encode(const RegionReply&);
 Bytes encode(const RegionRead&);
+Bytes encode(const Auth&);
+Bytes encode(const AuthReply&);
 Bytes encode(const RegionData&);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
@@ -190,6 +222,8 @@ Result<RegionQuery> decode_region(ByteView header);
 Result<RegionReply> decode_region_reply(ByteView header);
 Result<RegionRead> decode_region_read(ByteView header);
 Result<RegionData> decode_region_data(ByteView header);
+Result<Auth> decode_auth(ByteView header);
+Result<AuthReply> decode_auth_reply(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
 Bytes encode_listing(const Listing&);

@@ -1,0 +1,82 @@
+// AuthGate: challenge, proof and per-request checks of loader connections.
+#include "auth_gate.h"
+
+namespace xcargo::loader {
+
+using namespace wire;
+
+uint16_t verbs_needed(MsgType type) {
+  switch (type) {
+    case MsgType::hello: case MsgType::auth: return 0;
+    case MsgType::push: return auth::kPush;
+    case MsgType::has: return auth::kPush | auth::kRun;  // either
+    case MsgType::invoke: return auth::kRun;
+    case MsgType::list: case MsgType::stats: return auth::kList;
+    case MsgType::region: case MsgType::region_read: return auth::kRead;
+    case MsgType::forward: return auth::kForward;
+    default: return 0xffff;  // replies and unknown types: never
+  }
+}
+
+AuthGate::AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys)
+    : node_key_(std::move(node_key)), keys_(std::move(keys)) {}
+
+Status AuthGate::greet(Session& s, const Hello& hello, HelloReply& reply) const {
+  auto nonce = auth::random_nonce();
+  XC_TRY(nonce);
+  s.client_nonce = hello.nonce;
+  s.server_nonce = *nonce;
+  s.greeted = true;
+  s.authenticated = false;
+  s.verbs = keys_ ? 0 : uint16_t(auth::kAllClientVerbs | auth::kForward);  // open: as before authentication existed
+  s.who.clear();
+  reply.auth = mode();
+  reply.nonce = s.server_nonce;
+  reply.node_key = node_key_.public_key().raw;
+  auto sig = node_key_.sign(auth::node_proof(s.client_nonce, s.server_nonce, reply.node_key));
+  XC_TRY(sig);
+  reply.node_sig = *sig;
+  return {};
+}
+
+AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
+  AuthReply r;
+  r.request_id = a.request_id;
+  PublicKey presented;
+  presented.raw = a.client_key;
+  presented.id = key_id_of(a.client_key);
+  const std::string id = to_hex(presented.id);
+  auto refuse = [&](const std::string& why) {
+    r.status = ReplyStatus::unauthenticated;
+    r.message = why;
+    *line = "key " + id + ": " + why;
+    return r;
+  };
+  if (!s.greeted) return refuse("auth before hello");
+  if (s.authenticated) return refuse("this connection already authenticated as " + s.who);
+  const auth::AuthorizedKey* k = keys_ ? keys_->find(a.client_key) : nullptr;
+  if (keys_ && !k) return refuse("the key is not among the node's authorized clients");
+  if (!ed25519_verify(presented, auth::client_proof(s.client_nonce, s.server_nonce, node_key_.public_key().raw, a.client_key),
+                      a.signature))
+    return refuse("the signature does not verify (a replayed or forged proof?)");
+  s.authenticated = true;
+  if (k) s.verbs = k->verbs;  // an open node keeps granting everything
+  s.who = "key " + id + (k ? " (" + k->name + ")" : "");
+  r.verbs = s.verbs;
+  *line = s.who + ": may " + auth::verbs_text(s.verbs);
+  return r;
+}
+
+bool AuthGate::permits(const Session& s, MsgType type) const {
+  const uint16_t need = verbs_needed(type);
+  if (need == 0 || !keys_) return need != 0xffff;  // an open node serves everyone, as before authentication
+  return s.authenticated && (s.verbs & need) != 0;
+}
+
+std::string AuthGate::refusal(const Session& s, MsgType type) const {
+  if (!s.greeted) return "this node serves only authenticated clients: hello and authenticate first";
+  if (!s.authenticated) return "this node serves only authenticated clients: authenticate first";
+  return s.who + " may " + auth::verbs_text(s.verbs) + ", not " + auth::verbs_text(verbs_needed(type));
+}
+
+}  // namespace xcargo::loader

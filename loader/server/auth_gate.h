@@ -1,0 +1,55 @@
+// Who may do what on a loader's connections (loader/SECURITY.md, "Clients"): the node's
+// challenge in hello_reply, the client's proof in auth, and the check of every later
+// request against the verbs its key was granted. Transport-free, so it is unit-tested.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "xcargo/auth.h"
+#include "xcargo/identity.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::loader {
+
+class AuthGate {
+public:
+  // One connection's state.
+  struct Session {
+    wire::Nonce client_nonce{}, server_nonce{};
+    bool greeted = false;        // hello answered: server_nonce is set
+    bool authenticated = false;  // a key proved itself
+    uint16_t verbs = 0;          // what this connection may do
+    std::string who;             // "key KEYID (NAME)" once authenticated, for log lines
+  };
+
+  // keys: the authorized keys; nullopt opens the node to anyone (allow-anyone).
+  AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys);
+
+  wire::AuthMode mode() const { return keys_ ? wire::AuthMode::required : wire::AuthMode::optional; }
+  const SigningKey& node_key() const { return node_key_; }
+  // Replaces the authorized keys (a reload); sessions keep what they were granted.
+  void set_keys(auth::AuthorizedKeys keys) { keys_ = std::move(keys); }
+
+  // Starts the session with hello's challenge and completes the reply: a fresh nonce, the
+  // node's key and its signature over both nonces.
+  Status greet(Session& s, const wire::Hello& hello, wire::HelloReply& reply) const;
+  // Checks a client's proof. The reply says what was decided; *line says which key and why,
+  // for the log.
+  wire::AuthReply check(Session& s, const wire::Auth& a, std::string* line) const;
+  // Whether the session may make a request of this type (hello and auth always; anything
+  // on an open node).
+  bool permits(const Session& s, wire::MsgType type) const;
+  // Why not, for the unauthenticated reply.
+  std::string refusal(const Session& s, wire::MsgType type) const;
+
+private:
+  SigningKey node_key_;
+  std::optional<auth::AuthorizedKeys> keys_;
+};
+
+// The verbs a request type needs (auth::Verb bits; 0 for hello and auth).
+uint16_t verbs_needed(wire::MsgType type);
+
+}  // namespace xcargo::loader

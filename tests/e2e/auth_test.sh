@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Client authentication (loader/SECURITY.md, "Clients"): nothing is served before a client
+# proves an authorized key; proofs cannot be forged or replayed; keys get only their verbs;
+# every accepted and refused client is logged; an open loader says so.
+# usage: auth_test.sh XCARGO SOURCE_DIR TLS   (TLS: tcp or shm)
+X=$1
+SRC=$2
+TLS=$3
+BIN=$(dirname "$X")
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+export XCARGO_CLUSTER_DIR=$TMP/cluster
+pids=()
+trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+
+expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --spin-us 0
+source "$XCARGO_CLUSTER_DIR/env"
+NODE=$(awk '/address/ {print $2; exit}' "$XCARGO_CLUSTER_DIR/cluster.yaml")
+LOG=$XCARGO_CLUSTER_DIR/node-0.log
+ME=$XCARGO_IDENTITY
+"$X" keygen -o stranger >/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null
+
+# The protocol-level attacks (requests first, unknown key, forged and replayed proofs, a
+# second proof, an idle connection past the 10 s deadline).
+expect 0 '' -- bash -c "'$BIN/xcargo-auth-attack' --to '$NODE' --key '$ME' --stranger stranger --idle-s 30 > attack.out 2>&1"
+sed 's/^/    /' attack.out
+for line in 'requests-first: refused: ls unauthenticated, stats unauthenticated, has unauthenticated, push unauthenticated, invoke unauthenticated, region_read unauthenticated' \
+            'stranger: refused: unauthenticated: the key is not among' 'forged: refused: unauthenticated: the signature does not verify' \
+            'control: own proof: ok; ls: served' 'second-proof: refused: unauthenticated: this connection already authenticated' \
+            'replay: refused: unauthenticated: the signature does not verify' 'idle: refused: closed by the node'; do
+  check "attack report: $line" grep -Eq "$line" attack.out
+done
+
+# The CLI: no identity, an unknown one, the right one.
+expect 5 'serves only authenticated clients, and no identity was given' -- env -u XCARGO_IDENTITY HOME="$TMP" "$X" ls --to "$NODE"
+expect 5 'refused identity [0-9a-f]{16} \(stranger\)' -- "$X" ls --to "$NODE" --identity stranger
+expect 5 'refused identity' -- env XCARGO_IDENTITY=stranger "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$NODE"
+expect 0 '^42$' -- "$X" --identity "$ME" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+mkdir -p "$TMP/home/.config/xcargo" && cp "$ME" "$TMP/home/.config/xcargo/identity"
+expect 0 '^42$' -- env -u XCARGO_IDENTITY HOME="$TMP/home" "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+eventually 30 "accepted clients are logged with address and key" lines_at_least 1 'accepted client from 127\.0\.0\.1:[0-9]+: key [0-9a-f]{16} \(cluster-user\): may push,run,ls,read' "$LOG"
+eventually 30 "refused clients are logged with address and key" lines_at_least 1 'refused client from 127\.0\.0\.1:[0-9]+: key [0-9a-f]{16}: the key is not among' "$LOG"
+eventually 30 "a connection that never authenticated is logged" lines_at_least 1 'closed the connection from 127\.0\.0\.1:[0-9]+: not authenticated within 10 s' "$LOG"
+check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
+
+# Per-key verbs: a key that may only list.
+printf 'verbs=ls %s lister\n' "$(sed -n 2p "$ME.pub")" > limited.txt
+start() {  # start NAME ARGS...: a loader of its own; sets NAME to its address
+  local name=$1
+  shift
+  "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --ready-file "$name.addr" --spin-us 0 "$@" 2> "$name.log" &
+  pids+=($!)
+  disown $!
+  wait_file "$name.addr" || echo "FAIL: loader $name did not start: $(tail -3 "$name.log")"
+  printf -v "$name" '%s' "$(cat "$name.addr")"
+}
+start limited --clients limited.txt
+expect 0 'nothing loaded' -- "$X" ls --to "$limited"
+expect 5 'key [0-9a-f]{16} \(lister\) may ls, not push' -- "$X" push hello.xcargo --to "$limited"
+expect 5 'may ls, not push,run' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$limited"
+printf 'verbs=ls,fly %s lister\n' "$(sed -n 2p "$ME.pub")" > bad-verbs.txt
+expect 2 "bad-verbs.txt: line 1: unknown verb 'fly'" -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --clients bad-verbs.txt
+expect 2 'no authorized clients' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust"
+
+# An open loader serves anyone, and says so: in its log and to every client.
+start open --allow-anyone
+expect 0 'warning: .* serves anyone who can reach it \(allow-anyone\)' -- env -u XCARGO_IDENTITY HOME="$TMP" "$X" ls --to "$open"
+check "the open loader's log says so" grep -q 'WARNING: allow-anyone' open.log
+
+finish

@@ -22,7 +22,7 @@ void round_trip(ByteView in, Decode decode) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const ByteView in(data + 1, size - 1);
-  switch (data[0] % 16) {
+  switch (data[0] % 20) {
     case 0: (void)decode_hello(in); break;
     case 1: round_trip(in, decode_hello_reply); break;
     case 2: round_trip(in, decode_push); break;
@@ -41,6 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 13:
       if (auto c = decode_counters(in); c.ok() && encode_counters(*c) != Bytes(in.begin(), in.end())) std::abort();
       break;
+    case 14: round_trip(in, decode_region_read); break;
+    case 15: round_trip(in, decode_region_data); break;
+    case 16: round_trip(in, decode_auth); break;
+    case 17: round_trip(in, decode_auth_reply); break;
     default: {
       size_t used = 0;
       if (auto f = decode_frame(in, 1 << 20, &used); f.ok() && used > in.size()) std::abort();

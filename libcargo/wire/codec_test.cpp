@@ -49,6 +49,13 @@ TEST_CASE("hello and hello_reply round-trip", "[wire]") {
   bad[0] = 'Y';
   CHECK_FALSE(decode_hello(bad).ok());
   CHECK_FALSE(decode_hello(encode(Hello{3, 1})).ok());
+  // Version 3: the client's nonce follows the address; without it a version 3 hello is short.
+  Hello v3{3, 3, Bytes{5}, {}};
+  v3.nonce[31] = 0xaa;
+  auto d3 = decode_hello(encode(v3));
+  REQUIRE(d3.ok());
+  CHECK(d3->nonce == v3.nonce);
+  check_strict(encode(v3), decode_hello, 16);
 
   HelloReply r{1, ReplyStatus::ok, 2, 4, 1 << 20, 1 << 16, 1 << 24, "xcargo-loader 0.1.0"};
   auto rr = decode_hello_reply(encode(r));
@@ -57,7 +64,19 @@ TEST_CASE("hello and hello_reply round-trip", "[wire]") {
   CHECK(rr->node_count == 4);
   CHECK(rr->max_reply == 1u << 24);
   CHECK(rr->loader_version == "xcargo-loader 0.1.0");
+  CHECK(rr->auth == AuthMode::none);
   check_strict(encode(r), decode_hello_reply);
+  r.auth = AuthMode::required;
+  r.nonce[0] = 1;
+  r.node_key[1] = 2;
+  r.node_sig[2] = 3;
+  rr = decode_hello_reply(encode(r));
+  REQUIRE(rr.ok());
+  CHECK(rr->auth == AuthMode::required);
+  CHECK((rr->nonce == r.nonce && rr->node_key == r.node_key && rr->node_sig == r.node_sig));
+  Bytes bad_mode = encode(r);
+  bad_mode[bad_mode.size() - 128 - 8] = 3;  // the auth field: no such mode
+  CHECK_FALSE(decode_hello_reply(bad_mode).ok());
 }
 
 TEST_CASE("push, has and their replies round-trip", "[wire]") {
@@ -174,6 +193,22 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   REQUIRE(nk.ok());
   CHECK(nk->rkey.empty());
   CHECK(nk->length == 4096);
+
+  Auth a{9, {}, {}};
+  a.client_key[0] = 1;
+  a.signature[63] = 2;
+  auto ad = decode_auth(encode(a));
+  REQUIRE(ad.ok());
+  CHECK(ad->client_key == a.client_key);
+  CHECK(ad->signature == a.signature);
+  check_strict(encode(a), decode_auth);
+  AuthReply ar{9, ReplyStatus::unauthenticated, 4, "no such key"};
+  auto ard = decode_auth_reply(encode(ar));
+  REQUIRE(ard.ok());
+  CHECK(ard->status == ReplyStatus::unauthenticated);
+  CHECK(ard->verbs == 4);
+  CHECK(ard->message == "no such key");
+  check_strict(encode(ar), decode_auth_reply);
 
   RegionRead rd{7, 4080, 16, "chase"};
   auto r = decode_region_read(encode(rd));

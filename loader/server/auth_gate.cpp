@@ -5,6 +5,10 @@ namespace xcargo::loader {
 
 using namespace wire;
 
+namespace {
+constexpr uint16_t kNever = 0xffff;  // verbs_needed of what is not a request
+}  // namespace
+
 uint16_t verbs_needed(MsgType type) {
   switch (type) {
     case MsgType::hello: case MsgType::auth: return 0;
@@ -14,7 +18,7 @@ uint16_t verbs_needed(MsgType type) {
     case MsgType::list: case MsgType::stats: return auth::kList;
     case MsgType::region: case MsgType::region_read: return auth::kRead;
     case MsgType::forward: return auth::kForward;
-    default: return 0xffff;  // replies and unknown types: never
+    default: return kNever;  // replies and unknown types
   }
 }
 
@@ -69,7 +73,8 @@ AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
 
 bool AuthGate::permits(const Session& s, MsgType type) const {
   const uint16_t need = verbs_needed(type);
-  if (need == 0 || !keys_) return need != 0xffff;  // an open node serves everyone, as before authentication
+  if (need == kNever) return false;
+  if (need == 0 || !keys_) return true;  // an open node serves everyone, as before authentication
   return s.authenticated && (s.verbs & need) != 0;
 }
 

@@ -1,0 +1,137 @@
+// Tests of authentication's pieces: proofs bind both nonces and both keys, verbs parse, the
+// authorized-keys file refuses what it cannot read, and the loader's gate (AuthGate) admits
+// exactly the keys and verbs it was given.
+#include <catch2/catch.hpp>
+
+#include "auth_gate.h"
+#include "xcargo/auth.h"
+#include "xcargo/identity.h"
+
+using namespace xcargo;
+using namespace xcargo::wire;
+
+namespace {
+
+SigningKey new_key() {
+  auto k = SigningKey::generate();
+  REQUIRE(k.ok());
+  return std::move(*k);
+}
+
+std::string b64_of(const PublicKey& k) {
+  const std::string pem = public_key_to_pem(k);
+  const size_t a = pem.find('\n'), b = pem.find('\n', a + 1);
+  return pem.substr(a + 1, b - a - 1);
+}
+
+// A client's whole handshake against gate: hello, then a proof by `signer` claiming `claimed`.
+AuthReply handshake(const loader::AuthGate& gate, loader::AuthGate::Session& s, const SigningKey& signer,
+                    const PublicKey& claimed) {
+  Hello h;
+  h.nonce = *auth::random_nonce();
+  HelloReply r;
+  REQUIRE(gate.greet(s, h, r).ok());
+  PublicKey node;
+  node.raw = r.node_key;
+  CHECK(ed25519_verify(node, auth::node_proof(h.nonce, r.nonce, r.node_key), r.node_sig));
+  auto sig = signer.sign(auth::client_proof(h.nonce, r.nonce, r.node_key, claimed.raw));
+  REQUIRE(sig.ok());
+  std::string line;
+  return gate.check(s, Auth{1, claimed.raw, *sig}, &line);
+}
+
+}  // namespace
+
+TEST_CASE("proofs bind both nonces and both keys", "[auth]") {
+  auth::Nonce a{}, b{};
+  a[0] = 1;
+  b[0] = 2;
+  std::array<uint8_t, 32> k1{}, k2{};
+  k2[5] = 9;
+  const Bytes p = auth::client_proof(a, b, k1, k2);
+  CHECK(p != auth::client_proof(b, a, k1, k2));
+  CHECK(p != auth::client_proof(a, b, k2, k2));
+  CHECK(p != auth::client_proof(a, b, k1, k1));
+  CHECK(auth::node_proof(a, b, k1) != auth::node_proof(a, b, k2));
+  const Bytes n = auth::node_proof(a, b, k1);
+  CHECK(Bytes(p.begin(), p.begin() + 8) != Bytes(n.begin(), n.begin() + 8));  // different contexts
+  CHECK(*auth::random_nonce() != *auth::random_nonce());
+}
+
+TEST_CASE("verbs parse and print", "[auth]") {
+  CHECK(*auth::parse_verbs("push,run") == (auth::kPush | auth::kRun));
+  CHECK(*auth::parse_verbs("ls") == auth::kList);
+  CHECK(auth::verbs_text(auth::kAllClientVerbs) == "push,run,ls,read");
+  CHECK_FALSE(auth::parse_verbs("push,fly").ok());
+  CHECK_FALSE(auth::parse_verbs("").ok());
+}
+
+TEST_CASE("authorized-keys files", "[auth]") {
+  const SigningKey alice = new_key(), bob = new_key();
+  const std::string text = "# clients\n\nverbs=ls,read " + b64_of(alice.public_key()) + " alice at home\n" +
+                           b64_of(bob.public_key()) + "\n";
+  auto keys = auth::AuthorizedKeys::parse(text, "clients.txt");
+  REQUIRE(keys.ok());
+  REQUIRE(keys->size() == 2);
+  const auth::AuthorizedKey* a = keys->find(alice.public_key().raw);
+  REQUIRE(a);
+  CHECK(a->verbs == (auth::kList | auth::kRead));
+  CHECK(a->name == "alice at home");
+  CHECK(keys->find(bob.public_key().raw)->verbs == auth::kAllClientVerbs);
+  CHECK(keys->find(new_key().public_key().raw) == nullptr);
+  CHECK(auth::AuthorizedKeys::parse(auth::authorized_line(alice.public_key(), auth::kRun, "a"), "x")->find(alice.public_key().raw)->verbs ==
+        auth::kRun);
+
+  auto bad = auth::AuthorizedKeys::parse("verbs=ls\n", "c.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "c.txt: line 1: no key");
+  bad = auth::AuthorizedKeys::parse("\n" + std::string("AAAA not-a-key\n"), "c.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().rfind("c.txt: line 2:", 0) == 0);
+  CHECK_FALSE(auth::AuthorizedKeys::parse("verbs=fly " + b64_of(alice.public_key()), "c.txt").ok());
+  CHECK_FALSE(auth::AuthorizedKeys::load("/nonexistent/clients").ok());
+}
+
+TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
+  const SigningKey node = new_key(), alice = new_key(), mallory = new_key();
+  auth::AuthorizedKeys keys;
+  keys.add({alice.public_key(), auth::kList, "alice"});
+  const loader::AuthGate gate(node, keys);
+  CHECK(gate.mode() == AuthMode::required);
+
+  loader::AuthGate::Session s;
+  CHECK_FALSE(gate.permits(s, MsgType::list));
+  CHECK(gate.permits(s, MsgType::hello));
+  CHECK(gate.permits(s, MsgType::auth));
+  AuthReply r = handshake(gate, s, alice, alice.public_key());
+  CHECK(r.status == ReplyStatus::ok);
+  CHECK(r.verbs == auth::kList);
+  CHECK(gate.permits(s, MsgType::list));
+  CHECK(gate.permits(s, MsgType::stats));
+  CHECK_FALSE(gate.permits(s, MsgType::push));
+  CHECK_FALSE(gate.permits(s, MsgType::invoke));
+  CHECK_FALSE(gate.permits(s, MsgType::forward));
+  CHECK_FALSE(gate.permits(s, MsgType::result));  // not a request
+  CHECK(gate.refusal(s, MsgType::push) == "key " + to_hex(alice.public_key().id) + " (alice) may ls, not push");
+
+  loader::AuthGate::Session m;
+  CHECK(handshake(gate, m, mallory, mallory.public_key()).status == ReplyStatus::unauthenticated);  // unknown key
+  loader::AuthGate::Session f;
+  CHECK(handshake(gate, f, mallory, alice.public_key()).status == ReplyStatus::unauthenticated);  // claims alice
+  CHECK_FALSE(gate.permits(f, MsgType::list));
+  loader::AuthGate::Session none;
+  std::string line;
+  CHECK(gate.check(none, Auth{}, &line).status == ReplyStatus::unauthenticated);  // auth before hello
+}
+
+TEST_CASE("an open gate serves anyone and still checks proofs", "[auth]") {
+  const SigningKey node = new_key(), anyone = new_key(), other = new_key();
+  const loader::AuthGate gate(node, std::nullopt);
+  CHECK(gate.mode() == AuthMode::optional);
+  loader::AuthGate::Session s;
+  CHECK(gate.permits(s, MsgType::invoke));
+  CHECK(gate.permits(s, MsgType::forward));
+  CHECK(handshake(gate, s, anyone, anyone.public_key()).status == ReplyStatus::ok);
+  loader::AuthGate::Session f;
+  CHECK(handshake(gate, f, other, anyone.public_key()).status == ReplyStatus::unauthenticated);
+}

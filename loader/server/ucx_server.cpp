@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <csetjmp>
 #include <cstring>
@@ -41,7 +42,14 @@ struct Job {
   Bytes reply_address;            // invoke: the client's, from its hello
   std::atomic<bool> ready{false};  // data complete
   bool failed = false;
+  Clock::time_point since;         // when its header came (the transfer deadline)
+  uint64_t length = 0;             // its data's length
 };
+
+// A transfer (a push's cargo, an invoke's input) must arrive within this, or its connection
+// is closed: a client that stops sending holds nothing but its own request. Generous for
+// a slow network: 10 s plus 10 MB/s.
+std::chrono::milliseconds transfer_deadline(uint64_t bytes) { return std::chrono::milliseconds(10000 + bytes / 10000); }
 
 // A reply in flight: its bytes must live until UCX says the send completed.
 struct Sending {
@@ -142,6 +150,9 @@ bool small_read(ByteView header) {
 std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 
 constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
+// Connections from one host still to authenticate (closed after auth_deadline anyway): past
+// this, its new connections are refused, so that one host cannot crowd others out.
+constexpr size_t kMaxUnauthenticatedPerHost = 128;
 
 }  // namespace
 
@@ -167,12 +178,14 @@ struct UcxServer::Impl {
     bool doomed = false;               // refused: closed at the next sweep
   };
   Clock::time_point next_sweep{};
+  uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
   std::map<ucp_ep_h, Client> eps;
   uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
   std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
   std::deque<std::shared_ptr<Job>> jobs;
+  std::vector<std::shared_ptr<Job>> stalled;  // dropped while UCX still receives into them
   std::atomic<int> in_flight{0};
 
   // Replies from threads that are no longer leader, and the restart request.
@@ -222,6 +235,19 @@ struct UcxServer::Impl {
     ucp_conn_request_attr_t attr{};
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
+    if (self->opt.gate->mode() == AuthMode::required) {  // strangers cannot crowd others out
+      const std::string host = from.substr(0, from.rfind(':'));
+      size_t waiting = 0;
+      for (const auto& [e, c] : self->eps)
+        if (!c.session.authenticated && c.peer.compare(0, host.size() + 1, host + ":") == 0) ++waiting;
+      if (waiting >= kMaxUnauthenticatedPerHost) {
+        ucp_listener_reject(self->listener, req);
+        if (self->rejected++ % 1000 == 0)
+          self->log("refused connections from " + host + ": " + std::to_string(waiting) +
+                    " of its connections have not authenticated yet (" + std::to_string(self->rejected) + " refused so far)");
+        return;
+      }
+    }
     auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
     if (!ep.ok()) return self->log("refused a connection from " + from + ": " + ep.error().message());
     Client& c = self->eps[*ep];
@@ -231,11 +257,35 @@ struct UcxServer::Impl {
     c.since = Clock::now();
   }
 
-  // Leader only: closes connections that were refused, or that did not authenticate in time.
+  bool any_ready() const {
+    return std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->ready.load(); });
+  }
+
+  // Leader only: closes connections that were refused, that did not authenticate in time, or
+  // whose transfer stopped.
   void sweep() {
     const auto now = Clock::now();
     if (now < next_sweep) return;
     next_sweep = now + std::chrono::milliseconds(100);
+    for (auto it = stalled.begin(); it != stalled.end();)  // kept until UCX lets go of them
+      it = (*it)->ready ? stalled.erase(it) : std::next(it);
+    for (auto it = jobs.begin(); it != jobs.end();) {
+      Job& j = **it;
+      if (j.ready || now - j.since < transfer_deadline(j.length)) {
+        ++it;
+        continue;
+      }
+      auto c = eps.find(j.ep);
+      log("dropped a request of type " + std::to_string(int(j.type)) + " from " + (c != eps.end() ? c->second.peer : std::string("a peer")) +
+          ": its " + std::to_string(j.length) + " bytes did not arrive within " +
+          std::to_string(transfer_deadline(j.length).count() / 1000) + " s; closing its connection");
+      if (c != eps.end() && c->second.serial == j.serial) {
+        close_ep(j.ep);  // completes the receive with an error (on_data), so the job stays alive until then
+        eps.erase(c);
+      }
+      stalled.push_back(std::move(*it));
+      it = jobs.erase(it);
+    }
     for (auto it = peers.begin(); it != peers.end();) {
       auto next = std::next(it);
       if (it->second.state != Peer::ready && now - it->second.since > opt.auth_deadline) {
@@ -343,12 +393,14 @@ struct UcxServer::Impl {
     if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv)))  // answered at once
       return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
-    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && self->jobs.empty() &&
+    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && !self->any_ready() &&
         !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
         self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return UCS_OK;
     auto job = std::make_shared<Job>();
+    job->since = Clock::now();
+    job->length = length;
     job->ep = has_ep ? param->reply_ep : nullptr;
     if (auto it = self->eps.find(job->ep); it != self->eps.end()) job->serial = it->second.serial;
     job->type = type;
@@ -731,10 +783,11 @@ struct UcxServer::Impl {
       const bool posted = drain_outbox();
       if (restart) return flush_and_quit();
       sweep();
-      if (!jobs.empty() && jobs.front()->ready) {
+      // The oldest request whose data is all here: one still arriving holds up nobody.
+      if (auto it = std::find_if(jobs.begin(), jobs.end(), [](const auto& j) { return j->ready.load(); }); it != jobs.end()) {
         last_activity = Clock::now();
-        std::shared_ptr<Job> j = jobs.front();
-        jobs.pop_front();
+        std::shared_ptr<Job> j = *it;
+        jobs.erase(it);
         me.job.store(j);
         me.since = now_ns();
         me.phase = 1;
@@ -752,7 +805,7 @@ struct UcxServer::Impl {
         post(j->ep, j->serial, std::move(r));  // the new leader sends it
         return;
       }
-      if (posted || !jobs.empty()) continue;
+      if (posted) continue;
       if (ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
         last_activity = Clock::now();
         continue;

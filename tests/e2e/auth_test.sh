@@ -44,6 +44,26 @@ eventually 30 "refused clients are logged with address and key" lines_at_least 1
 eventually 30 "a connection that never authenticated is logged" lines_at_least 1 'closed the connection from 127\.0\.0\.1:[0-9]+: not authenticated within 10 s' "$LOG"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 
+# One client cannot hold others up: while a push's data stops arriving, and 100 connections
+# sit unauthenticated, other clients are served; the stalled transfer is dropped (10 s plus
+# 10 MB/s: 16 s for its 64 MiB) and extra strangers' connections are refused.
+"$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 67108864 --hold-s 25 --idle 100 > staller.out 2>&1 &
+staller=$!
+pids+=($staller)
+disown $staller
+eventually 60 "the staller started its push" grep -q stalling staller.out
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+expect 0 'hello' -- "$X" ls --to "$NODE"
+eventually 60 "the stalled push is dropped" lines_at_least 1 'dropped a request of type 3 from 127\.0\.0\.1:[0-9]+: its 67108864 bytes did not arrive within 16 s' "$LOG"
+eventually 60 "the staller is done" grep -q 'held 25 s' staller.out
+check "the node closed the staller's connection" grep -q 'closed by the node: yes' staller.out
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+# More than 128 connections from one host that do not authenticate: the rest are refused.
+expect 0 'held 0 s' -- "$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 1024 --hold-s 0 --idle 140
+eventually 30 "a host's connections past 128 unauthenticated ones are refused" lines_at_least 1 'refused connections from 127\.0\.0\.1: 128 of its connections have not authenticated' "$LOG"
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
+
 # Per-key verbs: a key that may only list.
 printf 'verbs=ls %s lister\n' "$(sed -n 2p "$ME.pub")" > limited.txt
 start() {  # start NAME ARGS...: a loader of its own; sets NAME to its address

@@ -1,0 +1,118 @@
+// xcargo-staller: a client that holds a loader's resources without using them, as a slow or
+// hostile client would (loader/SECURITY.md, "One client cannot hold others up").
+// usage: xcargo-staller --to HOST:PORT --key KEY [--bytes N] [--hold-s S] [--idle C]
+//   authenticated with KEY, starts a push of N bytes (default 64 MiB) and stops sending its
+//   data: it makes no UCX progress on it for S seconds (default 30); meanwhile it holds C
+//   connections that never authenticate (default 100). Prints "stalling" once all that is in
+//   place, then "held S s; the connection was closed by the node: yes|no" and exits 0.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/ucx.h"
+#include "tool_args.h"
+#include "xcargo/auth.h"
+#include "xcargo/identity.h"
+#include "xcargo/wire.h"
+
+using namespace xcargo;
+using namespace xcargo::wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-staller", what, 2); }
+
+Bytes g_reply;
+bool g_have = false, g_lost = false;
+
+bool ask(ucp_worker_h w, ucp_ep_h ep, MsgType type, const Bytes& header) {
+  g_have = false;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, unsigned(type), header.data(), header.size(), nullptr, 0, &p);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!g_have && !g_lost && Clock::now() < deadline) ucp_worker_progress(w);
+  if (UCS_PTR_IS_PTR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(w);
+    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+  }
+  return g_have;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string to = test::arg(argc, argv, "--to");
+  if (to.empty()) die("usage: xcargo-staller --to HOST:PORT --key KEY [--bytes N] [--hold-s S] [--idle C]");
+  auto key = SigningKey::load(test::arg(argc, argv, "--key"));
+  if (!key.ok()) die(key.error().message());
+  const uint64_t bytes = std::stoull(test::arg(argc, argv, "--bytes", "67108864"));
+  const int hold_s = std::atoi(test::arg(argc, argv, "--hold-s", "30").c_str());
+  const int idle = std::atoi(test::arg(argc, argv, "--idle", "100").c_str());
+
+  auto w = net::UcxWorker::create();
+  if (!w.ok()) die(w.error().message());
+  ucp_worker_h wk = (*w)->worker();
+  for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+    hp.id = t;
+    hp.cb = [](void*, const void* header, size_t len, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+      const auto* h = static_cast<const uint8_t*>(header);
+      g_reply.assign(h, h + len);
+      g_have = true;
+      return UCS_OK;
+    };
+    ucp_worker_set_am_recv_handler(wk, &hp);
+  }
+  auto ep = net::connect_ep(wk, to, [](void*, ucp_ep_h, ucs_status_t) { g_lost = true; });
+  if (!ep.ok()) die(ep.error().message());
+  auto nonce = auth::random_nonce();
+  if (!nonce.ok() || !ask(wk, *ep, MsgType::hello, encode(Hello{kVersion, kVersion, {}, *nonce}))) die("no hello_reply");
+  auto hr = decode_hello_reply(g_reply);
+  if (!hr.ok()) die(hr.error().message());
+  auto sig = key->sign(auth::client_proof(*nonce, hr->nonce, hr->node_key, key->public_key().raw));
+  if (!sig.ok() || !ask(wk, *ep, MsgType::auth, encode(Auth{1, key->public_key().raw, *sig}))) die("no auth_reply");
+  if (auto ar = decode_auth_reply(g_reply); !ar.ok() || ar->status != ReplyStatus::ok) die("the key was not accepted");
+
+  Bytes cargo(bytes, 0x5a);
+  const Bytes header = encode(Push{2, bytes});
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = ucp_am_send_nbx(*ep, unsigned(MsgType::push), header.data(), header.size(), cargo.data(), cargo.size(), &p);
+  for (int k = 0; k < 1000; ++k) ucp_worker_progress(wk);  // the announcement leaves; most of the data does not
+  // Then idle connections: each its own worker, never progressed again once connected.
+  std::vector<std::unique_ptr<net::UcxWorker>> idlers;
+  for (int i = 0; i < idle; ++i) {
+    auto w = net::UcxWorker::create();
+    if (!w.ok()) die(w.error().message());
+    auto e = net::connect_ep((*w)->worker(), to);
+    if (!e.ok()) break;
+    // A flush completes once the connection is up (bounded: a node may refuse it).
+    ucp_request_param_t fp{};
+    ucs_status_ptr_t f = ucp_ep_flush_nbx(*e, &fp);
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    if (UCS_PTR_IS_PTR(f)) {
+      while (ucp_request_check_status(f) == UCS_INPROGRESS && Clock::now() < until) ucp_worker_progress((*w)->worker());
+      if (ucp_request_check_status(f) != UCS_INPROGRESS) ucp_request_free(f);
+    }
+    idlers.push_back(std::move(*w));
+  }
+
+  std::printf("stalling\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+  for (int k = 0; k < 1000 && !g_lost; ++k) ucp_worker_progress(wk);  // hear whether the node hung up
+  std::printf("held %d s; the connection was closed by the node: %s\n", hold_s, g_lost ? "yes" : "no");
+  std::fflush(stdout);
+  (void)r;
+  _exit(0);  // no orderly goodbye: the node must cope with that too
+}

@@ -59,8 +59,11 @@ eventually 60 "the staller is done" grep -q 'held 25 s' staller.out
 check "the node closed the staller's connection" grep -q 'closed by the node: yes' staller.out
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 # More than 128 connections from one host that do not authenticate: the rest are refused.
-expect 0 'held 0 s' -- "$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 1024 --hold-s 0 --idle 140
-eventually 30 "a host's connections past 128 unauthenticated ones are refused" lines_at_least 1 'refused connections from 127\.0\.0\.1: 128 of its connections have not authenticated' "$LOG"
+# Over tcp only: one process cannot open that many shared-memory workers (about 100 here).
+if [ "$TLS" = tcp ]; then
+  expect 0 'held 0 s' -- "$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 1024 --hold-s 0 --idle 140
+  eventually 30 "a host's connections past 128 unauthenticated ones are refused" lines_at_least 1 'refused connections from 127\.0\.0\.1: 128 of its connections have not authenticated' "$LOG"
+fi
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 

@@ -987,28 +987,21 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     else
       m.log("one-sided-regions: clients read regions with ucp_get; the network hardware checks their keys");
   }
-  for (uint16_t t : {uint16_t(MsgType::hello_reply), uint16_t(MsgType::auth_reply)}) {  // answers to this node's greetings
+  auto handle = [&m](uint16_t t, ucp_am_recv_callback_t cb) {
     m.args[t] = {&m, t};
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                     UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
     hp.id = t;
-    hp.cb = &Impl::on_peer_reply;
+    hp.cb = cb;
     hp.arg = &m.args[t];
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    if (auto st = ucp_worker_set_am_recv_handler(m.w->worker(), &hp); st != UCS_OK) return net::ucx_error("UCX handler", st);
-  }
-  for (uint16_t t = 1; t <= kMaxMsgType; t += 2) {  // every request type
-    m.args[t] = {&m, t};
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-    hp.id = t;
-    hp.cb = &Impl::on_request;
-    hp.arg = &m.args[t];
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    if (auto st = ucp_worker_set_am_recv_handler(m.w->worker(), &hp); st != UCS_OK) return net::ucx_error("UCX handler", st);
-  }
+    return ucp_worker_set_am_recv_handler(m.w->worker(), &hp);
+  };
+  for (MsgType t : {MsgType::hello_reply, MsgType::auth_reply})  // answers to this node's greetings of its peers
+    if (auto st = handle(uint16_t(t), &Impl::on_peer_reply); st != UCS_OK) return net::ucx_error("UCX handler", st);
+  for (uint16_t t = 1; t <= kMaxMsgType; t += 2)  // every request type
+    if (auto st = handle(t, &Impl::on_request); st != UCS_OK) return net::ucx_error("UCX handler", st);
   auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
   XC_TRY(listener);
   m.listener = *listener;

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "net/ucx.h"
+#include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
@@ -37,91 +37,11 @@ void report(const char* attack, bool defended, const std::string& outcome) {
   if (!defended) ++g_failures;
 }
 
-// One connection to the loader, driven one message at a time.
-struct Conn {
-  std::unique_ptr<net::UcxWorker> w;
-  ucp_ep_h ep = nullptr;
-  MsgType got_type{};
-  Bytes got;
-  bool have = false, lost = false;
-  HelloReply hello;
-  Nonce nonce{};
-
-  explicit Conn(const std::string& to) {
-    auto wk = net::UcxWorker::create();
-    if (!wk.ok()) die(wk.error().message());
-    w = std::move(*wk);
-    for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {
-      ucp_am_handler_param_t hp{};
-      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      hp.id = t;
-      hp.arg = this;
-      hp.cb = [](void* arg, const void* header, size_t len, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
-        auto* c = static_cast<Conn*>(arg);
-        const auto* h = static_cast<const uint8_t*>(header);
-        c->got.assign(h, h + len);
-        c->have = true;
-        return UCS_OK;
-      };
-      ucp_worker_set_am_recv_handler(w->worker(), &hp);
-    }
-    auto e = net::connect_ep(w->worker(), to, [](void* arg, ucp_ep_h, ucs_status_t) { static_cast<Conn*>(arg)->lost = true; }, this);
-    if (!e.ok()) die(e.error().message());
-    ep = *e;
-  }
-  // Sends a header-only request; true when an answer came within 10 s.
-  bool ask(MsgType type, const Bytes& header, int seconds = 10) {
-    have = false;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_AM_SEND_FLAG_REPLY;
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, unsigned(type), header.data(), header.size(), nullptr, 0, &p);
-    const auto deadline = Clock::now() + std::chrono::seconds(seconds);
-    while (!have && !lost && Clock::now() < deadline) ucp_worker_progress(w->worker());
-    if (UCS_PTR_IS_PTR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && !lost && Clock::now() < deadline) ucp_worker_progress(w->worker());
-      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
-    }
-    return have;
-  }
-  void greet() {
-    auto n = auth::random_nonce();
-    if (!n.ok()) die(n.error().message());
-    nonce = *n;
-    if (!ask(MsgType::hello, encode(Hello{kVersion, kVersion, {}, nonce}))) die("no hello_reply");
-    auto h = decode_hello_reply(got);
-    if (!h.ok()) die(h.error().message());
-    hello = *h;
-  }
-  Auth proof(const SigningKey& k) const {
-    auto sig = k.sign(auth::client_proof(nonce, hello.nonce, hello.node_key, k.public_key().raw));
-    if (!sig.ok()) die(sig.error().message());
-    return Auth{1, k.public_key().raw, *sig};
-  }
-  // The auth_reply's status for this proof.
-  std::string prove(const Auth& a) {
-    if (!ask(MsgType::auth, encode(a))) return lost ? "connection closed" : "no answer";
-    auto r = decode_auth_reply(got);
-    if (!r.ok()) return "undecodable: " + r.error().message();
-    return std::string(status_name(r->status)) + (r->message.empty() ? "" : ": " + r->message);
-  }
-  ~Conn() {
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w->worker());
-      ucp_request_free(r);
-    }
-  }
-};
-
 // What the node answered to a request made before authenticating: "unauthenticated" is the
 // defence; anything else means it was served.
-std::string answer_of(Conn& c, MsgType type, const Bytes& header) {
-  if (!c.ask(type, header)) return c.lost ? "connection closed" : "no answer";
-  if (auto r = decode_result(c.got); r.ok()) return status_name(r->status);
+std::string answer_of(test::RawClient& c, MsgType type, const Bytes& header) {
+  if (!c.ask(type, header)) return c.lost() ? "connection closed" : "no answer";
+  if (auto r = decode_result(c.answer()); r.ok()) return status_name(r->status);
   return "served (a reply of its own type)";
 }
 
@@ -140,9 +60,9 @@ int main(int argc, char** argv) {
   const int idle_s = std::atoi(test::arg(argc, argv, "--idle-s", "30").c_str());
 
   {
-    Conn c(to);
+    test::RawClient c("xcargo-auth-attack", to);
     c.greet();
-    if (c.hello.auth != AuthMode::required) die(to + ": the node does not require authentication");
+    if (c.hello_reply().auth != AuthMode::required) die(to + ": the node does not require authentication");
     const Digest d{};
     const struct {
       const char* name;
@@ -166,7 +86,7 @@ int main(int argc, char** argv) {
     report("stranger", s.rfind("unauthenticated", 0) == 0, s);
   }
   {
-    Conn c(to);
+    test::RawClient c("xcargo-auth-attack", to);
     c.greet();
     Auth forged = c.proof(stranger);
     forged.client_key = key.public_key().raw;  // claims the authorized key
@@ -175,7 +95,7 @@ int main(int argc, char** argv) {
   }
   Auth captured;
   {
-    Conn c(to);
+    test::RawClient c("xcargo-auth-attack", to);
     c.greet();
     captured = c.proof(key);
     const std::string s = c.prove(captured);
@@ -187,21 +107,21 @@ int main(int argc, char** argv) {
     report("second-proof", again.rfind("unauthenticated", 0) == 0, again);
   }
   {
-    Conn c(to);
+    test::RawClient c("xcargo-auth-attack", to);
     c.greet();
     const std::string s = c.prove(captured);
     report("replay", s.rfind("unauthenticated", 0) == 0, s);
   }
   {
-    Conn c(to);
+    test::RawClient c("xcargo-auth-attack", to);
     c.greet();
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::seconds(idle_s);
-    while (!c.lost && Clock::now() < deadline) c.w->progress_or_wait(100);
+    while (!c.lost() && Clock::now() < deadline) c.worker().progress_or_wait(100);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     char what[96];
-    std::snprintf(what, sizeof what, c.lost ? "closed by the node after %.1f s" : "still open after %.1f s", s);
-    report("idle", c.lost, what);
+    std::snprintf(what, sizeof what, c.lost() ? "closed by the node after %.1f s" : "still open after %.1f s", s);
+    report("idle", c.lost(), what);
   }
   return g_failures ? 1 : 0;
 }

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "net/ucx.h"
+#include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
@@ -29,9 +30,8 @@ namespace {
 
 [[noreturn]] void die(const std::string& what) { test::die("xcargo-memory-attack", what, 2); }
 
+test::RawClient* g_c = nullptr;  // the connection to the loader
 ucp_worker_h g_worker = nullptr;
-Bytes g_reply;
-bool g_got = false, g_lost = false;
 int g_failures = 0;
 
 void report(const char* attack, bool defended, const std::string& outcome) {
@@ -47,7 +47,7 @@ ucs_status_t wait(ucs_status_ptr_t r, int seconds = 10) {
   if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
   auto deadline = Clock::now() + std::chrono::seconds(seconds);
   ucs_status_t s;
-  while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && !g_lost && Clock::now() < deadline) ucp_worker_progress(g_worker);
+  while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && !g_c->lost() && Clock::now() < deadline) ucp_worker_progress(g_worker);
   if (s != UCS_INPROGRESS) {
     ucp_request_free(r);
     return s;
@@ -56,25 +56,12 @@ ucs_status_t wait(ucs_status_ptr_t r, int seconds = 10) {
   deadline = Clock::now() + std::chrono::seconds(1);
   while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(g_worker);
   if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
-  return g_lost ? UCS_ERR_CONNECTION_RESET : UCS_ERR_TIMED_OUT;
+  return g_c->lost() ? UCS_ERR_CONNECTION_RESET : UCS_ERR_TIMED_OUT;
 }
 
-// Sends one request and waits for the reply's header (any type).
-bool roundtrip(ucp_ep_h ep, wire::MsgType type, const Bytes& header) {
-  g_got = false;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_REPLY;
-  if (wait(ucp_am_send_nbx(ep, unsigned(type), header.data(), header.size(), nullptr, 0, &p)) != UCS_OK) return false;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!g_got && !g_lost && Clock::now() < deadline) ucp_worker_progress(g_worker);
-  return g_got;
-}
-
-std::string region_read(ucp_ep_h ep, const std::string& name, uint64_t offset, uint64_t length, wire::ReplyStatus want) {
-  if (!roundtrip(ep, wire::MsgType::region_read, wire::encode(wire::RegionRead{1, offset, length, name})))
-    return "no reply";
-  auto d = wire::decode_region_data(g_reply);
+std::string region_read(const std::string& name, uint64_t offset, uint64_t length, wire::ReplyStatus want) {
+  if (!g_c->ask(wire::MsgType::region_read, wire::encode(wire::RegionRead{1, offset, length, name}))) return "no reply";
+  auto d = wire::decode_region_data(g_c->answer());
   if (!d.ok()) return "undecodable reply: " + d.error().message();
   return std::string(wire::status_name(d->status)) + (d->status == want ? "" : " (expected " + std::string(wire::status_name(want)) + ")");
 }
@@ -84,31 +71,11 @@ std::string region_read(ucp_ep_h ep, const std::string& name, uint64_t offset, u
 int main(int argc, char** argv) {
   const std::string to = test::arg(argc, argv, "--to"), region = test::arg(argc, argv, "--region");
   if (to.empty() || region.empty()) die("usage: xcargo-memory-attack --to HOST:PORT --region NAME");
-  auto w = net::UcxWorker::create(false, /*rma=*/true);  // the attacker offers one-sided access itself
-  if (!w.ok()) die(w.error().message());
-  g_worker = (*w)->worker();
-  for (uint16_t t = 2; t <= wire::kMaxMsgType; t += 2) {
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-    hp.id = t;
-    hp.cb = [](void*, const void* header, size_t len, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
-      const auto* h = static_cast<const uint8_t*>(header);
-      g_reply.assign(h, h + len);
-      g_got = true;
-      return UCS_OK;
-    };
-    ucp_worker_set_am_recv_handler(g_worker, &hp);
-  }
-  auto ep = net::connect_ep(g_worker, to, [](void*, ucp_ep_h, ucs_status_t) { g_lost = true; });
-  if (!ep.ok()) die(ep.error().message());
-  auto address = (*w)->address();
-  if (!address.ok()) die(address.error().message());
-  auto nonce = auth::random_nonce();
-  if (!nonce.ok()) die(nonce.error().message());
-  if (!roundtrip(*ep, wire::MsgType::hello, wire::encode(wire::Hello{wire::kVersion, wire::kVersion, *address, *nonce})))
-    die(to + ": no hello_reply");
-  auto hello = wire::decode_hello_reply(g_reply);
-  if (!hello.ok()) die(to + ": " + hello.error().message());
+  test::RawClient c("xcargo-memory-attack", to, /*rma=*/true);  // the attacker offers one-sided access itself
+  g_c = &c;
+  g_worker = c.worker().worker();
+  ucp_ep_h ep = c.ep();
+  c.greet();
 
   // A remote key packed from this client's own memory: software-emulated RMA never checks it.
   static uint64_t mine = 0x5841545441434b21;  // "XATTACK!"
@@ -120,60 +87,52 @@ int main(int argc, char** argv) {
   void* packed = nullptr;
   size_t packed_size = 0;
   ucp_rkey_h rkey = nullptr;
-  if (ucp_mem_map((*w)->context(), &mp, &memh) != UCS_OK || ucp_rkey_pack((*w)->context(), memh, &packed, &packed_size) != UCS_OK)
+  if (ucp_mem_map(c.worker().context(), &mp, &memh) != UCS_OK || ucp_rkey_pack(c.worker().context(), memh, &packed, &packed_size) != UCS_OK)
     die("cannot pack a remote key");
-  if (ucs_status_t us = ucp_ep_rkey_unpack(*ep, packed, &rkey); us != UCS_OK) {
+  if (ucs_status_t us = ucp_ep_rkey_unpack(ep, packed, &rkey); us != UCS_OK) {
     report("put-anywhere", true, std::string("the key does not unpack for this endpoint: ") + ucs_status_string(us));
     report("get-anywhere", true, std::string("the key does not unpack for this endpoint: ") + ucs_status_string(us));
   } else {
     // A put leaves without an answer; whether it landed shows in what follows: a write to
     // address 16 would kill the worker, and with it this connection.
     ucp_request_param_t p{};
-    ucs_status_t sent = wait(ucp_put_nbx(*ep, &mine, sizeof mine, 16, rkey, &p));
-    ucs_status_t flushed = wait(ucp_ep_flush_nbx(*ep, &p), 3);
-    const bool alive = roundtrip(*ep, wire::MsgType::has, wire::encode(wire::Has{9, {}})) && !g_lost;
+    ucs_status_t sent = wait(ucp_put_nbx(ep, &mine, sizeof mine, 16, rkey, &p));
+    ucs_status_t flushed = wait(ucp_ep_flush_nbx(ep, &p), 3);
+    const bool alive = c.ask(wire::MsgType::has, wire::encode(wire::Has{9, {}})) && !c.lost();
     report("put-anywhere", alive && flushed != UCS_OK,
            std::string("sent: ") + ucs_status_string(sent) + "; acknowledged: " +
                (flushed == UCS_OK ? "yes" : ucs_status_string(flushed)) + "; the node " + (alive ? "still answers" : "is gone"));
     uint64_t got = 0;
-    ucs_status_t s = wait(ucp_get_nbx(*ep, &got, sizeof got, uint64_t(reinterpret_cast<uintptr_t>(&main)), rkey, &p), 3);
+    ucs_status_t s = wait(ucp_get_nbx(ep, &got, sizeof got, uint64_t(reinterpret_cast<uintptr_t>(&main)), rkey, &p), 3);
     report("get-anywhere", s != UCS_OK, s == UCS_OK ? "read 8 bytes of the loader's memory" : ucs_status_string(s));
     ucp_rkey_destroy(rkey);
   }
   ucp_rkey_buffer_release(packed);
-  ucp_mem_unmap((*w)->context(), memh);
+  ucp_mem_unmap(c.worker().context(), memh);
 
-  if (g_lost) {
+  if (c.lost()) {
     std::printf("the connection dropped after the one-sided attempts: the worker died\n");
     return 1;
   }
   if (const std::string key_file = test::arg(argc, argv, "--key"); !key_file.empty()) {
     auto key = SigningKey::load(key_file);
     if (!key.ok()) die(key.error().message());
-    auto sig = key->sign(auth::client_proof(*nonce, hello->nonce, hello->node_key, key->public_key().raw));
-    if (!sig.ok()) die(sig.error().message());
-    if (!roundtrip(*ep, wire::MsgType::auth, wire::encode(wire::Auth{3, key->public_key().raw, *sig}))) die(to + ": no auth_reply");
-    auto ar = wire::decode_auth_reply(g_reply);
-    if (!ar.ok() || ar->status != wire::ReplyStatus::ok) die(to + ": the key was not accepted");
+    if (const std::string v = c.prove(c.proof(*key)); v != "ok") die(to + ": the key was not accepted: " + v);
   }
-  if (!roundtrip(*ep, wire::MsgType::region, wire::encode(wire::RegionQuery{2, region}))) die(to + ": no region_reply");
-  auto rr = wire::decode_region_reply(g_reply);
+  if (!c.ask(wire::MsgType::region, wire::encode(wire::RegionQuery{2, region}))) die(to + ": no region_reply");
+  auto rr = wire::decode_region_reply(c.answer());
   if (!rr.ok() || rr->status != wire::ReplyStatus::ok) die(to + ": region '" + region + "' is not there");
   report("region-key", rr->address == 0 && rr->rkey.empty(),
          "address " + std::to_string(rr->address) + ", " + std::to_string(rr->rkey.size()) + "-byte key");
   using wire::ReplyStatus;
-  std::string o = region_read(*ep, region, rr->length - 8, 16, ReplyStatus::out_of_range);
+  std::string o = region_read(region, rr->length - 8, 16, ReplyStatus::out_of_range);
   report("read-past-end", o == "out_of_range", o);
-  o = region_read(*ep, region, UINT64_MAX - 7, 16, ReplyStatus::out_of_range);
+  o = region_read(region, UINT64_MAX - 7, 16, ReplyStatus::out_of_range);
   report("read-overflow", o == "out_of_range", o);
-  o = region_read(*ep, "no-such-region", 0, 8, ReplyStatus::no_region);
+  o = region_read("no-such-region", 0, 8, ReplyStatus::no_region);
   report("read-unknown", o == "no_region", o);
-  o = region_read(*ep, region, rr->length - 8, 8, ReplyStatus::ok);  // the control: a fair read is served
+  o = region_read(region, rr->length - 8, 8, ReplyStatus::ok);  // the control: a fair read is served
   std::printf("read-inside (control): %s\n", o.c_str());
   if (o != "ok") ++g_failures;
-  ucp_request_param_t cp{};
-  cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  wait(ucp_ep_close_nbx(*ep, &cp));
   return g_failures ? 1 : 0;
 }

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "net/ucx.h"
+#include "raw_client.h"
 #include "tool_args.h"
-#include "xcargo/auth.h"
 #include "xcargo/identity.h"
 #include "xcargo/wire.h"
 
@@ -27,24 +27,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 [[noreturn]] void die(const std::string& what) { test::die("xcargo-staller", what, 2); }
-
-Bytes g_reply;
-bool g_have = false, g_lost = false;
-
-bool ask(ucp_worker_h w, ucp_ep_h ep, MsgType type, const Bytes& header) {
-  g_have = false;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = ucp_am_send_nbx(ep, unsigned(type), header.data(), header.size(), nullptr, 0, &p);
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!g_have && !g_lost && Clock::now() < deadline) ucp_worker_progress(w);
-  if (UCS_PTR_IS_PTR(r)) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(w);
-    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
-  }
-  return g_have;
-}
 
 }  // namespace
 
@@ -57,37 +39,17 @@ int main(int argc, char** argv) {
   const int hold_s = std::atoi(test::arg(argc, argv, "--hold-s", "30").c_str());
   const int idle = std::atoi(test::arg(argc, argv, "--idle", "100").c_str());
 
-  auto w = net::UcxWorker::create();
-  if (!w.ok()) die(w.error().message());
-  ucp_worker_h wk = (*w)->worker();
-  for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-    hp.id = t;
-    hp.cb = [](void*, const void* header, size_t len, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
-      const auto* h = static_cast<const uint8_t*>(header);
-      g_reply.assign(h, h + len);
-      g_have = true;
-      return UCS_OK;
-    };
-    ucp_worker_set_am_recv_handler(wk, &hp);
-  }
-  auto ep = net::connect_ep(wk, to, [](void*, ucp_ep_h, ucs_status_t) { g_lost = true; });
-  if (!ep.ok()) die(ep.error().message());
-  auto nonce = auth::random_nonce();
-  if (!nonce.ok() || !ask(wk, *ep, MsgType::hello, encode(Hello{kVersion, kVersion, {}, *nonce}))) die("no hello_reply");
-  auto hr = decode_hello_reply(g_reply);
-  if (!hr.ok()) die(hr.error().message());
-  auto sig = key->sign(auth::client_proof(*nonce, hr->nonce, hr->node_key, key->public_key().raw));
-  if (!sig.ok() || !ask(wk, *ep, MsgType::auth, encode(Auth{1, key->public_key().raw, *sig}))) die("no auth_reply");
-  if (auto ar = decode_auth_reply(g_reply); !ar.ok() || ar->status != ReplyStatus::ok) die("the key was not accepted");
+  test::RawClient c("xcargo-staller", to);
+  c.greet();
+  if (const std::string v = c.prove(c.proof(*key)); v != "ok") die("the key was not accepted: " + v);
+  ucp_worker_h wk = c.worker().worker();
 
   Bytes cargo(bytes, 0x5a);
   const Bytes header = encode(Push{2, bytes});
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = ucp_am_send_nbx(*ep, unsigned(MsgType::push), header.data(), header.size(), cargo.data(), cargo.size(), &p);
+  ucs_status_ptr_t r = ucp_am_send_nbx(c.ep(), unsigned(MsgType::push), header.data(), header.size(), cargo.data(), cargo.size(), &p);
   for (int k = 0; k < 1000; ++k) ucp_worker_progress(wk);  // the announcement leaves; most of the data does not
   // Then idle connections: each its own worker, never progressed again once connected.
   std::vector<std::unique_ptr<net::UcxWorker>> idlers;
@@ -110,8 +72,8 @@ int main(int argc, char** argv) {
   std::printf("stalling\n");
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::seconds(hold_s));
-  for (int k = 0; k < 1000 && !g_lost; ++k) ucp_worker_progress(wk);  // hear whether the node hung up
-  std::printf("held %d s; the connection was closed by the node: %s\n", hold_s, g_lost ? "yes" : "no");
+  for (int k = 0; k < 1000 && !c.lost(); ++k) ucp_worker_progress(wk);  // hear whether the node hung up
+  std::printf("held %d s; the connection was closed by the node: %s\n", hold_s, c.lost() ? "yes" : "no");
   std::fflush(stdout);
   (void)r;
   _exit(0);  // no orderly goodbye: the node must cope with that too

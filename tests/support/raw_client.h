@@ -1,0 +1,48 @@
+// A hand-driven UCX connection to a loader, for the attack tools in tests/tools: raw wire
+// messages one at a time, no client library, so that a tool can send what no client would.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "net/ucx.h"
+#include "xcargo/identity.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::test {
+
+class RawClient {
+public:
+  // Connects to HOST:PORT (rma: this side's context offers one-sided access); dies with the
+  // tool's name on failure.
+  RawClient(const char* tool, const std::string& to, bool rma = false);
+  ~RawClient();
+
+  // Sends a request (UCX's reply flag set) and waits up to `seconds` for an answer of any
+  // type, on this connection or on another one to this worker; false if none came.
+  bool ask(wire::MsgType type, const Bytes& header, ByteView data = {}, int seconds = 10);
+  const Bytes& answer() const { return answer_; }
+  bool lost() const { return lost_; }
+
+  // hello with a fresh nonce; hello_reply() is the node's answer.
+  void greet();
+  const wire::HelloReply& hello_reply() const { return hello_; }
+  // key's proof for this connection, and the node's verdict on a proof ("ok", or
+  // "unauthenticated: why", or what went wrong).
+  wire::Auth proof(const SigningKey& key) const;
+  std::string prove(const wire::Auth& a);
+
+  net::UcxWorker& worker() { return *w_; }
+  ucp_ep_h ep() const { return ep_; }
+
+private:
+  const char* tool_;
+  std::unique_ptr<net::UcxWorker> w_;
+  ucp_ep_h ep_ = nullptr;
+  Bytes answer_;
+  bool have_ = false, lost_ = false;
+  wire::HelloReply hello_;
+  wire::Nonce nonce_{};
+};
+
+}  // namespace xcargo::test

@@ -14,9 +14,7 @@ REPS=${4:-1000}
 RESTART_REPS=${5:-20}
 BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
-cd "$TMP"
-export XCARGO_CLUSTER_DIR=$TMP/cluster
-trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+in_cluster_dir
 
 # Two time limits, each a ceiling for a slow, busy machine: kernels that must finish (1 GiB
 # of allocations under the sanitizers among them) run under FINISH_LIMIT, far above their

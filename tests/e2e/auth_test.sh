@@ -8,10 +8,7 @@ SRC=$2
 TLS=$3
 BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
-cd "$TMP"
-export XCARGO_CLUSTER_DIR=$TMP/cluster
-pids=()
-trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+in_cluster_dir
 
 expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --spin-us 0
 source "$XCARGO_CLUSTER_DIR/env"

@@ -8,9 +8,7 @@ SRC=$2
 TLS=$3
 BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
-cd "$TMP"
-export XCARGO_CLUSTER_DIR=$TMP/cluster
-trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+in_cluster_dir
 
 # up [LOADER-ARGS...]: one loader with a 1 MiB region; NODE, SUPERVISOR, WORKER.
 up() {

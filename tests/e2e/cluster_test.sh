@@ -8,9 +8,7 @@ SRC=$2
 TLS=$3
 BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
-cd "$TMP"
-export XCARGO_CLUSTER_DIR=$TMP/cluster
-trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+in_cluster_dir
 
 expect 0 '3 loaders up' -- "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN" -- --max-hops 5000 --timeout 5
 source "$XCARGO_CLUSTER_DIR/env"

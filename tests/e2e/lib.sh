@@ -90,6 +90,15 @@ measure() {
   return 1
 }
 
+# in_cluster_dir: run in $TMP with a scripts/cluster directory there; the cluster, and the
+# processes listed in pids, are stopped when the test ends.
+pids=()
+in_cluster_dir() {
+  cd "$TMP" || exit 1
+  export XCARGO_CLUSTER_DIR=$TMP/cluster
+  trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+}
+
 finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]

@@ -64,13 +64,18 @@ public:
     auto w = net::UcxWorker::create(false, one_sided_);
     XC_TRY(w);
     w_ = std::move(*w);
-    for (uint16_t t = 2; t <= kMaxMsgType; t += 2) {  // every reply type
+    // Every id up to the highest gets a handler, replies or a drop: UCX 1.13 jumps through
+    // the uninitialized slots of unregistered ids below the highest registered one.
+    for (uint16_t t = 0; t <= kMaxMsgType; ++t) {
       slots_[t] = {this, t};
       ucp_am_handler_param_t hp{};
       hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
       hp.id = t;
-      hp.cb = &UcxConnection::on_reply;
+      hp.cb = t > 0 && t % 2 == 0 ? &UcxConnection::on_reply
+                                  : [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+                                      return UCS_OK;  // not a reply: dropped
+                                    };
       hp.arg = &slots_[t];
       hp.flags = UCP_AM_FLAG_WHOLE_MSG;
       if (auto s = UCX->ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);

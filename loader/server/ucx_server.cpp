@@ -153,6 +153,8 @@ constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded cha
 // Connections from one host still to authenticate (closed after auth_deadline anyway): past
 // this, its new connections are refused, so that one host cannot crowd others out.
 constexpr size_t kMaxUnauthenticatedPerHost = 128;
+constexpr unsigned kLoggedRefusals = 3;  // refused requests logged per connection
+constexpr unsigned kMaxRefusals = 8;     // refused requests before authenticating, then the connection is closed
 
 }  // namespace
 
@@ -176,9 +178,11 @@ struct UcxServer::Impl {
     Clock::time_point since;           // when it connected (the authentication deadline)
     AuthGate::Session session;
     bool doomed = false;               // refused: closed at the next sweep
+    unsigned refusals = 0;             // requests refused on this connection
   };
   Clock::time_point next_sweep{};
   uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
+  uint64_t strays = 0;    // messages of types that are not requests
   std::map<ucp_ep_h, Client> eps;
   uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
@@ -294,10 +298,10 @@ struct UcxServer::Impl {
       }
       it = next;
     }
-    if (opt.gate->mode() != AuthMode::required) return;
+    const bool required = opt.gate->mode() == AuthMode::required;
     for (auto it = eps.begin(); it != eps.end();) {
       Client& c = it->second;
-      const bool late = !c.session.authenticated && now - c.since > opt.auth_deadline;
+      const bool late = required && !c.session.authenticated && now - c.since > opt.auth_deadline;
       if (!c.doomed && !late) {
         ++it;
         continue;
@@ -321,6 +325,11 @@ struct UcxServer::Impl {
     Reply base = handler->handle(MsgType::hello, header, {});
     auto r = decode_hello_reply(base.header);
     if (!r.ok()) return send(ep, handler->bad_request("hello: " + r.error().message()));
+    if (r->status != ReplyStatus::ok) {  // answered (unsupported_version), then closed: no session
+      c.doomed = true;
+      c.since = Clock::now();
+      return send(ep, std::move(base));
+    }
     if (auto s = opt.gate->greet(c.session, *h, *r); !s.ok()) {
       log("cannot answer the hello from " + c.peer + ": " + s.error().message());
       r->status = ReplyStatus::internal;
@@ -336,9 +345,16 @@ struct UcxServer::Impl {
     if (r.status != ReplyStatus::ok) c.doomed = true, c.since = Clock::now();
     send(ep, {MsgType::auth_reply, encode(r), {}});
   }
-  void deny(ucp_ep_h ep, const Client* c, MsgType type, ByteView header) {
+  void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
     const std::string why = opt.gate->refusal(c ? c->session : AuthGate::Session{}, type);
-    log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
+    const unsigned n = c ? ++c->refusals : 0;
+    if (n <= kLoggedRefusals)  // a flood of refusals must not fill the log
+      log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
+    if (c && !c->session.authenticated && n >= kMaxRefusals && !c->doomed) {
+      log("closing the connection from " + c->peer + ": " + std::to_string(n) + " requests before authenticating");
+      c->doomed = true;
+      c->since = Clock::now();
+    }
     if (!ep) return;  // a forward without a reply endpoint: nobody to tell
     ResultMsg m;
     m.request_id = request_id_of(type, header);
@@ -547,6 +563,15 @@ struct UcxServer::Impl {
       if (wt.on_fail) wt.on_fail(why);
   }
 
+  // Messages of types no peer may send this node: dropped, and counted in the log.
+  static ucs_status_t on_stray(void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) {
+    auto* ha = static_cast<HandlerArg*>(arg);
+    if (ha->self->strays++ % 1000 == 0)
+      ha->self->log("dropped a message of type " + std::to_string(ha->type) + " (not a request; " +
+                    std::to_string(ha->self->strays) + " such so far)");
+    return UCS_OK;
+  }
+
   // hello_reply and auth_reply from peers this node greeted: it proves itself with its node
   // key, then sends what waited. Peers are told apart by node id (the auth's request id).
   static ucs_status_t on_peer_reply(void* arg, const void* header, size_t header_length, void*, size_t,
@@ -556,7 +581,7 @@ struct UcxServer::Impl {
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
     if (MsgType(ha->type) == MsgType::hello_reply) {
       auto r = decode_hello_reply(hv);
-      if (!r.ok()) return self->log("a peer's hello_reply does not decode: " + r.error().message()), UCS_OK;
+      if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);  // not from a peer this node greeted
       auto it = self->peers.find(r->node_id);
       if (it == self->peers.end() || it->second.state != Peer::greeting) return UCS_OK;
       Peer& p = it->second;
@@ -575,7 +600,7 @@ struct UcxServer::Impl {
       return UCS_OK;
     }
     auto r = decode_auth_reply(hv);
-    if (!r.ok()) return self->log("a peer's auth_reply does not decode: " + r.error().message()), UCS_OK;
+    if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
     auto it = self->peers.find(uint32_t(r->request_id));
     if (it == self->peers.end() || it->second.state != Peer::proving) return UCS_OK;
     if (r->status != ReplyStatus::ok || !(r->verbs & auth::kForward)) {
@@ -998,10 +1023,13 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
     return ucp_worker_set_am_recv_handler(m.w->worker(), &hp);
   };
-  for (MsgType t : {MsgType::hello_reply, MsgType::auth_reply})  // answers to this node's greetings of its peers
-    if (auto st = handle(uint16_t(t), &Impl::on_peer_reply); st != UCS_OK) return net::ucx_error("UCX handler", st);
-  for (uint16_t t = 1; t <= kMaxMsgType; t += 2)  // every request type
-    if (auto st = handle(t, &Impl::on_request); st != UCS_OK) return net::ucx_error("UCX handler", st);
+  // Every id up to the highest gets a handler: UCX 1.13 leaves the slots of unregistered ids
+  // below it uninitialized and jumps through them (a message of type 0 or 4 crashed the worker).
+  for (uint16_t t = 0; t <= kMaxMsgType; ++t) {
+    const bool request = t % 2 == 1, greeting = t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply);
+    if (auto st = handle(t, request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
+      return net::ucx_error("UCX handler", st);
+  }
   auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
   XC_TRY(listener);
   m.listener = *listener;

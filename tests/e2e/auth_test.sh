@@ -25,7 +25,9 @@ sed 's/^/    /' attack.out
 for line in 'requests-first: refused: ls unauthenticated, stats unauthenticated, has unauthenticated, push unauthenticated, invoke unauthenticated, region_read unauthenticated' \
             'stranger: refused: unauthenticated: the key is not among' 'forged: refused: unauthenticated: the signature does not verify' \
             'control: own proof: ok; ls: served' 'second-proof: refused: unauthenticated: this connection already authenticated' \
-            'replay: refused: unauthenticated: the signature does not verify' 'idle: refused: closed by the node'; do
+            'replay: refused: unauthenticated: the signature does not verify' 'idle: refused: closed by the node' \
+            'stray-types: refused: the node still answers' 'flood: refused: [0-9]+ refusals, then the connection was closed' \
+            'old-version: refused: hello: unsupported_version; proof after it: (connection closed|no answer|unauthenticated)'; do
   check "attack report: $line" grep -Eq "$line" attack.out
 done
 
@@ -63,6 +65,7 @@ if [ "$TLS" = tcp ]; then
 fi
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
+check "refusals on one connection are logged at most 3 times" bash -c "[ \$(grep -c 'refused request type 9 from' '$LOG') -le 12 ]"
 
 # Per-key verbs: a key that may only list.
 printf 'verbs=ls %s lister\n' "$(sed -n 2p "$ME.pub")" > limited.txt

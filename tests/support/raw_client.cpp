@@ -1,6 +1,7 @@
 // RawClient: one raw UCX connection to a loader for the attack tools.
 #include "raw_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "tool_args.h"
@@ -62,13 +63,26 @@ bool RawClient::ask(MsgType type, const Bytes& header, ByteView data, int second
   return have_;
 }
 
-void RawClient::greet() {
+void RawClient::send(uint16_t type, const Bytes& header, bool reply_flag) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = reply_flag ? UCP_AM_SEND_FLAG_REPLY : 0;
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, type, header.data(), header.size(), nullptr, 0, &p);
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  if (UCS_PTR_IS_PTR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && !lost_ && Clock::now() < deadline) ucp_worker_progress(w_->worker());
+    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+  }
+}
+
+void RawClient::greet(uint16_t max_version) {
   auto n = auth::random_nonce();
   if (!n.ok()) die(tool_, n.error().message(), 2);
   nonce_ = *n;
   auto address = w_->address();
   if (!address.ok()) die(tool_, address.error().message(), 2);
-  if (!ask(MsgType::hello, encode(Hello{kVersion, kVersion, *address, nonce_}))) die(tool_, "no hello_reply", 2);
+  if (!ask(MsgType::hello, encode(Hello{std::min<uint16_t>(1, max_version), max_version, *address, nonce_})))
+    die(tool_, "no hello_reply", 2);
   auto h = decode_hello_reply(answer_);
   if (!h.ok()) die(tool_, h.error().message(), 2);
   hello_ = *h;

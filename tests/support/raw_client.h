@@ -22,10 +22,13 @@ public:
   // type, on this connection or on another one to this worker; false if none came.
   bool ask(wire::MsgType type, const Bytes& header, ByteView data = {}, int seconds = 10);
   const Bytes& answer() const { return answer_; }
+  // Sends a message of any type without waiting, with or without UCX's reply flag.
+  void send(uint16_t type, const Bytes& header, bool reply_flag);
   bool lost() const { return lost_; }
 
-  // hello with a fresh nonce; hello_reply() is the node's answer.
-  void greet();
+  // hello with a fresh nonce; hello_reply() is the node's answer. max_version below 3 sends
+  // an old hello (no nonce).
+  void greet(uint16_t max_version = wire::kVersion);
   const wire::HelloReply& hello_reply() const { return hello_; }
   // key's proof for this connection, and the node's verdict on a proof ("ok", or
   // "unauthenticated: why", or what went wrong).

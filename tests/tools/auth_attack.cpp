@@ -7,6 +7,10 @@
 //   replay          a valid proof from one connection, replayed on a new connection
 //   second-proof    another key's proof on a connection that already authenticated
 //   idle            a connection that says hello and nothing more is closed (within S s)
+//   stray-types     empty messages of every type a client never sends (0, the reply types),
+//                   with and without UCX's reply flag: the worker keeps answering
+//   flood           20 requests before authenticating: the node closes the connection
+//   old-version     a version 2 hello is answered unsupported_version; a proof after it is not taken
 //   and a control: the authorized key's own proof is accepted and ls is served.
 // Prints one "ATTACK: outcome" line each; exits 0 when every attack failed as it should, 1
 // when one got through, 2 when the tool itself could not run.
@@ -59,6 +63,29 @@ int main(int argc, char** argv) {
   const SigningKey key = load(test::arg(argc, argv, "--key")), stranger = load(test::arg(argc, argv, "--stranger"));
   const int idle_s = std::atoi(test::arg(argc, argv, "--idle-s", "30").c_str());
 
+  {
+    test::RawClient c("xcargo-auth-attack", to);
+    for (uint16_t t = 0; t <= kMaxMsgType; t += 2)
+      for (bool flag : {false, true}) c.send(t, {}, flag);
+    test::RawClient probe("xcargo-auth-attack", to);
+    probe.greet();
+    report("stray-types", !probe.lost(), probe.lost() ? "the node went away" : "the node still answers");
+  }
+  {
+    test::RawClient c("xcargo-auth-attack", to);
+    c.greet();
+    int answered = 0;
+    for (int i = 0; i < 20 && !c.lost(); ++i) answered += c.ask(MsgType::list, encode(RequestOnly{uint64_t(i)}), {}, 3);
+    for (int i = 0; i < 50 && !c.lost(); ++i) c.worker().progress_or_wait(100);  // the node closes it shortly after
+    report("flood", c.lost(), std::to_string(answered) + " refusals, then the connection was " + (c.lost() ? "closed" : "left open"));
+  }
+  {
+    test::RawClient c("xcargo-auth-attack", to);
+    c.greet(2);
+    const std::string status = status_name(c.hello_reply().status);
+    const std::string s = c.prove(c.proof(key));
+    report("old-version", status == "unsupported_version" && s != "ok", "hello: " + status + "; proof after it: " + s);
+  }
   {
     test::RawClient c("xcargo-auth-attack", to);
     c.greet();

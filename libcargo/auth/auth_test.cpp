@@ -105,6 +105,18 @@ TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
   CHECK(gate.permits(s, MsgType::auth));
   AuthReply r = handshake(gate, s, alice, alice.public_key());
   CHECK(r.status == ReplyStatus::ok);
+  // Later requests must end with the session's token.
+  Bytes req = encode(RequestOnly{5});
+  ByteView body;
+  CHECK_FALSE(loader::AuthGate::sealed(s, req, &body));
+  Bytes with = req;
+  with.insert(with.end(), r.token.begin(), r.token.end());
+  REQUIRE(loader::AuthGate::sealed(s, with, &body));
+  CHECK(Bytes(body.begin(), body.end()) == req);
+  with.back() ^= 1;
+  CHECK_FALSE(loader::AuthGate::sealed(s, with, &body));
+  loader::AuthGate::Session s2;
+  CHECK(handshake(gate, s2, alice, alice.public_key()).token != r.token);  // one per session
   CHECK(r.verbs == auth::kList);
   CHECK(gate.permits(s, MsgType::list));
   CHECK(gate.permits(s, MsgType::stats));

@@ -24,6 +24,13 @@ auto decode_reply(const std::string& peer, ByteView header, uint64_t id, Decode 
 }  // namespace
 
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
+  Bytes sealed;
+  if (token_) {  // wire-protocol.md section 7: the session's token ends every request's header
+    sealed.reserve(header.size() + kTokenSize);
+    sealed.assign(header.begin(), header.end());
+    sealed.insert(sealed.end(), token_->begin(), token_->end());
+    header = sealed;
+  }
   auto f = roundtrip(type, header, data);
   XC_TRY(f);
   if (f->type == MsgType::result && reply_type != MsgType::result) {
@@ -89,6 +96,7 @@ Status Connection::authenticate(const std::string& identity_path, const Nonce& c
         .hint("the node's admin adds " + identity_path + ".pub to the loader's clients");
   identity_id_ = id;
   verbs_ = r->verbs;
+  token_ = r->token;
   return {};
 }
 

@@ -187,7 +187,7 @@ Result<Auth> decode_auth(ByteView h) {
 }
 
 Bytes encode(const AuthReply& m) {
-  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(m.verbs).u32(0).str(m.message).take();
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(m.verbs).u32(0).raw(m.token).str(m.message).take();
 }
 Result<AuthReply> decode_auth_reply(ByteView h) {
   In in(h, "auth_reply");
@@ -196,6 +196,7 @@ Result<AuthReply> decode_auth_reply(ByteView h) {
   in.status_field(m.status);
   m.verbs = in.u16();
   in.zeros(4);
+  in.raw(m.token.data(), m.token.size());
   m.message = in.str(kMaxMessage);
   return done(in, m);
 }

@@ -202,12 +202,14 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   CHECK(ad->client_key == a.client_key);
   CHECK(ad->signature == a.signature);
   check_strict(encode(a), decode_auth);
-  AuthReply ar{9, ReplyStatus::unauthenticated, 4, "no such key"};
+  AuthReply ar{9, ReplyStatus::unauthenticated, 4, {}, "no such key"};
+  ar.token[15] = 7;
   auto ard = decode_auth_reply(encode(ar));
   REQUIRE(ard.ok());
   CHECK(ard->status == ReplyStatus::unauthenticated);
   CHECK(ard->verbs == 4);
   CHECK(ard->message == "no such key");
+  CHECK(ard->token == ar.token);
   check_strict(encode(ar), decode_auth_reply);
 
   RegionRead rd{7, 4080, 16, "chase"};

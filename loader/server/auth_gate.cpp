@@ -1,6 +1,10 @@
 // AuthGate: challenge, proof and per-request checks of loader connections.
 #include "auth_gate.h"
 
+#include <openssl/crypto.h>
+
+#include <algorithm>
+
 namespace xcargo::loader {
 
 using namespace wire;
@@ -63,12 +67,24 @@ AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
   if (!ed25519_verify(presented, auth::client_proof(s.client_nonce, s.server_nonce, node_key_.public_key().raw, a.client_key),
                       a.signature))
     return refuse("the signature does not verify (a replayed or forged proof?)");
+  auto token = auth::random_nonce();
+  if (!token.ok()) return refuse("no random bytes for a session token");
+  std::copy_n(token->begin(), s.token.size(), s.token.begin());
+  r.token = s.token;
   s.authenticated = true;
   if (k) s.verbs = k->verbs;  // an open node keeps granting everything
   s.who = "key " + id + (k ? " (" + k->name + ")" : "");
   r.verbs = s.verbs;
   *line = s.who + ": may " + auth::verbs_text(s.verbs);
   return r;
+}
+
+bool AuthGate::sealed(const Session& s, ByteView header, ByteView* body) {
+  if (header.size() < kTokenSize ||
+      CRYPTO_memcmp(header.data() + header.size() - kTokenSize, s.token.data(), kTokenSize) != 0)
+    return false;
+  *body = header.first(header.size() - kTokenSize);
+  return true;
 }
 
 bool AuthGate::permits(const Session& s, MsgType type) const {

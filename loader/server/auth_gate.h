@@ -22,7 +22,10 @@ public:
     bool authenticated = false;  // a key proved itself
     uint16_t verbs = 0;          // what this connection may do
     std::string who;             // "key KEYID (NAME)" once authenticated, for log lines
+    wire::SessionToken token{};  // once authenticated: ends every later request's header
   };
+  // Whether header ends with the session's token; *body is what comes before it.
+  static bool sealed(const Session& s, ByteView header, ByteView* body);
 
   // keys: the authorized keys; nullopt opens the node to anyone (allow-anyone).
   AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys);

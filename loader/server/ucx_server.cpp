@@ -131,6 +131,7 @@ struct Peer {
   std::set<Digest> sent;
   enum State { greeting, proving, ready } state = greeting;
   wire::Nonce nonce{};                 // this node's challenge in its hello
+  wire::SessionToken token{};          // from the peer's auth_reply: ends every forward's header
   Clock::time_point since;
   struct Waiting {
     Reply message;
@@ -183,6 +184,7 @@ struct UcxServer::Impl {
   Clock::time_point next_sweep{};
   uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
   uint64_t strays = 0;    // messages of types that are not requests
+  uint64_t unsealed = 0;  // messages on authenticated connections without their token
   std::map<ucp_ep_h, Client> eps;
   uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
@@ -398,10 +400,25 @@ struct UcxServer::Impl {
       self->log("refused a request without a reply endpoint");
       return UCS_OK;
     }
-    const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
+    ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
     auto cit = has_ep ? self->eps.find(param->reply_ep) : self->eps.end();
     Client* client = cit == self->eps.end() ? nullptr : &cit->second;
     if (client && client->doomed) return UCS_OK;
+    // On an authenticated connection every request ends with its session token. UCX names a
+    // message's connection by an id its sender writes, so a message without the token may
+    // be another peer claiming this connection: it is dropped unanswered, so that nothing is
+    // sent to (or done as) the connection it claims.
+    if (client && client->session.authenticated) {
+      ByteView body;
+      if (type == MsgType::hello || type == MsgType::auth || !AuthGate::sealed(client->session, hv, &body)) {
+        if (self->unsealed++ % 1000 == 0)
+          self->log("dropped a message of type " + std::to_string(int(type)) + " that claimed the connection of " +
+                    client->session.who + " from " + client->peer + " without its session token (" +
+                    std::to_string(self->unsealed) + " such so far)");
+        return UCS_OK;
+      }
+      hv = body;
+    }
     if (type == MsgType::hello && client) return self->greet(param->reply_ep, *client, hv), UCS_OK;
     if (type == MsgType::auth && client) return self->authenticate(param->reply_ep, *client, hv), UCS_OK;
     if (!self->opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
@@ -548,7 +565,10 @@ struct UcxServer::Impl {
 
   // A forward to a peer: now if this node has authenticated to it, else when it has.
   void send_peer(Peer& p, Reply&& r, std::function<void(ucs_status_t)> on_fail) {
-    if (p.state == Peer::ready) return send_on(p.ep, std::move(r), std::move(on_fail), UCP_AM_SEND_FLAG_REPLY);
+    if (p.state == Peer::ready) {
+      r.header.insert(r.header.end(), p.token.begin(), p.token.end());  // the session's token ends every request
+      return send_on(p.ep, std::move(r), std::move(on_fail), UCP_AM_SEND_FLAG_REPLY);
+    }
     p.waiting.push_back({std::move(r), std::move(on_fail)});
   }
 
@@ -612,9 +632,10 @@ struct UcxServer::Impl {
     }
     Peer& p = it->second;
     p.state = Peer::ready;
+    p.token = r->token;
     std::deque<Peer::Waiting> waiting;
     waiting.swap(p.waiting);
-    for (auto& wt : waiting) self->send_on(p.ep, std::move(wt.message), std::move(wt.on_fail), UCP_AM_SEND_FLAG_REPLY);
+    for (auto& wt : waiting) self->send_peer(p, std::move(wt.message), std::move(wt.on_fail));
     return UCS_OK;
   }
 

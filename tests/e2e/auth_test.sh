@@ -24,7 +24,7 @@ expect 0 '' -- bash -c "'$BIN/xcargo-auth-attack' --to '$NODE' --key '$ME' --str
 sed 's/^/    /' attack.out
 for line in 'requests-first: refused: ls unauthenticated, stats unauthenticated, has unauthenticated, push unauthenticated, invoke unauthenticated, region_read unauthenticated' \
             'stranger: refused: unauthenticated: the key is not among' 'forged: refused: unauthenticated: the signature does not verify' \
-            'control: own proof: ok; ls: served' 'second-proof: refused: unauthenticated: this connection already authenticated' \
+            'control: own proof: ok; ls: served' 'second-proof: refused: no answer' 'unsealed: refused: dropped unanswered' 'control: after the second proof, ls: served' \
             'replay: refused: unauthenticated: the signature does not verify' 'idle: refused: closed by the node' \
             'stray-types: refused: the node still answers' 'flood: refused: [0-9]+ refusals, then the connection was closed' \
             'old-version: refused: hello: unsupported_version; proof after it: (connection closed|no answer|unauthenticated)'; do

@@ -53,7 +53,8 @@ bool RawClient::ask(MsgType type, const Bytes& header, ByteView data, int second
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
+  const Bytes h = sealed(header);
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, unsigned(type), h.data(), h.size(), data.data(), data.size(), &p);
   const auto deadline = Clock::now() + std::chrono::seconds(seconds);
   while (!have_ && !lost_ && Clock::now() < deadline) ucp_worker_progress(w_->worker());
   if (UCS_PTR_IS_PTR(r)) {
@@ -63,7 +64,20 @@ bool RawClient::ask(MsgType type, const Bytes& header, ByteView data, int second
   return have_;
 }
 
+Bytes RawClient::sealed(const Bytes& header) const {
+  Bytes h = header;
+  if (token_) h.insert(h.end(), token_->begin(), token_->end());
+  return h;
+}
+
+bool RawClient::wait_answer(int seconds) {
+  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  while (!have_ && !lost_ && Clock::now() < deadline) ucp_worker_progress(w_->worker());
+  return have_;
+}
+
 void RawClient::send(uint16_t type, const Bytes& header, bool reply_flag) {
+  have_ = false;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = reply_flag ? UCP_AM_SEND_FLAG_REPLY : 0;
@@ -94,10 +108,11 @@ Auth RawClient::proof(const SigningKey& key) const {
   return Auth{1, key.public_key().raw, *sig};
 }
 
-std::string RawClient::prove(const Auth& a) {
-  if (!ask(MsgType::auth, encode(a))) return lost_ ? "connection closed" : "no answer";
+std::string RawClient::prove(const Auth& a, int seconds) {
+  if (!ask(MsgType::auth, encode(a), {}, seconds)) return lost_ ? "connection closed" : "no answer";
   auto r = decode_auth_reply(answer_);
   if (!r.ok()) return "undecodable: " + r.error().message();
+  if (r->status == ReplyStatus::ok) token_ = r->token;
   return std::string(status_name(r->status)) + (r->message.empty() ? "" : ": " + r->message);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "net/ucx.h"
@@ -18,12 +19,18 @@ public:
   RawClient(const char* tool, const std::string& to, bool rma = false);
   ~RawClient();
 
-  // Sends a request (UCX's reply flag set) and waits up to `seconds` for an answer of any
-  // type, on this connection or on another one to this worker; false if none came.
+  // Sends a request (UCX's reply flag set; its header sealed() once authenticated) and waits
+  // up to `seconds` for an answer of any type, on this connection or on another one to this
+  // worker; false if none came.
   bool ask(wire::MsgType type, const Bytes& header, ByteView data = {}, int seconds = 10);
   const Bytes& answer() const { return answer_; }
-  // Sends a message of any type without waiting, with or without UCX's reply flag.
+  // header with this connection's session token appended, once a proof was accepted.
+  Bytes sealed(const Bytes& header) const;
+  // Sends a message of any type as it is (never sealed) without waiting, with or without
+  // UCX's reply flag.
   void send(uint16_t type, const Bytes& header, bool reply_flag);
+  // After send(): whether an answer came within `seconds`.
+  bool wait_answer(int seconds);
   bool lost() const { return lost_; }
 
   // hello with a fresh nonce; hello_reply() is the node's answer. max_version below 3 sends
@@ -33,7 +40,7 @@ public:
   // key's proof for this connection, and the node's verdict on a proof ("ok", or
   // "unauthenticated: why", or what went wrong).
   wire::Auth proof(const SigningKey& key) const;
-  std::string prove(const wire::Auth& a);
+  std::string prove(const wire::Auth& a, int seconds = 10);
 
   net::UcxWorker& worker() { return *w_; }
   ucp_ep_h ep() const { return ep_; }
@@ -46,6 +53,7 @@ private:
   bool have_ = false, lost_ = false;
   wire::HelloReply hello_;
   wire::Nonce nonce_{};
+  std::optional<wire::SessionToken> token_;
 };
 
 }  // namespace xcargo::test

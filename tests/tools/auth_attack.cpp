@@ -5,7 +5,10 @@
 //   stranger        a proof by a key the node does not know
 //   forged          the authorized key's id with a signature by another key
 //   replay          a valid proof from one connection, replayed on a new connection
-//   second-proof    another key's proof on a connection that already authenticated
+//   second-proof    another key's proof on a connection that already authenticated (dropped
+//                   unanswered: an authenticated connection takes only requests with its token)
+//   unsealed        an authenticated connection's requests without its session token, as
+//                   another peer claiming the connection would send them: dropped unanswered
 //   idle            a connection that says hello and nothing more is closed (within S s)
 //   stray-types     empty messages of every type a client never sends (0, the reply types),
 //                   with and without UCX's reply flag: the worker keeps answering
@@ -130,8 +133,14 @@ int main(int argc, char** argv) {
     const std::string ls = answer_of(c, MsgType::list, encode(RequestOnly{7}));
     std::printf("; ls: %s\n", ls.c_str());
     if (s != "ok" || ls != "served (a reply of its own type)") ++g_failures;
-    const std::string again = c.prove(c.proof(stranger));
-    report("second-proof", again.rfind("unauthenticated", 0) == 0, again);
+    const std::string again = c.prove(c.proof(stranger), 3);
+    report("second-proof", again != "ok", again);
+    const std::string still = answer_of(c, MsgType::list, encode(RequestOnly{8}));
+    std::printf("control: after the second proof, ls: %s\n", still.c_str());
+    if (still != "served (a reply of its own type)") ++g_failures;
+    c.send(uint16_t(MsgType::list), encode(RequestOnly{9}), true);  // no token: as a peer claiming this connection
+    const bool answered = c.wait_answer(3);
+    report("unsealed", !answered, answered ? "answered" : "dropped unanswered");
   }
   {
     test::RawClient c("xcargo-auth-attack", to);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   ucp_worker_h wk = c.worker().worker();
 
   Bytes cargo(bytes, 0x5a);
-  const Bytes header = encode(Push{2, bytes});
+  const Bytes header = c.sealed(encode(Push{2, bytes}));
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,7 @@ private:
   uint64_t next_id_ = 1;
   std::string identity_id_;
   uint16_t verbs_ = 0;
+  std::optional<wire::SessionToken> token_;  // once authenticated: ends every request's header
 };
 
 struct LocalOptions {

@@ -98,10 +98,13 @@ struct Auth {  // client -> loader, after hello_reply
   RawKey client_key{};
   Sig signature{};       // by client_key over auth::client_proof
 };
+using SessionToken = std::array<uint8_t, 16>;
+inline constexpr size_t kTokenSize = 16;
 struct AuthReply {
   uint64_t request_id = 0;
   ReplyStatus status = ReplyStatus::ok;  // ok, or unauthenticated
   uint16_t verbs = 0;                    // what the key may do (auth::Verb bits)
+  SessionToken token{};                  // ends every later request's header (section 7); zero unless ok
   std::string message;
 };
 struct Push {

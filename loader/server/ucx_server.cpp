@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "sandbox.h"
+#include "shm_probe.h"
 #include "net/ucx.h"
 #include "xcargo/cluster.h"
 
@@ -179,6 +180,7 @@ struct UcxServer::Impl {
     Clock::time_point since;           // when it connected (the authentication deadline)
     AuthGate::Session session;
     bool doomed = false;               // refused: closed at the next sweep
+    bool probe = false;                // this worker's own ShmProbe: never authenticates, not logged
     unsigned refusals = 0;             // requests refused on this connection
   };
   Clock::time_point next_sweep{};
@@ -193,6 +195,8 @@ struct UcxServer::Impl {
   std::deque<std::shared_ptr<Job>> jobs;
   std::vector<std::shared_ptr<Job>> stalled;  // dropped while UCX still receives into them
   std::atomic<int> in_flight{0};
+  std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe
+  std::unique_ptr<ShmProbe> probe;
 
   // Replies from threads that are no longer leader, and the restart request.
   std::mutex outbox_mu;
@@ -245,7 +249,7 @@ struct UcxServer::Impl {
       const std::string host = from.substr(0, from.rfind(':'));
       size_t waiting = 0;
       for (const auto& [e, c] : self->eps)
-        if (!c.session.authenticated && c.peer.compare(0, host.size() + 1, host + ":") == 0) ++waiting;
+        if (!c.session.authenticated && !c.probe && c.peer.compare(0, host.size() + 1, host + ":") == 0) ++waiting;
       if (waiting >= kMaxUnauthenticatedPerHost) {
         ucp_listener_reject(self->listener, req);
         if (self->rejected++ % 1000 == 0)
@@ -303,7 +307,7 @@ struct UcxServer::Impl {
     const bool required = opt.gate->mode() == AuthMode::required;
     for (auto it = eps.begin(); it != eps.end();) {
       Client& c = it->second;
-      const bool late = required && !c.session.authenticated && now - c.since > opt.auth_deadline;
+      const bool late = required && !c.session.authenticated && !c.probe && now - c.since > opt.auth_deadline;
       if (!c.doomed && !late) {
         ++it;
         continue;
@@ -324,6 +328,7 @@ struct UcxServer::Impl {
     auto h = decode_hello(header);
     if (!h.ok()) return send(ep, handler->bad_request(h.error().message()));
     c.address = h->reply_address;
+    if (probe && probe->is_probe(*h)) c.probe = true;
     Reply base = handler->handle(MsgType::hello, header, {});
     auto r = decode_hello_reply(base.header);
     if (!r.ok()) return send(ep, handler->bad_request("hello: " + r.error().message()));
@@ -367,7 +372,7 @@ struct UcxServer::Impl {
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
-    if (auto it = self->eps.find(ep); it != self->eps.end() && !it->second.session.authenticated && !it->second.doomed &&
+    if (auto it = self->eps.find(ep); it != self->eps.end() && !it->second.session.authenticated && !it->second.doomed && !it->second.probe &&
                                       self->opt.gate->mode() == AuthMode::required)
       self->log("connection from " + it->second.peer + " closed without authenticating");
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
@@ -826,6 +831,7 @@ struct UcxServer::Impl {
       // One progress call, then whatever it delivered: every progress call also polls the
       // TCP interface (a system call), so a request should cost as few of them as possible.
       if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
+      progress_calls.fetch_add(1, std::memory_order_relaxed);
       const bool posted = drain_outbox();
       if (restart) return flush_and_quit();
       sweep();
@@ -1054,6 +1060,11 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
   XC_TRY(listener);
   m.listener = *listener;
+  if (ShmProbe::needed(m.w->transports())) {
+    auto probe = ShmProbe::start({m.address});
+    XC_TRY(probe);
+    m.probe = std::move(*probe);
+  }
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   install_fault_handlers();
   return s;
@@ -1063,6 +1074,15 @@ void UcxServer::run(const std::atomic<bool>& stop) {
   Impl& m = *impl_;
   std::vector<std::thread> threads;
   threads.emplace_back([&] { m.monitor(); });
+  if (m.probe)
+    threads.emplace_back([&] {
+      m.probe->run(m.quit, m.progress_calls, [&](const std::string& why) {
+        m.log(why + "; restarting the worker");
+        m.set_incident(why);
+        m.restart = true;
+        m.w->wake();
+      });
+    });
   for (size_t i = 1; i < m.slots.size(); ++i) threads.emplace_back([&, i] { m.executor(*m.slots[i]); });
   std::thread stopper([&] {  // turns the stop flag (set by a signal handler) into quit
     while (!m.quit && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -37,6 +37,17 @@ eventually 30 "the loader logged the refused region reads" lines_at_least 1 'ref
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 down
 
+# Over shared memory, a local peer that takes a slot in the worker's receive queue and never
+# fills it (what a client killed in the middle of a send does) stops delivery to the worker
+# for everyone: the worker's probe notices and the worker is replaced.
+if [ "$TLS" = shm ]; then
+  up
+  expect 0 'wedged the receive FIFO' -- "$BIN/xcargo-shm-wedge" --to "$NODE" --pid "$WORKER"
+  eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 'receive queue is wedged' "$LOG"
+  eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'"
+  down
+fi
+
 # One-sided reads over transports that emulate them in software: refused without the
 # admin's statement that the network is trusted.
 expect 2 'emulate one-sided access in software' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 \

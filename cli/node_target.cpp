@@ -53,11 +53,10 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   auto r = c.push(cargo);
   XC_TRY(r);
   if (r->status == wire::ReplyStatus::ok) return true;
-  Errc kind = errc_from_index(r->error_kind);
-  if (!is_verification_failure(kind)) kind = Errc::remote;
-  Error e(kind, c.peer() + " refused the cargo: " + r->message);
-  if (Errc(r->error_kind) == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
-  if (Errc(r->error_kind) == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
+  const Errc sent = wire::errc_of(r->error_kind);
+  Error e(is_verification_failure(sent) ? sent : Errc::remote, c.peer() + " refused the cargo: " + r->message);
+  if (sent == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+  if (sent == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
   return e;
 }
 

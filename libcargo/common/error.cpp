@@ -41,8 +41,4 @@ bool is_verification_failure(Errc code) {
   }
 }
 
-Errc errc_from_index(uint16_t index) {
-  return index <= uint16_t(Errc::unreachable) ? Errc(index) : Errc::remote;
-}
-
 }  // namespace xcargo

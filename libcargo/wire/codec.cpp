@@ -1,5 +1,6 @@
 // Encoders and bounds-checked decoders for the wire protocol's headers, data and frames.
 #include <cstring>
+#include <utility>
 
 #include "common/le.h"
 #include "xcargo/wire.h"
@@ -28,6 +29,39 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::unauthenticated: return "unauthenticated";
   }
   return "unknown";
+}
+
+namespace {
+
+// Errc and the ErrorKind it travels as: the one table both directions read.
+constexpr std::pair<Errc, ErrorKind> kErrorKinds[] = {
+    {Errc::io, ErrorKind::io},
+    {Errc::invalid_argument, ErrorKind::invalid_argument},
+    {Errc::malformed, ErrorKind::malformed},
+    {Errc::unsupported, ErrorKind::unsupported},
+    {Errc::limit, ErrorKind::limit},
+    {Errc::digest_mismatch, ErrorKind::digest_mismatch},
+    {Errc::manifest, ErrorKind::manifest},
+    {Errc::not_signed, ErrorKind::not_signed},
+    {Errc::untrusted, ErrorKind::untrusted},
+    {Errc::bad_signature, ErrorKind::bad_signature},
+    {Errc::key, ErrorKind::key},
+    {Errc::compile, ErrorKind::compile},
+    {Errc::import, ErrorKind::import},
+};
+
+}  // namespace
+
+ErrorKind error_kind_of(Errc code) {
+  for (const auto& [c, k] : kErrorKinds)
+    if (c == code) return k;
+  return ErrorKind::other;
+}
+
+Errc errc_of(ErrorKind kind) {
+  for (const auto& [c, k] : kErrorKinds)
+    if (k == kind) return c;
+  return Errc::remote;
 }
 
 namespace {
@@ -212,7 +246,7 @@ Result<Push> decode_push(ByteView h) {
 
 Bytes encode(const PushReply& m) {
   uint8_t flags = uint8_t(m.already_loaded) | uint8_t(m.jit_compiled) << 1 | uint8_t(m.disk_cache_hit) << 2;
-  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(m.error_kind).u8(flags).zeros(3).raw(m.digest)
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(uint16_t(m.error_kind)).u8(flags).zeros(3).raw(m.digest)
       .str(m.variant).str(m.message).take();
 }
 Result<PushReply> decode_push_reply(ByteView h) {
@@ -220,7 +254,7 @@ Result<PushReply> decode_push_reply(ByteView h) {
   PushReply m;
   m.request_id = in.u64();
   in.status_field(m.status);
-  m.error_kind = in.u16();
+  m.error_kind = ErrorKind(in.u16());
   uint8_t flags = in.u8();
   if (!in.failed() && (flags & ~7u)) in.fail("unknown flags");
   m.already_loaded = flags & 1, m.jit_compiled = flags & 2, m.disk_cache_hit = flags & 4;

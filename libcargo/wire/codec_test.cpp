@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <utility>
 
 #include "xcargo/wire.h"
 
@@ -32,6 +33,25 @@ void check_strict(const Bytes& good, Decode decode, size_t allowed = SIZE_MAX) {
 }
 
 }  // namespace
+
+TEST_CASE("error kinds have the values the wire spec gives them, whatever Errc's order", "[wire]") {
+  // format-spec/wire-protocol.md, section 4.4.
+  const std::pair<Errc, uint16_t> spec[] = {
+      {Errc::io, 0},        {Errc::invalid_argument, 1}, {Errc::malformed, 2}, {Errc::unsupported, 3},
+      {Errc::limit, 4},     {Errc::digest_mismatch, 5},  {Errc::manifest, 6},  {Errc::not_signed, 7},
+      {Errc::untrusted, 8}, {Errc::bad_signature, 9},    {Errc::key, 10},      {Errc::compile, 11},
+      {Errc::import, 12},
+  };
+  for (const auto& [code, value] : spec) {
+    CHECK(uint16_t(error_kind_of(code)) == value);
+    CHECK(errc_of(ErrorKind(value)) == code);
+  }
+  for (Errc never_sent : {Errc::remote, Errc::unreachable, Errc::unauthenticated})
+    CHECK(error_kind_of(never_sent) == ErrorKind::other);
+  CHECK(uint16_t(ErrorKind::other) == 13);
+  CHECK(errc_of(ErrorKind::other) == Errc::remote);
+  CHECK(errc_of(ErrorKind(999)) == Errc::remote);  // a kind from a newer node
+}
 
 TEST_CASE("hello and hello_reply round-trip", "[wire]") {
   auto h = decode_hello(encode(Hello{1, 3, Bytes{1, 2, 3}}));
@@ -87,12 +107,12 @@ TEST_CASE("push, has and their replies round-trip", "[wire]") {
   check_strict(encode(Push{7, 1}), decode_push);
 
   PushReply pr;
-  pr.request_id = 9, pr.status = ReplyStatus::refused, pr.error_kind = 8, pr.digest = some_digest();
+  pr.request_id = 9, pr.status = ReplyStatus::refused, pr.error_kind = ErrorKind::untrusted, pr.digest = some_digest();
   pr.jit_compiled = true, pr.variant = "bitcode", pr.message = "no signature by a trusted key";
   auto prr = decode_push_reply(encode(pr));
   REQUIRE(prr.ok());
   CHECK(prr->status == ReplyStatus::refused);
-  CHECK(prr->error_kind == 8);
+  CHECK(prr->error_kind == ErrorKind::untrusted);
   CHECK(prr->digest == some_digest());
   CHECK(prr->jit_compiled);
   CHECK_FALSE(prr->already_loaded);

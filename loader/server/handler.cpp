@@ -97,7 +97,7 @@ Reply Handler::push(ByteView header, ByteView data) {
   // Checked first: an oversized cargo's data is never received, so it cannot match.
   if (p->cargo_size > max_cargo()) {
     r.status = ReplyStatus::limit;
-    r.error_kind = uint16_t(Errc::limit);
+    r.error_kind = ErrorKind::limit;
     r.message = "cargo of " + std::to_string(p->cargo_size) + " bytes is over this node's limit of " + std::to_string(max_cargo());
     log_("refused push: " + r.message);
     return {MsgType::push_reply, encode(r), {}};
@@ -107,7 +107,7 @@ Reply Handler::push(ByteView header, ByteView data) {
   if (!loaded.ok()) {
     const Error& e = loaded.error();
     r.status = e.code() == Errc::limit ? ReplyStatus::limit : ReplyStatus::refused;
-    r.error_kind = uint16_t(e.code());
+    r.error_kind = error_kind_of(e.code());
     r.message = e.message().substr(0, kMaxMessage);
     log_(std::string("refused push: ") + errc_name(e.code()) + ": " + e.message());
     return {MsgType::push_reply, encode(r), {}};

@@ -34,8 +34,6 @@ const char* errc_name(Errc code);
 
 // True for kinds that mean "this cargo must not be trusted" (CLI exit code 1).
 bool is_verification_failure(Errc code);
-// The kind with this errc_name(), for kinds carried over the wire; Errc::remote if unknown.
-Errc errc_from_index(uint16_t index);
 
 class [[nodiscard]] Error {
 public:

@@ -73,6 +73,20 @@ enum class AuthMode : uint16_t {
 };
 const char* status_name(ReplyStatus s);
 
+// Why a push was refused (push_reply's error_kind). Values are part of the protocol
+// (wire-protocol.md, section 4.4), not the positions of libcargo's Errc: a new Errc changes
+// nothing here. Clients tell verification failures (malformed to bad_signature) from refused
+// imports.
+enum class ErrorKind : uint16_t {
+  io = 0, invalid_argument = 1, malformed = 2, unsupported = 3, limit = 4, digest_mismatch = 5,
+  manifest = 6, not_signed = 7, untrusted = 8, bad_signature = 9, key = 10, compile = 11, import = 12,
+  other = 13,  // any other failure
+};
+// The kind a node sends for one of libcargo's errors.
+ErrorKind error_kind_of(Errc code);
+// The libcargo kind a received value stands for; Errc::remote for `other` and unknown values.
+Errc errc_of(ErrorKind kind);
+
 using Nonce = std::array<uint8_t, 32>;
 using RawKey = std::array<uint8_t, 32>;
 using Sig = std::array<uint8_t, 64>;
@@ -114,7 +128,7 @@ struct Push {
 struct PushReply {
   uint64_t request_id = 0;
   ReplyStatus status = ReplyStatus::ok;
-  uint16_t error_kind = 0;  // for refused: the libcargo Errc value (verification vs. import)
+  ErrorKind error_kind = ErrorKind::io;  // for refused: why (any u16 decodes; errc_of maps it)
   Digest digest{};
   bool already_loaded = false, jit_compiled = false, disk_cache_hit = false;
   std::string variant, message;

@@ -34,6 +34,13 @@ namespace {
 
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
+// Requests in flight (queued, arriving or running) and the bytes of their data, for one
+// connection or for one key over all its connections. Jobs end on any executor thread.
+struct Usage {
+  std::atomic<int> requests{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
 // A request copied out of the AM callback (or still arriving by rendezvous).
 struct Job {
   ucp_ep_h ep = nullptr;          // null for forwards, which answer the client by address
@@ -45,6 +52,19 @@ struct Job {
   bool failed = false;
   Clock::time_point since;         // when its header came (the transfer deadline)
   uint64_t length = 0;             // its data's length
+  std::shared_ptr<Usage> usage[2];  // its connection's and its key's, released when it ends
+  uint64_t charged = 0;             // bytes counted in them
+
+  void charge(std::shared_ptr<Usage> connection, std::shared_ptr<Usage> key, uint64_t bytes) {
+    usage[0] = std::move(connection), usage[1] = std::move(key);
+    charged = bytes;
+    for (auto& u : usage)
+      if (u) u->requests.fetch_add(1), u->bytes.fetch_add(charged);
+  }
+  ~Job() {
+    for (auto& u : usage)
+      if (u) u->requests.fetch_sub(1), u->bytes.fetch_sub(charged);
+  }
 };
 
 // A transfer (a push's cargo, an invoke's input) must arrive within this, or its connection
@@ -157,6 +177,13 @@ constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded cha
 constexpr size_t kMaxUnauthenticatedPerHost = 128;
 constexpr unsigned kLoggedRefusals = 3;  // refused requests logged per connection
 constexpr unsigned kMaxRefusals = 8;     // refused requests before authenticating, then the connection is closed
+// Requests one connection, and one key over all its connections, may have in flight (queued,
+// arriving or running; quick ones run inline are never in flight). Their data may total
+// kBytesInFlight times the largest request the node accepts. Forwards, from peer nodes,
+// are not counted: the hop limit bounds them.
+constexpr int kMaxRequestsPerConnection = 128;
+constexpr int kMaxRequestsPerKey = 512;
+constexpr uint64_t kBytesInFlightPerConnection = 2, kBytesInFlightPerKey = 4;
 
 }  // namespace
 
@@ -181,12 +208,16 @@ struct UcxServer::Impl {
     AuthGate::Session session;
     bool doomed = false;               // refused: closed at the next sweep
     bool probe = false;                // this worker's own ShmProbe: never authenticates, not logged
+    std::shared_ptr<Usage> usage = std::make_shared<Usage>();  // its requests in flight
+    std::shared_ptr<Usage> key_usage;  // its key's, once authenticated with one
     unsigned refusals = 0;             // requests refused on this connection
   };
   Clock::time_point next_sweep{};
   uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
   uint64_t strays = 0;    // messages of types that are not requests
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
+  uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
+  std::map<std::string, std::shared_ptr<Usage>> key_usage;  // by the key's log name (session.who)
   std::map<ucp_ep_h, Client> eps;
   uint64_t next_serial = 1;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
@@ -350,6 +381,11 @@ struct UcxServer::Impl {
     AuthReply r = opt.gate->check(c.session, *a, &line);
     log((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
     if (r.status != ReplyStatus::ok) c.doomed = true, c.since = Clock::now();
+    else if (!c.session.who.empty()) {
+      auto& u = key_usage[c.session.who];
+      if (!u) u = std::make_shared<Usage>();
+      c.key_usage = u;
+    }
     send(ep, {MsgType::auth_reply, encode(r), {}});
   }
   void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
@@ -367,6 +403,38 @@ struct UcxServer::Impl {
     m.request_id = request_id_of(type, header);
     m.status = ReplyStatus::unauthenticated;
     m.message = why;
+    send(ep, {MsgType::result, encode(m), {}});
+  }
+
+  // Why a request of `length` bytes would take c past its or its key's limits in flight;
+  // empty if it would not.
+  // (Data over the node's limit for one request is never fetched: it counts 0 bytes, and the
+  // handler answers `limit`.)
+  uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
+  std::string over_limit(const Client& c, uint64_t length) const {
+    const uint64_t largest = largest_request();
+    if (length > largest) length = 0;
+    auto check = [&](const Usage* u, int max_requests, uint64_t max_bytes, const char* whose) -> std::string {
+      if (!u) return {};
+      if (u->requests.load() >= max_requests)
+        return std::string(whose) + " has " + std::to_string(u->requests.load()) + " requests in flight, the node's limit";
+      if (u->bytes.load() + length > max_bytes)
+        return std::string(whose) + " has " + std::to_string(u->bytes.load()) + " bytes of requests in flight; " +
+               std::to_string(length) + " more would pass the node's limit of " + std::to_string(max_bytes);
+      return {};
+    };
+    std::string why = check(c.usage.get(), kMaxRequestsPerConnection, kBytesInFlightPerConnection * largest, "this connection");
+    if (why.empty()) why = check(c.key_usage.get(), kMaxRequestsPerKey, kBytesInFlightPerKey * largest, "this key");
+    return why;
+  }
+  void refuse_limit(ucp_ep_h ep, Client& c, MsgType type, ByteView header, const std::string& why) {
+    if (limited++ % 1000 == 0)
+      log("refused a request from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why +
+          " (" + std::to_string(limited) + " such so far)");
+    ResultMsg m;
+    m.request_id = request_id_of(type, header);
+    m.status = ReplyStatus::limit;
+    m.message = why + "; wait for replies before sending more";
     send(ep, {MsgType::result, encode(m), {}});
   }
 
@@ -436,9 +504,14 @@ struct UcxServer::Impl {
         length <= self->handler->max_input() &&
         self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return UCS_OK;
+    if (client && type != MsgType::forward)
+      if (std::string why = self->over_limit(*client, length); !why.empty())
+        return self->refuse_limit(param->reply_ep, *client, type, hv, why), UCS_OK;
     auto job = std::make_shared<Job>();
     job->since = Clock::now();
     job->length = length;
+    if (client && type != MsgType::forward)
+      job->charge(client->usage, client->key_usage, length <= self->largest_request() ? length : 0);
     job->ep = has_ep ? param->reply_ep : nullptr;
     if (auto it = self->eps.find(job->ep); it != self->eps.end()) job->serial = it->second.serial;
     job->type = type;

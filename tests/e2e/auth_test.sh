@@ -63,6 +63,14 @@ if [ "$TLS" = tcp ]; then
   expect 0 'held 0 s' -- "$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 1024 --hold-s 0 --idle 140
   eventually 30 "a host's connections past 128 unauthenticated ones are refused" lines_at_least 1 'refused connections from 127\.0\.0\.1: 128 of its connections have not authenticated' "$LOG"
 fi
+# Requests in flight: past 128 on one connection, or 512 over one key's connections, the
+# rest are answered `limit` at once (all are answered), and the node serves on.
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null
+expect 0 'first limit: this connection has 128 requests in flight' -- \
+  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 20 --count 300
+expect 0 'first limit: this key has 512 requests in flight' -- \
+  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 50 --count 120 --connections 6
+eventually 30 "requests past the limits in flight are logged" lines_at_least 1 'refused a request from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has 128 requests in flight' "$LOG"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 check "refusals on one connection are logged at most 3 times" bash -c "[ \$(grep -c 'refused request type 9 from' '$LOG') -le 12 ]"

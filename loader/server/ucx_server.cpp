@@ -178,9 +178,9 @@ constexpr size_t kMaxUnauthenticatedPerHost = 128;
 constexpr unsigned kLoggedRefusals = 3;  // refused requests logged per connection
 constexpr unsigned kMaxRefusals = 8;     // refused requests before authenticating, then the connection is closed
 // Requests one connection, and one key over all its connections, may have in flight (queued,
-// arriving or running; quick ones run inline are never in flight). Their data may total
-// kBytesInFlight times the largest request the node accepts. Forwards, from peer nodes,
-// are not counted: the hop limit bounds them.
+// arriving or running; quick ones run inline are never in flight), and how many times the
+// largest request the node accepts their data may total. Forwards, from peer nodes, are not
+// counted: the hop limit bounds them. loader/README.md, "Threads", says the same.
 constexpr int kMaxRequestsPerConnection = 128;
 constexpr int kMaxRequestsPerKey = 512;
 constexpr uint64_t kBytesInFlightPerConnection = 2, kBytesInFlightPerKey = 4;
@@ -407,9 +407,8 @@ struct UcxServer::Impl {
   }
 
   // Why a request of `length` bytes would take c past its or its key's limits in flight;
-  // empty if it would not.
-  // (Data over the node's limit for one request is never fetched: it counts 0 bytes, and the
-  // handler answers `limit`.)
+  // empty if it would not. Data over the node's limit for one request is never fetched: it
+  // counts 0 bytes (the handler answers `limit`).
   uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
   std::string over_limit(const Client& c, uint64_t length) const {
     const uint64_t largest = largest_request();

@@ -4,8 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "net/ucx.h"
-#include "net/ucx_api.h"
+#include "xcargo/ucx.h"
 #include "xcargo/auth.h"
 #include "xcargo/client.h"
 

@@ -1,6 +1,5 @@
 // UCX context/worker creation, address parsing and event-fd based blocking.
-#include "net/ucx.h"
-#include "net/ucx_api.h"
+#include "xcargo/ucx.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

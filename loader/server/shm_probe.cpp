@@ -37,7 +37,7 @@ Result<std::unique_ptr<ShmProbe>> ShmProbe::start(const Options& options) {
     static_cast<ShmProbe*>(arg)->answered_ = true;
     return UCS_OK;
   };
-  if (ucs_status_t s = ucp_worker_set_am_recv_handler(p->w_->worker(), &hp); s != UCS_OK) return net::ucx_error("probe handler", s);
+  if (ucs_status_t s = UCX->ucp_worker_set_am_recv_handler(p->w_->worker(), &hp); s != UCS_OK) return net::ucx_error("probe handler", s);
   if (!p->connect()) return Error(Errc::io, "the shared-memory probe cannot connect to " + p->opt_.address);
   return p;
 }
@@ -49,10 +49,10 @@ void ShmProbe::close() {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+  ucs_status_ptr_t r = UCX->ucp_ep_close_nbx(ep_, &p);
   if (UCS_PTR_IS_PTR(r)) {
-    for (int i = 0; i < 1000 && ucp_request_check_status(r) == UCS_INPROGRESS; ++i) ucp_worker_progress(w_->worker());
-    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+    for (int i = 0; i < 1000 && UCX->ucp_request_check_status(r) == UCS_INPROGRESS; ++i) UCX->ucp_worker_progress(w_->worker());
+    if (UCX->ucp_request_check_status(r) != UCS_INPROGRESS) UCX->ucp_request_free(r);
   }
   ep_ = nullptr;
 }
@@ -74,7 +74,7 @@ bool ShmProbe::greet_once(const std::atomic<bool>& quit, const std::atomic<uint6
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, unsigned(MsgType::hello), hello_.data(), hello_.size(), nullptr, 0, &p);
+  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(ep_, unsigned(MsgType::hello), hello_.data(), hello_.size(), nullptr, 0, &p);
   if (UCS_PTR_IS_ERR(r)) return true;
   auto deadline = Clock::now() + opt_.deadline;
   uint64_t progress0 = progress.load(std::memory_order_relaxed);
@@ -94,7 +94,7 @@ bool ShmProbe::greet_once(const std::atomic<bool>& quit, const std::atomic<uint6
     ok = false;
     break;
   }
-  if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // UCX completes (or, with the connection, fails) it on its own
+  if (UCS_PTR_IS_PTR(r)) UCX->ucp_request_free(r);  // UCX completes (or, with the connection, fails) it on its own
   return ok;
 }
 

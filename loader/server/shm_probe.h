@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "xcargo/error.h"
 #include "xcargo/wire.h"
 

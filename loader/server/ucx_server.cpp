@@ -22,7 +22,7 @@
 #include "log.h"
 #include "sandbox.h"
 #include "shm_probe.h"
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "xcargo/cluster.h"
 
 namespace xcargo::loader {
@@ -275,14 +275,14 @@ struct UcxServer::Impl {
     std::string from = "?";
     ucp_conn_request_attr_t attr{};
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    if (ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
+    if (UCX->ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
     if (self->opt.gate->mode() == AuthMode::required) {  // strangers cannot crowd others out
       const std::string host = from.substr(0, from.rfind(':'));
       size_t waiting = 0;
       for (const auto& [e, c] : self->eps)
         if (!c.session.authenticated && !c.probe && c.peer.compare(0, host.size() + 1, host + ":") == 0) ++waiting;
       if (waiting >= kMaxUnauthenticatedPerHost) {
-        ucp_listener_reject(self->listener, req);
+        UCX->ucp_listener_reject(self->listener, req);
         if (self->rejected++ % 1000 == 0)
           self->log("refused connections from " + host + ": " + std::to_string(waiting) +
                     " of its connections have not authenticated yet (" + std::to_string(self->rejected) + " refused so far)");
@@ -459,7 +459,7 @@ struct UcxServer::Impl {
     auto* job = static_cast<Job*>(user);
     if (status != UCS_OK) job->failed = true;
     job->ready = true;
-    ucp_request_free(request);
+    UCX->ucp_request_free(request);
   }
 
   static ucs_status_t on_request(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -529,7 +529,7 @@ struct UcxServer::Impl {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &Impl::on_data;
       p.user_data = job.get();
-      ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->w->worker(), data, job->data.data(), length, &p);
+      ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(self->w->worker(), data, job->data.data(), length, &p);
       if (UCS_PTR_IS_ERR(r)) job->failed = true, job->ready = true;
       else if (r == nullptr) job->ready = true;  // else on_data completes it
     } else {
@@ -546,7 +546,7 @@ struct UcxServer::Impl {
     if (status != UCS_OK && s->on_fail) s->on_fail(status);
     s->in_flight->fetch_sub(1);
     delete s;
-    ucp_request_free(request);
+    UCX->ucp_request_free(request);
   }
 
   const Bytes& client_address(ucp_ep_h ep) const {
@@ -574,7 +574,7 @@ struct UcxServer::Impl {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
       p.flags = flags;
-      ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), r.header.data(), r.header.size(), r.data.data(),
+      ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep, unsigned(r.type), r.header.data(), r.header.size(), r.data.data(),
                                              r.data.size(), &p);
       if (req == nullptr) return;
       if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) {  // failed for good
@@ -589,7 +589,7 @@ struct UcxServer::Impl {
     p.cb.send = &Impl::on_sent;
     p.user_data = s;
     in_flight++;
-    ucs_status_ptr_t req = ucp_am_send_nbx(ep, unsigned(r.type), s->header.data(), s->header.size(), s->data.data(),
+    ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep, unsigned(r.type), s->header.data(), s->header.size(), s->data.data(),
                                            s->data.size(), &p);
     if (req == nullptr || UCS_PTR_IS_ERR(req)) {  // completed at once, or failed: no callback comes
       if (UCS_PTR_IS_ERR(req) && s->on_fail) s->on_fail(UCS_PTR_STATUS(req));
@@ -609,8 +609,8 @@ struct UcxServer::Impl {
     p.err_handler.cb = &Impl::on_ep_error;
     p.err_handler.arg = this;
     ucp_ep_h ep = nullptr;
-    if (ucs_status_t s = ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
-      log(std::string("cannot reach a client for a forwarded result: ") + ucs_status_string(s));
+    if (ucs_status_t s = UCX->ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
+      log(std::string("cannot reach a client for a forwarded result: ") + UCX->ucs_status_string(s));
       return nullptr;
     }
     return client_eps[address] = ep;
@@ -720,8 +720,8 @@ struct UcxServer::Impl {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+    ucs_status_ptr_t r = UCX->ucp_ep_close_nbx(ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) UCX->ucp_request_free(r);
   }
 
   // Sends what one step produced: its result to whoever waits for it, or the computation
@@ -750,7 +750,7 @@ struct UcxServer::Impl {
                     orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
                     peers.erase(it);     // connect again next time, and send the cargo again
                   }
-                  undelivered(f, node, ucs_status_string(s));
+                  undelivered(f, node, UCX->ucs_status_string(s));
                 });
         return;
       }
@@ -777,16 +777,16 @@ struct UcxServer::Impl {
       ucp_mem_h memh = nullptr;
       void* packed = nullptr;
       size_t size = 0;
-      if (ucs_status_t s = ucp_mem_map(w->context(), &mp, &memh); s != UCS_OK) {
-        log("cannot register region " + reg->name + ": " + ucs_status_string(s));
+      if (ucs_status_t s = UCX->ucp_mem_map(w->context(), &mp, &memh); s != UCS_OK) {
+        log("cannot register region " + reg->name + ": " + UCX->ucs_status_string(s));
         r.status = ReplyStatus::internal;
-      } else if (s = ucp_rkey_pack(w->context(), memh, &packed, &size); s != UCS_OK || size > kMaxAddress) {
-        log("cannot pack the key of region " + reg->name + ": " + ucs_status_string(s));
-        ucp_mem_unmap(w->context(), memh);
+      } else if (s = UCX->ucp_rkey_pack(w->context(), memh, &packed, &size); s != UCS_OK || size > kMaxAddress) {
+        log("cannot pack the key of region " + reg->name + ": " + UCX->ucs_status_string(s));
+        UCX->ucp_mem_unmap(w->context(), memh);
         r.status = ReplyStatus::internal;
       } else {
         reg->rkey.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + size);
-        ucp_rkey_buffer_release(packed);
+        UCX->ucp_rkey_buffer_release(packed);
         reg->ucx_memh = memh;
       }
     }
@@ -902,7 +902,7 @@ struct UcxServer::Impl {
     while (!quit) {
       // One progress call, then whatever it delivered: every progress call also polls the
       // TCP interface (a system call), so a request should cost as few of them as possible.
-      if (ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
+      if (UCX->ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
       progress_calls.fetch_add(1, std::memory_order_relaxed);
       const bool posted = drain_outbox();
       if (restart) return flush_and_quit();
@@ -930,7 +930,7 @@ struct UcxServer::Impl {
         return;
       }
       if (posted) continue;
-      if (ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
+      if (UCX->ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
         last_activity = Clock::now();
         continue;
       }
@@ -959,7 +959,7 @@ struct UcxServer::Impl {
     // No new connections to a worker about to go: a client reconnecting at once must reach
     // the next worker, not this one (its transport ports vanish with it).
     if (listener) {
-      ucp_listener_destroy(listener);
+      UCX->ucp_listener_destroy(listener);
       listener = nullptr;
     }
     // Replies still to send include one an executor posts just after setting `restart` (a
@@ -967,14 +967,14 @@ struct UcxServer::Impl {
     const auto deadline = Clock::now() + std::chrono::milliseconds(300);
     do {
       drain_outbox();
-      ucp_worker_progress(w->worker());
+      UCX->ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
     // Linger briefly: a send complete here may not yet be read by the client, which would
     // otherwise see the connection drop first and report a lost node instead of the reply.
     const auto linger = Clock::now() + std::chrono::milliseconds(100);
     while (Clock::now() < linger || (in_flight > 0 && Clock::now() < deadline)) {
       drain_outbox();
-      ucp_worker_progress(w->worker());
+      UCX->ucp_worker_progress(w->worker());
     }
     flush_log();
     _exit(75);
@@ -1069,14 +1069,14 @@ UcxServer::~UcxServer() {
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   for (const auto& [name, length] : impl_->handler->regions().list())
     if (Region* r = impl_->handler->regions().find(name); r && r->ucx_memh) {
-      ucp_mem_unmap(impl_->w->context(), static_cast<ucp_mem_h>(r->ucx_memh));
+      UCX->ucp_mem_unmap(impl_->w->context(), static_cast<ucp_mem_h>(r->ucx_memh));
       r->ucx_memh = nullptr;
     }
   impl_->eps.clear();
   impl_->peers.clear();
   impl_->client_eps.clear();
-  if (impl_->listener) ucp_listener_destroy(impl_->listener);
-  for (int i = 0; i < 100; ++i) ucp_worker_progress(impl_->w->worker());
+  if (impl_->listener) UCX->ucp_listener_destroy(impl_->listener);
+  for (int i = 0; i < 100; ++i) UCX->ucp_worker_progress(impl_->w->worker());
 }
 
 std::string UcxServer::address() const { return impl_->address; }
@@ -1120,7 +1120,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     hp.cb = cb;
     hp.arg = &m.args[t];
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    return ucp_worker_set_am_recv_handler(m.w->worker(), &hp);
+    return UCX->ucp_worker_set_am_recv_handler(m.w->worker(), &hp);
   };
   // Every id up to the highest gets a handler: UCX 1.13 leaves the slots of unregistered ids
   // below it uninitialized and jumps through them (a message of type 0 or 4 crashed the worker).

@@ -13,7 +13,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "tool_args.h"
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"

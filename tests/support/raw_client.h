@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "xcargo/identity.h"
 #include "xcargo/wire.h"
 

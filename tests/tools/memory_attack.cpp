@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/auth.h"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "net/ucx.h"
+#include "xcargo/ucx.h"
 #include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/identity.h"

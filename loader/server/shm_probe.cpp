@@ -106,7 +106,8 @@ void ShmProbe::run(const std::atomic<bool>& quit, const std::atomic<uint64_t>& p
       on_wedged(why);
       return;
     }
-    for (auto until = Clock::now() + opt_.interval; !quit && Clock::now() < until;) w_->progress_or_wait(100);
+    for (auto until = Clock::now() + opt_.interval; !quit && Clock::now() < until;)  // wake() cuts it short
+      w_->progress_or_wait(int(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()) + 1);
   }
 }
 

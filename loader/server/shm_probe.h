@@ -47,6 +47,8 @@ public:
   // server's progress calls. on_wedged(why) runs once, when a hello went unanswered.
   void run(const std::atomic<bool>& quit, const std::atomic<uint64_t>& progress,
            const std::function<void(const std::string&)>& on_wedged);
+  // Makes run() look at quit now (from another thread).
+  void wake() { w_->wake(); }
 
 private:
   ShmProbe() = default;

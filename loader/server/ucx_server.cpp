@@ -1,5 +1,7 @@
-// UcxServer: listener and endpoints, request intake, the leader/follower executor pool, the
-// monitor (promotion and time-outs), and kernel crash recovery.
+// UcxServer: the UCX side of the worker. Listener and endpoints, request intake, sends,
+// forwards to peer nodes, region registration, and the leader/follower executor pool. The
+// parts that need no UCX are beside it: connections.h, jobs.h, in_flight.h, kernel_guard.h,
+// monitor.h, auth_gate.h.
 #include "ucx_server.h"
 
 #include <pthread.h>
@@ -8,7 +10,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <csetjmp>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -19,58 +20,20 @@
 #include <thread>
 #include <vector>
 
+#include "connections.h"
+#include "jobs.h"
+#include "kernel_guard.h"
 #include "log.h"
-#include "sandbox.h"
+#include "monitor.h"
 #include "shm_probe.h"
-#include "xcargo/ucx.h"
+#include "timing.h"
 #include "xcargo/cluster.h"
+#include "xcargo/ucx.h"
 
 namespace xcargo::loader {
 
 using namespace wire;
-using Clock = std::chrono::steady_clock;
-
 namespace {
-
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
-
-// Requests in flight (queued, arriving or running) and the bytes of their data, for one
-// connection or for one key over all its connections. Jobs end on any executor thread.
-struct Usage {
-  std::atomic<int> requests{0};
-  std::atomic<uint64_t> bytes{0};
-};
-
-// A request copied out of the AM callback (or still arriving by rendezvous).
-struct Job {
-  ucp_ep_h ep = nullptr;          // null for forwards, which answer the client by address
-  uint64_t serial = 0;            // ep's connection (an ep address is reused after a close)
-  MsgType type{};
-  Bytes header, data;
-  Bytes reply_address;            // invoke: the client's, from its hello
-  std::atomic<bool> ready{false};  // data complete
-  bool failed = false;
-  Clock::time_point since;         // when its header came (the transfer deadline)
-  uint64_t length = 0;             // its data's length
-  std::shared_ptr<Usage> usage[2];  // its connection's and its key's, released when it ends
-  uint64_t charged = 0;             // bytes counted in them
-
-  void charge(std::shared_ptr<Usage> connection, std::shared_ptr<Usage> key, uint64_t bytes) {
-    usage[0] = std::move(connection), usage[1] = std::move(key);
-    charged = bytes;
-    for (auto& u : usage)
-      if (u) u->requests.fetch_add(1), u->bytes.fetch_add(charged);
-  }
-  ~Job() {
-    for (auto& u : usage)
-      if (u) u->requests.fetch_sub(1), u->bytes.fetch_sub(charged);
-  }
-};
-
-// A transfer (a push's cargo, an invoke's input) must arrive within this, or its connection
-// is closed: a client that stops sending holds nothing but its own request. Generous for
-// a slow network: 10 s plus 10 MB/s.
-std::chrono::milliseconds transfer_deadline(uint64_t bytes) { return std::chrono::milliseconds(10000 + bytes / 10000); }
 
 // A reply in flight: its bytes must live until UCX says the send completed.
 struct Sending {
@@ -78,56 +41,6 @@ struct Sending {
   std::atomic<int>* in_flight;
   std::function<void(ucs_status_t)> on_fail;  // forwards: tell the client
 };
-
-// Sent by the monitor to a thread running a kernel inline (phase 3) past the time limit.
-constexpr int kTimeoutSignal = SIGUSR1;
-
-// One executor thread. phase: 0 idle, 1 running a request as leader, 2 running one after
-// the monitor handed leadership on (its reply then goes through the outbox), 3 running a
-// quick kernel inline, inside UCX's receive callback (it cannot hand leadership on).
-struct Slot {
-  pthread_t thread{};
-  std::atomic<int> phase{0};
-  std::atomic<int64_t> since{0};
-  std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
-  sigjmp_buf env;
-  volatile sig_atomic_t in_kernel = 0;
-  volatile int signo = 0;
-  void* fault_addr = nullptr;
-  int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
-  std::vector<uint8_t> altstack;
-};
-
-thread_local Slot* t_slot = nullptr;
-
-// Kernel faults, and the monitor's time-out signal: jump back to the executor that ran the
-// kernel. Any other fault: die, and let the supervisor restart the worker.
-void on_fault(int sig, siginfo_t* info, void*) {
-  Slot* s = t_slot;
-  if (s && s->in_kernel) {
-    s->in_kernel = 0;
-    s->signo = sig;
-    s->fault_addr = info ? info->si_addr : nullptr;
-    s->syscall_nr = sig == SIGSYS && info ? info->si_syscall : -1;
-    siglongjmp(s->env, 1);
-  }
-  if (sig == kTimeoutSignal) return;  // the kernel returned just before the signal came
-  if (sig == SIGSYS && info) {  // the loader's own code: the allow-list misses a call it needs
-    char line[96];
-    const int n = std::snprintf(line, sizeof line, "xcargo-loader: the sandbox refused system call %d made by the loader\n", info->si_syscall);
-    if (n > 0) (void)!::write(2, line, size_t(n));
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-void install_fault_handlers() {
-  struct sigaction sa {};
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
-}
 
 // Every request but hello starts with its u64 request_id (wire-protocol.md section 4).
 uint64_t request_id_of(MsgType type, ByteView header) {
@@ -172,18 +85,6 @@ bool small_read(ByteView header) {
 std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 
 constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
-// Connections from one host still to authenticate (closed after auth_deadline anyway): past
-// this, its new connections are refused, so that one host cannot crowd others out.
-constexpr size_t kMaxUnauthenticatedPerHost = 128;
-constexpr unsigned kLoggedRefusals = 3;  // refused requests logged per connection
-constexpr unsigned kMaxRefusals = 8;     // refused requests before authenticating, then the connection is closed
-// Requests one connection, and one key over all its connections, may have in flight (queued,
-// arriving or running; quick ones run inline are never in flight), and how many times the
-// largest request the node accepts their data may total. Forwards, from peer nodes, are not
-// counted: the hop limit bounds them. loader/README.md, "Threads", says the same.
-constexpr int kMaxRequestsPerConnection = 128;
-constexpr int kMaxRequestsPerKey = 512;
-constexpr uint64_t kBytesInFlightPerConnection = 2, kBytesInFlightPerKey = 4;
 
 }  // namespace
 
@@ -198,33 +99,16 @@ struct UcxServer::Impl {
   std::string address;
 
   // Touched only by the leader (the one thread that may call into UCX).
-  // Accepted endpoints: the client's UCX address, and a serial number telling this connection
-  // from a later one that UCX gives the same ep address.
-  struct Client {
-    Bytes address;
-    uint64_t serial = 0;
-    std::string peer;                  // HOST:PORT it connected from, for log lines
-    Clock::time_point since;           // when it connected (the authentication deadline)
-    AuthGate::Session session;
-    bool doomed = false;               // refused: closed at the next sweep
-    bool probe = false;                // this worker's own ShmProbe: never authenticates, not logged
-    std::shared_ptr<Usage> usage = std::make_shared<Usage>();  // its requests in flight
-    std::shared_ptr<Usage> key_usage;  // its key's, once authenticated with one
-    unsigned refusals = 0;             // requests refused on this connection
-  };
   Clock::time_point next_sweep{};
   uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
   uint64_t strays = 0;    // messages of types that are not requests
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
   uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
-  std::map<std::string, std::shared_ptr<Usage>> key_usage;  // by the key's log name (session.who)
-  std::map<ucp_ep_h, Client> eps;
-  uint64_t next_serial = 1;
+  Connections eps;
   std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
   std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
-  std::deque<std::shared_ptr<Job>> jobs;
-  std::vector<std::shared_ptr<Job>> stalled;  // dropped while UCX still receives into them
+  JobQueue jobs;
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe
   std::unique_ptr<ShmProbe> probe;
@@ -247,10 +131,7 @@ struct UcxServer::Impl {
   Slot* leader = nullptr;
   std::vector<std::unique_ptr<Slot>> slots;
 
-  // The monitor sleeps while nothing runs.
-  std::mutex mon_mu;
-  std::condition_variable mon_cv;
-  std::atomic<bool> mon_asleep{false};
+  std::unique_ptr<Monitor> monitor;
 
   struct HandlerArg {
     Impl* self;
@@ -278,9 +159,7 @@ struct UcxServer::Impl {
     if (UCX->ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
     if (self->opt.gate->mode() == AuthMode::required) {  // strangers cannot crowd others out
       const std::string host = from.substr(0, from.rfind(':'));
-      size_t waiting = 0;
-      for (const auto& [e, c] : self->eps)
-        if (!c.session.authenticated && !c.probe && c.peer.compare(0, host.size() + 1, host + ":") == 0) ++waiting;
+      const size_t waiting = self->eps.unauthenticated_from(host);
       if (waiting >= kMaxUnauthenticatedPerHost) {
         UCX->ucp_listener_reject(self->listener, req);
         if (self->rejected++ % 1000 == 0)
@@ -291,15 +170,7 @@ struct UcxServer::Impl {
     }
     auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
     if (!ep.ok()) return self->log("refused a connection from " + from + ": " + ep.error().message());
-    Client& c = self->eps[*ep];
-    c = Client{};
-    c.serial = self->next_serial++;
-    c.peer = from;
-    c.since = Clock::now();
-  }
-
-  bool any_ready() const {
-    return std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->ready.load(); });
+    self->eps.add(*ep, from, Clock::now());
   }
 
   // Leader only: closes connections that were refused, that did not authenticate in time, or
@@ -307,25 +178,17 @@ struct UcxServer::Impl {
   void sweep() {
     const auto now = Clock::now();
     if (now < next_sweep) return;
-    next_sweep = now + std::chrono::milliseconds(100);
-    for (auto it = stalled.begin(); it != stalled.end();)  // kept until UCX lets go of them
-      it = (*it)->ready ? stalled.erase(it) : std::next(it);
-    for (auto it = jobs.begin(); it != jobs.end();) {
-      Job& j = **it;
-      if (j.ready || now - j.since < transfer_deadline(j.length)) {
-        ++it;
-        continue;
+    next_sweep = now + timing::kSweepEvery;
+    for (std::shared_ptr<Job>& j : jobs.expire(now)) {
+      Client* c = eps.find(j->ep);
+      log("dropped a request of type " + std::to_string(int(j->type)) + " from " + (c ? c->peer : std::string("a peer")) +
+          ": its " + std::to_string(j->length) + " bytes did not arrive within " +
+          std::to_string(timing::transfer_deadline(j->length).count() / 1000) + " s; closing its connection");
+      if (c && c->serial == j->serial) {
+        close_ep(j->ep);  // completes the receive with an error (on_data), so the job stays alive until then
+        eps.erase(j->ep);
       }
-      auto c = eps.find(j.ep);
-      log("dropped a request of type " + std::to_string(int(j.type)) + " from " + (c != eps.end() ? c->second.peer : std::string("a peer")) +
-          ": its " + std::to_string(j.length) + " bytes did not arrive within " +
-          std::to_string(transfer_deadline(j.length).count() / 1000) + " s; closing its connection");
-      if (c != eps.end() && c->second.serial == j.serial) {
-        close_ep(j.ep);  // completes the receive with an error (on_data), so the job stays alive until then
-        eps.erase(c);
-      }
-      stalled.push_back(std::move(*it));
-      it = jobs.erase(it);
+      jobs.hold(std::move(j));
     }
     for (auto it = peers.begin(); it != peers.end();) {
       auto next = std::next(it);
@@ -335,23 +198,10 @@ struct UcxServer::Impl {
       }
       it = next;
     }
-    const bool required = opt.gate->mode() == AuthMode::required;
-    for (auto it = eps.begin(); it != eps.end();) {
-      Client& c = it->second;
-      const bool late = required && !c.session.authenticated && !c.probe && now - c.since > opt.auth_deadline;
-      if (!c.doomed && !late) {
-        ++it;
-        continue;
-      }
-      if (late && !c.doomed) log("closed the connection from " + c.peer + ": not authenticated within " +
-                                 std::to_string(opt.auth_deadline.count() / 1000) + " s");
-      if (c.doomed && now - c.since < std::chrono::milliseconds(200)) {  // let the refusal reach it first
-        ++it;
-        continue;
-      }
-      close_ep(it->first);
-      it = eps.erase(it);
-    }
+    std::vector<std::string> late;
+    for (ucp_ep_h ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_ep(ep);
+    for (const std::string& peer : late)
+      log("closed the connection from " + peer + ": not authenticated within " + std::to_string(opt.auth_deadline.count() / 1000) + " s");
   }
 
   // hello and auth, answered at once: the connection's authentication (AuthGate).
@@ -364,8 +214,7 @@ struct UcxServer::Impl {
     auto r = decode_hello_reply(base.header);
     if (!r.ok()) return send(ep, handler->bad_request("hello: " + r.error().message()));
     if (r->status != ReplyStatus::ok) {  // answered (unsupported_version), then closed: no session
-      c.doomed = true;
-      c.since = Clock::now();
+      Connections::doom(c, Clock::now());
       return send(ep, std::move(base));
     }
     if (auto s = opt.gate->greet(c.session, *h, *r); !s.ok()) {
@@ -380,24 +229,16 @@ struct UcxServer::Impl {
     std::string line;
     AuthReply r = opt.gate->check(c.session, *a, &line);
     log((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
-    if (r.status != ReplyStatus::ok) c.doomed = true, c.since = Clock::now();
-    else if (!c.session.who.empty()) {
-      auto& u = key_usage[c.session.who];
-      if (!u) u = std::make_shared<Usage>();
-      c.key_usage = u;
-    }
+    if (r.status != ReplyStatus::ok) Connections::doom(c, Clock::now());
+    else eps.authenticated(c);
     send(ep, {MsgType::auth_reply, encode(r), {}});
   }
   void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
     const std::string why = opt.gate->refusal(c ? c->session : AuthGate::Session{}, type);
-    const unsigned n = c ? ++c->refusals : 0;
-    if (n <= kLoggedRefusals)  // a flood of refusals must not fill the log
+    bool closing = false;
+    if (!c || eps.refused(*c, Clock::now(), &closing))  // a flood of refusals must not fill the log
       log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
-    if (c && !c->session.authenticated && n >= kMaxRefusals && !c->doomed) {
-      log("closing the connection from " + c->peer + ": " + std::to_string(n) + " requests before authenticating");
-      c->doomed = true;
-      c->since = Clock::now();
-    }
+    if (closing) log("closing the connection from " + c->peer + ": " + std::to_string(c->refusals) + " requests before authenticating");
     if (!ep) return;  // a forward without a reply endpoint: nobody to tell
     ResultMsg m;
     m.request_id = request_id_of(type, header);
@@ -406,26 +247,7 @@ struct UcxServer::Impl {
     send(ep, {MsgType::result, encode(m), {}});
   }
 
-  // Why a request of `length` bytes would take c past its or its key's limits in flight;
-  // empty if it would not. Data over the node's limit for one request is never fetched: it
-  // counts 0 bytes (the handler answers `limit`).
   uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
-  std::string over_limit(const Client& c, uint64_t length) const {
-    const uint64_t largest = largest_request();
-    if (length > largest) length = 0;
-    auto check = [&](const Usage* u, int max_requests, uint64_t max_bytes, const char* whose) -> std::string {
-      if (!u) return {};
-      if (u->requests.load() >= max_requests)
-        return std::string(whose) + " has " + std::to_string(u->requests.load()) + " requests in flight, the node's limit";
-      if (u->bytes.load() + length > max_bytes)
-        return std::string(whose) + " has " + std::to_string(u->bytes.load()) + " bytes of requests in flight; " +
-               std::to_string(length) + " more would pass the node's limit of " + std::to_string(max_bytes);
-      return {};
-    };
-    std::string why = check(c.usage.get(), kMaxRequestsPerConnection, kBytesInFlightPerConnection * largest, "this connection");
-    if (why.empty()) why = check(c.key_usage.get(), kMaxRequestsPerKey, kBytesInFlightPerKey * largest, "this key");
-    return why;
-  }
   void refuse_limit(ucp_ep_h ep, Client& c, MsgType type, ByteView header, const std::string& why) {
     if (limited++ % 1000 == 0)
       log("refused a request from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why +
@@ -439,9 +261,9 @@ struct UcxServer::Impl {
 
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
-    if (auto it = self->eps.find(ep); it != self->eps.end() && !it->second.session.authenticated && !it->second.doomed && !it->second.probe &&
-                                      self->opt.gate->mode() == AuthMode::required)
-      self->log("connection from " + it->second.peer + " closed without authenticating");
+    if (const Client* c = self->eps.find(ep);
+        c && !c->session.authenticated && !c->doomed && !c->probe && self->opt.gate->mode() == AuthMode::required)
+      self->log("connection from " + c->peer + " closed without authenticating");
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
     for (auto it = self->peers.begin(); it != self->peers.end(); ++it)
       if (it->second.ep == ep) {
@@ -473,8 +295,7 @@ struct UcxServer::Impl {
       return UCS_OK;
     }
     ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
-    auto cit = has_ep ? self->eps.find(param->reply_ep) : self->eps.end();
-    Client* client = cit == self->eps.end() ? nullptr : &cit->second;
+    Client* client = has_ep ? self->eps.find(param->reply_ep) : nullptr;
     if (client && client->doomed) return UCS_OK;
     // On an authenticated connection every request ends with its session token. UCX names a
     // message's connection by an id its sender writes, so a message without the token may
@@ -498,21 +319,21 @@ struct UcxServer::Impl {
     if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv)))  // answered at once
       return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
-    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && !self->any_ready() &&
+    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && !self->jobs.any_ready() &&
         !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
         self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return UCS_OK;
     if (client && type != MsgType::forward)
-      if (std::string why = self->over_limit(*client, length); !why.empty())
+      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, self->largest_request()); !why.empty())
         return self->refuse_limit(param->reply_ep, *client, type, hv, why), UCS_OK;
     auto job = std::make_shared<Job>();
     job->since = Clock::now();
     job->length = length;
     if (client && type != MsgType::forward)
-      job->charge(client->usage, client->key_usage, length <= self->largest_request() ? length : 0);
+      job->charge.emplace(client->usage, client->key_usage, length <= self->largest_request() ? length : 0);
     job->ep = has_ep ? param->reply_ep : nullptr;
-    if (auto it = self->eps.find(job->ep); it != self->eps.end()) job->serial = it->second.serial;
+    if (client) job->serial = client->serial;
     job->type = type;
     job->header.assign(hv.begin(), hv.end());
     if (type == MsgType::invoke) job->reply_address = self->client_address(job->ep);
@@ -537,7 +358,7 @@ struct UcxServer::Impl {
       job->data.assign(d, d + length);
       job->ready = true;
     }
-    self->jobs.push_back(std::move(job));
+    self->jobs.push(std::move(job));
     return UCS_OK;
   }
 
@@ -551,20 +372,14 @@ struct UcxServer::Impl {
 
   const Bytes& client_address(ucp_ep_h ep) const {
     static const Bytes none;
-    auto it = eps.find(ep);
-    return it == eps.end() ? none : it->second.address;
-  }
-
-  // ep if it is still the connection a request came on; else null (its reply is dropped).
-  ucp_ep_h live(ucp_ep_h ep, uint64_t serial) const {
-    auto it = eps.find(ep);
-    return it != eps.end() && it->second.serial == serial ? ep : nullptr;
+    const Client* c = eps.find(ep);
+    return c ? c->address : none;
   }
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
   // endpoint (none if the client went away).
   void send(ucp_ep_h ep, Reply&& r) {
-    if (ep && eps.count(ep)) send_on(ep, std::move(r));
+    if (ep && eps.find(ep)) send_on(ep, std::move(r));
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
@@ -824,42 +639,26 @@ struct UcxServer::Impl {
                                                    std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
                               reply_to_of(j.type, j.header)};
     if (j.type != MsgType::invoke && j.type != MsgType::forward) return Step{handler->handle(j.type, j.header, j.data)};
-    t_slot = &s;
-    if (sigsetjmp(s.env, 0) == 0) {
-      s.in_kernel = 1;
-      std::optional<Step> r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false)
-                                                        : handler->forward(j.header, j.data, false);
-      s.in_kernel = 0;
+    std::optional<Step> r;
+    if (guarded(s, [&] {
+          r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false) : handler->forward(j.header, j.data, false);
+        }))
       return std::move(*r);
-    }
     return Step{failure_reply(s, request_id_of(j.type, j.header), false), reply_to_of(j.type, j.header)};
   }
 
-  // Back from on_fault: the kernel crashed, or (inline) ran past the limit and was stopped.
+  // Back from guarded(): the kernel crashed, or (inline) ran past the limit and was stopped.
   // It may have damaged this process: answer, then restart.
   Reply failure_reply(Slot& s, uint64_t request_id, bool inline_run) {
+    const KernelFailure f = failure_of(s, limit_text());
+    if (f.status != ReplyStatus::timeout) {  // the monitor logged a time-out
+      log("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
+      set_incident(f.what);
+    }
     ResultMsg m;
     m.request_id = request_id;
-    if (s.signo == kTimeoutSignal) {  // the monitor logged it
-      m.status = ReplyStatus::timeout;
-      m.message = "the kernel ran past the time limit of " + limit_text() + " and was stopped; the node recovered";
-    } else if (s.signo == SIGSYS) {
-      const std::string call = sandbox::syscall_name(s.syscall_nr);
-      const std::string what = "the sandbox stopped the kernel: it made the system call " + call +
-                               " itself (kernels may only call the xcargo API)";
-      log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
-      set_incident(what);
-      m.status = ReplyStatus::sandbox;
-      m.message = what + "; the node recovered";
-    } else {
-      char what[160];
-      std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", s.signo, strsignal(s.signo), s.fault_addr);
-      log(std::string("failed invoke: ") + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
-      set_incident(what);
-      m.status = ReplyStatus::crashed;
-      m.message = what;
-      m.message += "; the node recovered";
-    }
+    m.status = f.status;
+    m.message = f.message();
     restart = true;
     return {MsgType::result, encode(m), {}};
   }
@@ -868,31 +667,20 @@ struct UcxServer::Impl {
   // quick, so the reply leaves without a hand-off or another progress call. False: not run,
   // queue it.
   bool run_inline(MsgType type, ucp_ep_h ep, ByteView header, ByteView data) {
-    Slot& s = *t_slot;  // the leader's own: only the leader calls into UCX
-    s.since = now_ns();
+    Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
+    s.since = steady_ns();
     s.phase = 3;
-    wake_monitor();
+    monitor->wake();
     std::optional<Step> r;
-    if (sigsetjmp(s.env, 0) == 0) {
-      s.in_kernel = 1;
-      r = type == MsgType::invoke ? handler->invoke(header, data, client_address(ep), true) : handler->forward(header, data, true);
-      s.in_kernel = 0;
-    } else {
+    if (!guarded(s, [&] {
+          r = type == MsgType::invoke ? handler->invoke(header, data, client_address(ep), true) : handler->forward(header, data, true);
+        }))
       r = Step{failure_reply(s, request_id_of(type, header), true), reply_to_of(type, header)};
-    }
     s.since = 0;
     s.phase = 0;
     if (!r) return false;
     deliver(ep, std::move(*r));
     return true;
-  }
-
-  void wake_monitor() {
-    if (mon_asleep.load(std::memory_order_relaxed)) {
-      std::lock_guard<std::mutex> l(mon_mu);
-      mon_asleep = false;
-      mon_cv.notify_one();
-    }
   }
 
   // The leader's loop: progress, send posted replies, run ready requests. Returns when this
@@ -908,14 +696,12 @@ struct UcxServer::Impl {
       if (restart) return flush_and_quit();
       sweep();
       // The oldest request whose data is all here: one still arriving holds up nobody.
-      if (auto it = std::find_if(jobs.begin(), jobs.end(), [](const auto& j) { return j->ready.load(); }); it != jobs.end()) {
+      if (std::shared_ptr<Job> j = jobs.take_ready()) {
         last_activity = Clock::now();
-        std::shared_ptr<Job> j = *it;
-        jobs.erase(it);
         me.job.store(j);
-        me.since = now_ns();
+        me.since = steady_ns();
         me.phase = 1;
-        wake_monitor();
+        monitor->wake();
         Step r = execute(me, *j);
         int expected = 1;
         const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
@@ -923,7 +709,7 @@ struct UcxServer::Impl {
         me.phase = 0;
         me.job.store(nullptr);
         if (still_leader) {
-          deliver(live(j->ep, j->serial), std::move(r));
+          deliver(eps.live(j->ep, j->serial), std::move(r));
           continue;
         }
         post(j->ep, j->serial, std::move(r));  // the new leader sends it
@@ -937,7 +723,7 @@ struct UcxServer::Impl {
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
       if (Clock::now() - last_activity < opt.spin) continue;
-      w->progress_or_wait(200);
+      w->progress_or_wait(int(timing::kIdleWait.count()));
     }
   }
 
@@ -948,7 +734,7 @@ struct UcxServer::Impl {
       std::lock_guard<std::mutex> l(outbox_mu);
       posted.swap(outbox);
     }
-    for (Posted& p : posted) deliver(live(p.ep, p.serial), std::move(p.step));
+    for (Posted& p : posted) deliver(eps.live(p.ep, p.serial), std::move(p.step));
     return !posted.empty();
   }
 
@@ -964,14 +750,14 @@ struct UcxServer::Impl {
     }
     // Replies still to send include one an executor posts just after setting `restart` (a
     // deposed leader whose kernel crashed): keep taking them from the outbox.
-    const auto deadline = Clock::now() + std::chrono::milliseconds(300);
+    const auto deadline = Clock::now() + timing::kFlushReplies;
     do {
       drain_outbox();
       UCX->ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
     // Linger briefly: a send complete here may not yet be read by the client, which would
     // otherwise see the connection drop first and report a lost node instead of the reply.
-    const auto linger = Clock::now() + std::chrono::milliseconds(100);
+    const auto linger = Clock::now() + timing::kLingerReplies;
     while (Clock::now() < linger || (in_flight > 0 && Clock::now() < deadline)) {
       drain_outbox();
       UCX->ucp_worker_progress(w->worker());
@@ -981,13 +767,7 @@ struct UcxServer::Impl {
   }
 
   void executor(Slot& me) {
-    t_slot = &me;
-    me.thread = ::pthread_self();
-    stack_t ss{};
-    me.altstack.resize(64 * 1024);
-    ss.ss_sp = me.altstack.data();
-    ss.ss_size = me.altstack.size();
-    ::sigaltstack(&ss, nullptr);
+    adopt_slot(me);
     while (!quit) {
       {
         std::unique_lock<std::mutex> l(lead_mu);
@@ -1000,62 +780,32 @@ struct UcxServer::Impl {
     }
   }
 
-  // Hands progress on from a leader stuck in one request, and ends kernels past the limit.
-  void monitor() {
-    const int64_t promote_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opt.promote_after).count();
-    const int64_t limit_ns = int64_t(opt.timeout_s * 1e9);
-    int64_t last_busy = now_ns();
-    int64_t hard_exit_at = 0;
-    while (!quit) {
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
-      const int64_t now = now_ns();
-      if (hard_exit_at && now > hard_exit_at) {  // the restart did not complete: force it
-        flush_log();
-        _exit(75);
-      }
-      bool busy = false;
-      for (auto& sp : slots) {
-        Slot& s = *sp;
-        const int64_t since = s.since.load();
-        if (!since) continue;
-        busy = true;
-        int expected = 1;
-        if (now - since > promote_ns && s.phase.load() == 1 && s.phase.compare_exchange_strong(expected, 2)) {
-          std::lock_guard<std::mutex> l(lead_mu);
-          if (leader == &s) {
-            leader = nullptr;
-            vacant = true;
-            lead_cv.notify_one();
-          }
-        }
-        if (now - since > limit_ns && !hard_exit_at) {
-          std::shared_ptr<Job> j = s.job.load();
-          std::string what = "the kernel ran past the time limit of " + limit_text();
-          const bool inline_run = s.phase.load() == 3;
-          log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
-          set_incident(what);
-          if (inline_run) {
-            ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread answers (failure_reply)
-          } else if (j) {
-            ResultMsg m;
-            m.request_id = request_id_of(j->type, j->header);
-            m.status = ReplyStatus::timeout;
-            m.message = what + " and was stopped; the node recovered";
-            post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
-          }
-          restart = true;
-          w->wake();
-          hard_exit_at = now + 1000000000;  // 1 s to tell the client and flush
-        }
-      }
-      if (busy) last_busy = now;
-      if (!busy && !hard_exit_at && now - last_busy > 100000000) {  // idle 100 ms: sleep until work
-        std::unique_lock<std::mutex> l(mon_mu);
-        mon_asleep = true;
-        mon_cv.wait(l, [&] { return !mon_asleep || quit; });
-        last_busy = now_ns();
-      }
+  // The monitor's hooks. depose: a follower leads while me finishes its request.
+  void depose(Slot& s) {
+    std::lock_guard<std::mutex> l(lead_mu);
+    if (leader == &s) {
+      leader = nullptr;
+      vacant = true;
+      lead_cv.notify_one();
     }
+  }
+  // s ran past the limit: its client is told, then the worker restarts.
+  void time_out(Slot& s) {
+    const std::string what = "the kernel ran past the time limit of " + limit_text();
+    const bool inline_run = s.phase.load() == 3;
+    log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
+    set_incident(what);
+    if (inline_run) {
+      ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread answers (failure_reply)
+    } else if (std::shared_ptr<Job> j = s.job.load()) {
+      ResultMsg m;
+      m.request_id = request_id_of(j->type, j->header);
+      m.status = ReplyStatus::timeout;
+      m.message = what + " and was stopped; the node recovered";
+      post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
+    }
+    restart = true;
+    w->wake();
   }
 };
 
@@ -1063,7 +813,7 @@ UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
   if (!impl_->w) return;
-  for (const auto& [ep, client] : impl_->eps) Impl::close_ep(ep);
+  for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
   for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
@@ -1138,6 +888,11 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     m.probe = std::move(*probe);
   }
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
+  m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),
+                                        Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [] {
+                                                         flush_log();  // the restart did not complete: force it
+                                                         _exit(75);
+                                                       }});
   install_fault_handlers();
   return s;
 }
@@ -1145,7 +900,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
 void UcxServer::run(const std::atomic<bool>& stop) {
   Impl& m = *impl_;
   std::vector<std::thread> threads;
-  threads.emplace_back([&] { m.monitor(); });
+  threads.emplace_back([&] { m.monitor->run(m.quit); });
   if (m.probe)
     threads.emplace_back([&] {
       m.probe->run(m.quit, m.progress_calls, [&](const std::string& why) {
@@ -1157,15 +912,12 @@ void UcxServer::run(const std::atomic<bool>& stop) {
     });
   for (size_t i = 1; i < m.slots.size(); ++i) threads.emplace_back([&, i] { m.executor(*m.slots[i]); });
   std::thread stopper([&] {  // turns the stop flag (set by a signal handler) into quit
-    while (!m.quit && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!m.quit && !stop.load()) std::this_thread::sleep_for(timing::kStopPoll);
     m.quit = true;
     m.w->wake();
+    if (m.probe) m.probe->wake();
     m.lead_cv.notify_all();
-    {
-      std::lock_guard<std::mutex> l(m.mon_mu);
-      m.mon_asleep = false;
-    }
-    m.mon_cv.notify_all();
+    m.monitor->stop();
   });
   m.executor(*m.slots[0]);
   stopper.join();

@@ -1,0 +1,82 @@
+// Connections: the table of accepted connections and when they are closed.
+#include "connections.h"
+
+#include "timing.h"
+
+namespace xcargo::loader {
+
+size_t Connections::unauthenticated_from(const std::string& host) const {
+  const std::string prefix = host + ":";
+  size_t n = 0;
+  for (const auto& [ep, c] : clients_)
+    if (!c.session.authenticated && !c.probe && c.peer.compare(0, prefix.size(), prefix) == 0) ++n;
+  return n;
+}
+
+Client& Connections::add(Ep ep, std::string peer, Clock::time_point now) {
+  Client& c = clients_[ep] = Client{};
+  c.serial = next_serial_++;
+  c.peer = std::move(peer);
+  c.since = now;
+  return c;
+}
+
+Client* Connections::find(Ep ep) {
+  auto it = clients_.find(ep);
+  return it == clients_.end() ? nullptr : &it->second;
+}
+
+const Client* Connections::find(Ep ep) const {
+  auto it = clients_.find(ep);
+  return it == clients_.end() ? nullptr : &it->second;
+}
+
+Connections::Ep Connections::live(Ep ep, uint64_t serial) const {
+  const Client* c = find(ep);
+  return c && c->serial == serial ? ep : nullptr;
+}
+
+void Connections::authenticated(Client& c) {
+  if (c.session.who.empty()) return;
+  auto& u = key_usage_[c.session.who];
+  if (!u) u = std::make_shared<Usage>();
+  c.key_usage = u;
+}
+
+void Connections::doom(Client& c, Clock::time_point now) {
+  c.doomed = true;
+  c.since = now;
+}
+
+bool Connections::refused(Client& c, Clock::time_point now, bool* closing) {
+  const unsigned n = ++c.refusals;
+  *closing = false;
+  if (!c.session.authenticated && n >= kMaxRefusals && !c.doomed) {
+    doom(c, now);
+    *closing = true;
+  }
+  return n <= kLoggedRefusals;
+}
+
+std::vector<Connections::Ep> Connections::sweep(Clock::time_point now, bool required, std::chrono::milliseconds deadline,
+                                                std::vector<std::string>* late) {
+  std::vector<Ep> closing;
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    Client& c = it->second;
+    const bool too_late = required && !c.session.authenticated && !c.probe && now - c.since > deadline;
+    if (!c.doomed && !too_late) {
+      ++it;
+      continue;
+    }
+    if (c.doomed && now - c.since < timing::kRefusalLinger) {
+      ++it;
+      continue;
+    }
+    if (!c.doomed && late) late->push_back(c.peer);
+    closing.push_back(it->first);
+    it = clients_.erase(it);
+  }
+  return closing;
+}
+
+}  // namespace xcargo::loader

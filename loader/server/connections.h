@@ -1,0 +1,80 @@
+// The worker's accepted connections: who each is (its authentication session), what it has
+// in flight, and when it is closed (refused, not authenticated in time). Only the leader
+// touches it. Transport-free: UCX endpoints are only keys here.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "auth_gate.h"
+#include "in_flight.h"
+#include "xcargo/types.h"
+
+struct ucp_ep;
+
+namespace xcargo::loader {
+
+// Connections from one host still to authenticate: past this, its new connections are
+// refused, so that one host cannot crowd others out.
+inline constexpr size_t kMaxUnauthenticatedPerHost = 128;
+// Refused requests logged per connection, and refused requests before authenticating after
+// which the connection is closed.
+inline constexpr unsigned kLoggedRefusals = 3;
+inline constexpr unsigned kMaxRefusals = 8;
+
+struct Client {
+  Bytes address;                     // its UCX address, from its hello (forwarded results)
+  uint64_t serial = 0;               // tells this connection from a later one on the same endpoint
+  std::string peer;                  // HOST:PORT it connected from, for log lines
+  std::chrono::steady_clock::time_point since;  // when it connected (or was refused)
+  AuthGate::Session session;
+  bool doomed = false;               // refused: closed at a sweep, after kRefusalLinger
+  bool probe = false;                // the worker's own ShmProbe: never authenticates, not logged
+  std::shared_ptr<Usage> usage = std::make_shared<Usage>();  // its requests in flight
+  std::shared_ptr<Usage> key_usage;  // its key's, once authenticated with one
+  unsigned refusals = 0;             // requests refused on this connection
+};
+
+class Connections {
+public:
+  using Clock = std::chrono::steady_clock;
+  using Ep = ucp_ep*;
+
+  // Unauthenticated connections (probes aside) from host, the HOST of HOST:PORT.
+  size_t unauthenticated_from(const std::string& host) const;
+  // A new connection (replacing any old one on the same endpoint).
+  Client& add(Ep ep, std::string peer, Clock::time_point now);
+  Client* find(Ep ep);
+  const Client* find(Ep ep) const;
+  bool erase(Ep ep) { return clients_.erase(ep) > 0; }
+  // ep if it is still the connection `serial` named; else null.
+  Ep live(Ep ep, uint64_t serial) const;
+
+  // c has authenticated: its requests also count against its key's usage, shared by all
+  // connections of that key.
+  void authenticated(Client& c);
+  // Refuses c (it will be closed after kRefusalLinger).
+  static void doom(Client& c, Clock::time_point now);
+  // Counts a refused request of c. Whether to log it; the connection is doomed once it
+  // has made kMaxRefusals requests before authenticating (*closing says so the first time).
+  bool refused(Client& c, Clock::time_point now, bool* closing);
+
+  // The connections to close now: doomed ones once their refusal had time to arrive, and,
+  // when authentication is required, those that did not authenticate within deadline
+  // (named in *late, for the log). They are removed from the table.
+  std::vector<Ep> sweep(Clock::time_point now, bool required, std::chrono::milliseconds deadline,
+                        std::vector<std::string>* late);
+
+  const std::map<Ep, Client>& all() const { return clients_; }
+  void clear() { clients_.clear(); }
+
+private:
+  std::map<Ep, Client> clients_;
+  std::map<std::string, std::shared_ptr<Usage>> key_usage_;  // by the key's log name (session.who)
+  uint64_t next_serial_ = 1;
+};
+
+}  // namespace xcargo::loader

@@ -1,0 +1,99 @@
+// The connection table: serials, per-host crowding, refusals, and when connections close.
+#include <catch2/catch.hpp>
+
+#include "connections.h"
+#include "timing.h"
+
+using namespace xcargo::loader;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+ucp_ep* ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
+}
+
+TEST_CASE("a reused endpoint is a new connection", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  const uint64_t first = t.add(ep(1), "10.0.0.1:5000", now).serial;
+  CHECK(t.live(ep(1), first) == ep(1));
+  const uint64_t second = t.add(ep(1), "10.0.0.1:5001", now).serial;
+  CHECK(second != first);
+  CHECK(t.live(ep(1), first) == nullptr);  // a reply to the old connection is dropped
+  CHECK(t.live(ep(1), second) == ep(1));
+  CHECK(t.erase(ep(1)));
+  CHECK(t.live(ep(1), second) == nullptr);
+  CHECK(t.find(ep(1)) == nullptr);
+}
+
+TEST_CASE("unauthenticated connections are counted per host, probes and authenticated ones aside", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  t.add(ep(1), "10.0.0.1:1", now);
+  t.add(ep(2), "10.0.0.1:2", now).session.authenticated = true;
+  t.add(ep(3), "10.0.0.1:3", now).probe = true;
+  t.add(ep(4), "10.0.0.12:4", now);  // another host with the same prefix
+  t.add(ep(5), "10.0.0.1:5", now);
+  CHECK(t.unauthenticated_from("10.0.0.1") == 2);
+  CHECK(t.unauthenticated_from("10.0.0.12") == 1);
+  CHECK(t.unauthenticated_from("10.0.0.2") == 0);
+}
+
+TEST_CASE("connections that do not authenticate in time are closed; refused ones after their refusal", "[connections]") {
+  Connections t;
+  const auto t0 = Clock::now();
+  t.add(ep(1), "a:1", t0);                                // never authenticates
+  t.add(ep(2), "b:2", t0).session.authenticated = true;   // did
+  t.add(ep(3), "c:3", t0).probe = true;                   // the worker's own probe
+  Connections::doom(t.add(ep(4), "d:4", t0), t0);         // refused
+  std::vector<std::string> late;
+  CHECK(t.sweep(t0 + 100ms, true, 10000ms, &late).empty());  // the refusal is still on its way
+  CHECK(t.sweep(t0 + timing::kRefusalLinger + 1ms, true, 10000ms, &late) == std::vector<ucp_ep*>{ep(4)});
+  CHECK(late.empty());
+  CHECK(t.sweep(t0 + 5s, false, 1000ms, &late).empty());  // an open node has no deadline
+  CHECK(t.sweep(t0 + 11s, true, 10000ms, &late) == std::vector<ucp_ep*>{ep(1)});
+  CHECK(late == std::vector<std::string>{"a:1"});
+  CHECK(t.all().size() == 2);
+}
+
+TEST_CASE("requests refused before authenticating: logged 3 times, the connection closed at 8", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  Client& c = t.add(ep(1), "a:1", now);
+  int logged = 0, closings = 0;
+  for (unsigned i = 1; i <= 20; ++i) {
+    bool closing = false;
+    logged += t.refused(c, now, &closing);
+    closings += closing;
+    if (i == kMaxRefusals) CHECK(closing);
+  }
+  CHECK(logged == int(kLoggedRefusals));
+  CHECK(closings == 1);
+  CHECK(c.doomed);
+  Client& ok = t.add(ep(2), "b:2", now);
+  ok.session.authenticated = true;
+  for (int i = 0; i < 20; ++i) {
+    bool closing = false;
+    (void)t.refused(ok, now, &closing);  // a verb it lacks: refused, but it may go on
+    CHECK_FALSE(closing);
+  }
+  CHECK_FALSE(ok.doomed);
+}
+
+TEST_CASE("connections of one key share the key's usage", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  Client& a = t.add(ep(1), "a:1", now);
+  Client& b = t.add(ep(2), "a:2", now);
+  Client& c = t.add(ep(3), "a:3", now);
+  a.session.who = b.session.who = "key 0123 (ci)";
+  c.session.who = "key 4567 (alice)";
+  for (Client* x : {&a, &b, &c}) t.authenticated(*x);
+  REQUIRE(a.key_usage);
+  CHECK(a.key_usage == b.key_usage);
+  CHECK(a.key_usage != c.key_usage);
+  CHECK(a.usage != b.usage);
+  Client& open = t.add(ep(4), "a:4", now);  // an open node: no key, no key usage
+  t.authenticated(open);
+  CHECK_FALSE(open.key_usage);
+}

@@ -1,0 +1,46 @@
+// Requests in flight per connection and per key (loader/README.md, "Requests in flight"):
+// what each holds, the charge a request takes while it is queued, arriving or running, and
+// the check before a new one is taken in.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace xcargo::loader {
+
+// Requests in flight and the bytes of their data, for one connection or for one key over
+// all its connections. Requests end on any executor thread, hence atomics.
+struct Usage {
+  std::atomic<int> requests{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+// Requests one connection, and one key over all its connections, may have in flight, and
+// how many times the largest request the node accepts their data may total.
+inline constexpr int kMaxRequestsPerConnection = 128;
+inline constexpr int kMaxRequestsPerKey = 512;
+inline constexpr uint64_t kBytesInFlightPerConnection = 2;
+inline constexpr uint64_t kBytesInFlightPerKey = 4;
+
+// Why one more request of `length` bytes would take its connection or its key (either may
+// be null) past their limits; empty if it would not. largest: the largest request the node
+// accepts; data over it is never fetched and counts 0 bytes.
+std::string over_limit(const Usage* connection, const Usage* key, uint64_t length, uint64_t largest);
+
+// A request's share of its connection's and its key's usage, given back when it ends.
+class Charge {
+public:
+  Charge() = default;
+  Charge(std::shared_ptr<Usage> connection, std::shared_ptr<Usage> key, uint64_t bytes);
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+  ~Charge();
+
+private:
+  std::shared_ptr<Usage> usage_[2];
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace xcargo::loader

@@ -1,0 +1,56 @@
+// The worker's queue of requests taken in and not yet running: a request runs once all its
+// data is here, oldest first, and one still arriving holds up nobody; one whose data stops
+// arriving is dropped after its transfer deadline (timing.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "in_flight.h"
+#include "xcargo/types.h"
+#include "xcargo/wire.h"
+
+struct ucp_ep;  // UCX's endpoint (ucp_ep_h): the parts below never call into UCX
+
+namespace xcargo::loader {
+
+using Clock = std::chrono::steady_clock;
+
+// A request copied out of UCX's receive callback, or still arriving by rendezvous.
+struct Job {
+  ucp_ep* ep = nullptr;           // null for forwards, which answer their client by address
+  uint64_t serial = 0;            // ep's connection (an endpoint address is reused after a close)
+  wire::MsgType type{};
+  Bytes header, data;
+  Bytes reply_address;            // invoke: the client's, from its hello
+  std::atomic<bool> ready{false};  // data complete (set by UCX's completion callback)
+  bool failed = false;             // header too long, or the transfer failed
+  Clock::time_point since;         // when its header came (the transfer deadline)
+  uint64_t length = 0;             // its data's length
+  std::optional<Charge> charge;    // its share of its connection's and key's limits
+};
+
+class JobQueue {
+public:
+  void push(std::shared_ptr<Job> job) { jobs_.push_back(std::move(job)); }
+  bool any_ready() const;
+  // The oldest request whose data is all here, taken off the queue; null if none.
+  std::shared_ptr<Job> take_ready();
+  // Requests whose data did not arrive within their transfer deadline, taken off the queue.
+  // The caller closes their connections; UCX still writes into them until it reports the
+  // receive failed, so they are kept (hold) until then.
+  std::vector<std::shared_ptr<Job>> expire(Clock::time_point now);
+  void hold(std::shared_ptr<Job> job) { held_.push_back(std::move(job)); }
+  size_t size() const { return jobs_.size(); }
+  size_t held() const { return held_.size(); }
+
+private:
+  std::deque<std::shared_ptr<Job>> jobs_;
+  std::vector<std::shared_ptr<Job>> held_;
+};
+
+}  // namespace xcargo::loader

@@ -1,0 +1,73 @@
+// Running a kernel so that its crash, a system call the sandbox refuses, or the monitor's
+// time-out signal comes back to the executor that ran it as a failure instead of ending the
+// process (the worker is then restarted: the kernel may have damaged it).
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <csetjmp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xcargo/wire.h"
+
+namespace xcargo::loader {
+
+struct Job;
+
+// Sent by the monitor to a thread running a kernel inline past the time limit.
+inline constexpr int kTimeoutSignal = SIGUSR1;
+
+// One executor thread. phase: 0 idle, 1 running a request as leader, 2 running one after
+// the monitor handed leadership on (its reply then goes through the outbox), 3 running a
+// quick kernel inline, inside UCX's receive callback (it cannot hand leadership on).
+struct Slot {
+  pthread_t thread{};
+  std::atomic<int> phase{0};
+  std::atomic<int64_t> since{0};          // when its request started (steady clock, ns); 0 idle
+  std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
+  sigjmp_buf env;
+  volatile sig_atomic_t in_kernel = 0;
+  volatile int signo = 0;
+  void* fault_addr = nullptr;
+  int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
+  std::vector<uint8_t> altstack;
+};
+
+// Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS and kTimeoutSignal. A
+// signal on a thread inside guarded() jumps back out of it; any other such fault ends the
+// process (the supervisor restarts the worker).
+void install_fault_handlers();
+// Makes s this thread's slot, with an alternate signal stack (a kernel may overflow its own).
+void adopt_slot(Slot& s);
+
+// Runs f (the kernel) on s's thread. False if a signal stopped it: s.signo says which.
+// Objects f created are not destroyed then; the worker restarts after such a run anyway.
+extern thread_local Slot* t_guarded_slot;  // the slot of the kernel this thread runs
+
+template <class F>
+bool guarded(Slot& s, F&& f) {
+  t_guarded_slot = &s;
+  if (sigsetjmp(s.env, 0) == 0) {
+    s.in_kernel = 1;
+    f();
+    s.in_kernel = 0;
+    return true;
+  }
+  return false;
+}
+
+// What the client is told after guarded() returned false, and the line for the logs.
+struct KernelFailure {
+  wire::ReplyStatus status{};
+  std::string what;  // "the kernel crashed: signal 11 (...) at address 0x0", ...
+  std::string message() const { return what + (status == wire::ReplyStatus::timeout ? " and was stopped" : "") + "; the node recovered"; }
+};
+// limit: the time limit as text ("10 s"), for time-outs.
+KernelFailure failure_of(const Slot& s, const std::string& limit);
+
+}  // namespace xcargo::loader

@@ -1,0 +1,93 @@
+// The monitor: a leader busy past promote_after is deposed once; a request past the limit is
+// timed out once, and the worker ended if its restart does not complete.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "monitor.h"
+#include "timing.h"
+
+using namespace xcargo::loader;
+using namespace std::chrono_literals;
+
+namespace {
+struct Recorder {
+  std::vector<Slot*> deposed, timed_out;
+  int exits = 0;
+  Monitor::Hooks hooks() {
+    return {[this](Slot& s) { deposed.push_back(&s); }, [this](Slot& s) { timed_out.push_back(&s); }, [this] { ++exits; }};
+  }
+};
+std::vector<std::unique_ptr<Slot>> slots(int n) {
+  std::vector<std::unique_ptr<Slot>> v;
+  for (int i = 0; i < n; ++i) v.push_back(std::make_unique<Slot>());
+  return v;
+}
+constexpr int64_t ms = 1000000;
+}  // namespace
+
+TEST_CASE("idle executors: nothing to do", "[monitor]") {
+  auto s = slots(2);
+  Recorder r;
+  Monitor m(s, 1ms, 10s, r.hooks());
+  CHECK_FALSE(m.tick(steady_ns()));
+  CHECK(r.deposed.empty());
+  CHECK(r.timed_out.empty());
+}
+
+TEST_CASE("a leader busy past promote_after is deposed once", "[monitor]") {
+  auto s = slots(2);
+  Recorder r;
+  Monitor m(s, 1ms, 10s, r.hooks());
+  const int64_t t0 = 1000 * ms;
+  s[1]->since = t0;
+  s[1]->phase = 1;
+  CHECK(m.tick(t0 + ms / 2));  // busy, not yet long
+  CHECK(r.deposed.empty());
+  CHECK(m.tick(t0 + 2 * ms));
+  CHECK(r.deposed == std::vector<Slot*>{s[1].get()});
+  CHECK(s[1]->phase == 2);
+  CHECK(m.tick(t0 + 3 * ms));
+  CHECK(r.deposed.size() == 1);
+}
+
+TEST_CASE("an inline kernel is never deposed; past the limit it is timed out, once, then the worker ended", "[monitor]") {
+  auto s = slots(3);
+  Recorder r;
+  Monitor m(s, 1ms, 2s, r.hooks());
+  const int64_t t0 = 1000 * ms;
+  s[0]->since = t0;
+  s[0]->phase = 3;
+  s[2]->since = t0 + 500 * ms;
+  s[2]->phase = 2;  // deposed already, still running
+  CHECK(m.tick(t0 + 1500 * ms));
+  CHECK(r.deposed.empty());
+  CHECK(r.timed_out.empty());
+  m.tick(t0 + 2001 * ms);
+  CHECK(r.timed_out == std::vector<Slot*>{s[0].get()});
+  m.tick(t0 + 2600 * ms);  // the other one is past the limit too: the restart ends it anyway
+  CHECK(r.timed_out.size() == 1);
+  CHECK(r.exits == 0);
+  s[0]->since = 0;  // the worker did not restart within the grace
+  s[2]->since = 0;
+  CHECK(m.tick(t0 + 2001 * ms + std::chrono::nanoseconds(timing::kRestartGrace).count() + 1));
+  CHECK(r.exits == 1);
+}
+
+TEST_CASE("the monitor thread sleeps while idle and wakes for a request", "[monitor]") {
+  auto s = slots(1);
+  std::atomic<int> deposed{0};
+  Monitor m(s, 1ms, 10s, {[&](Slot&) { ++deposed; }, [](Slot&) {}, [] {}});
+  std::atomic<bool> quit{false};
+  std::thread t([&] { m.run(quit); });
+  std::this_thread::sleep_for(timing::kMonitorIdle * 3);  // asleep by now
+  s[0]->phase = 1;
+  s[0]->since = steady_ns();
+  m.wake();
+  for (int i = 0; i < 2000 && !deposed; ++i) std::this_thread::sleep_for(5ms);  // a generous ceiling: 10 s
+  CHECK(deposed == 1);
+  s[0]->since = 0;
+  quit = true;
+  m.stop();
+  t.join();
+}

@@ -1,0 +1,42 @@
+// The worker's timing constants, each named once; loader/README.md ("Threads") quotes them.
+// Options an admin can set (promote_after, spin, the time limit, auth_deadline) live in
+// ServerOptions; these are the fixed ones.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace xcargo::loader::timing {
+
+using namespace std::chrono_literals;
+
+// How often the leader closes refused and late connections and drops stalled transfers.
+inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
+// A refused connection stays open this long so that its refusal reaches it first.
+inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
+// An idle leader's longest sleep in epoll_wait before it checks whether to quit.
+inline constexpr std::chrono::milliseconds kIdleWait = 200ms;
+// How often the thread that turns the stop signal into quit looks at the flag.
+inline constexpr std::chrono::milliseconds kStopPoll = 50ms;
+
+// The monitor looks at the executors this often while any runs a request...
+inline constexpr std::chrono::microseconds kMonitorTick = 500us;
+// ... and sleeps until one does after this long without any.
+inline constexpr std::chrono::milliseconds kMonitorIdle = 100ms;
+// After a time-out the worker must have told the client and ended within this; else the
+// monitor ends it.
+inline constexpr std::chrono::milliseconds kRestartGrace = 1000ms;
+// A restarting worker's longest wait for its replies to leave...
+inline constexpr std::chrono::milliseconds kFlushReplies = 300ms;
+// ... and how long it lingers so that its clients read them before the connection drops.
+inline constexpr std::chrono::milliseconds kLingerReplies = 100ms;
+
+// A transfer (a push's cargo, an invoke's input) must arrive within kTransferBase plus its
+// length at kTransferBytesPerSecond, or its connection is closed.
+inline constexpr std::chrono::milliseconds kTransferBase = 10000ms;
+inline constexpr uint64_t kTransferBytesPerSecond = 10'000'000;
+inline std::chrono::milliseconds transfer_deadline(uint64_t bytes) {
+  return kTransferBase + std::chrono::milliseconds(bytes / (kTransferBytesPerSecond / 1000));
+}
+
+}  // namespace xcargo::loader::timing

@@ -8,14 +8,11 @@
 #include <string_view>
 
 #include "engine.h"
+#include "reply.h"
 #include "xcargo/wire.h"
 
 namespace xcargo::loader {
 
-struct Reply {
-  wire::MsgType type{};
-  Bytes header, data;
-};
 
 // One step of a computation: the kernel ran here, and the computation either ended (reply)
 // or moves on to another node (forward).

@@ -25,6 +25,7 @@
 #include "kernel_guard.h"
 #include "log.h"
 #include "monitor.h"
+#include "peers.h"
 #include "shm_probe.h"
 #include "timing.h"
 #include "xcargo/cluster.h"
@@ -58,22 +59,6 @@ Bytes reply_to_of(MsgType type, ByteView header) {
   return {};
 }
 
-// A peer loader of the cluster, and the cargos already sent to it.
-// Forwards to a peer wait until this node has authenticated to it with its node key.
-struct Peer {
-  ucp_ep_h ep = nullptr;
-  std::set<Digest> sent;
-  enum State { greeting, proving, ready } state = greeting;
-  wire::Nonce nonce{};                 // this node's challenge in its hello
-  wire::SessionToken token{};          // from the peer's auth_reply: ends every forward's header
-  Clock::time_point since;
-  struct Waiting {
-    Reply message;
-    std::function<void(ucs_status_t)> on_fail;
-  };
-  std::deque<Waiting> waiting;
-};
-
 // A region read small enough to copy inside the receive callback; larger ones are queued
 // like other requests so that the copy does not hold up progress.
 constexpr uint64_t kInlineReadBytes = 64 * 1024;
@@ -105,7 +90,23 @@ struct UcxServer::Impl {
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
   uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
   Connections eps;
-  std::map<uint32_t, Peer> peers;           // endpoints to other loaders, by node id
+  // Endpoints to other loaders, by node id, through Link (UCX).
+  struct Link : PeerLink {
+    Impl* self;
+    explicit Link(Impl* s) : self(s) {}
+    ucp_ep* connect(const std::string& address, std::string* why) override {
+      auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);
+      if (!ep.ok()) return *why = ep.error().message(), nullptr;
+      return *ep;
+    }
+    void send(ucp_ep* ep, Reply&& r, Failed on_fail) override {
+      std::function<void(ucs_status_t)> failed;
+      if (on_fail) failed = [f = std::move(on_fail)](ucs_status_t st) { f(UCX->ucs_status_string(st)); };
+      self->send_on(ep, std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
+    }
+    void close(ucp_ep* ep) override { close_ep(ep); }
+  } link{this};
+  std::unique_ptr<Peers> peers;
   std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
   JobQueue jobs;
@@ -190,14 +191,7 @@ struct UcxServer::Impl {
       }
       jobs.hold(std::move(j));
     }
-    for (auto it = peers.begin(); it != peers.end();) {
-      auto next = std::next(it);
-      if (it->second.state != Peer::ready && now - it->second.since > opt.auth_deadline) {
-        log("node " + std::to_string(it->first) + " did not complete authentication in time; not forwarding to it");
-        drop_peer(it, UCS_ERR_TIMED_OUT);
-      }
-      it = next;
-    }
+    peers->sweep(now, opt.auth_deadline);
     std::vector<std::string> late;
     for (ucp_ep_h ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_ep(ep);
     for (const std::string& peer : late)
@@ -265,12 +259,7 @@ struct UcxServer::Impl {
         c && !c->session.authenticated && !c->doomed && !c->probe && self->opt.gate->mode() == AuthMode::required)
       self->log("connection from " + c->peer + " closed without authenticating");
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
-    for (auto it = self->peers.begin(); it != self->peers.end(); ++it)
-      if (it->second.ep == ep) {
-        known = true;
-        self->drop_peer(it, UCS_ERR_CONNECTION_RESET);
-        break;
-      }
+    if (self->peers->lost(ep)) known = true;
     for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
       it = it->second == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
     if (known) close_ep(ep);
@@ -431,50 +420,6 @@ struct UcxServer::Impl {
     return client_eps[address] = ep;
   }
 
-  // An endpoint to node `id` of the cluster, connected on first use.
-  Peer* peer(uint32_t id) {
-    if (auto it = peers.find(id); it != peers.end()) return &it->second;
-    const ClusterNode* node = opt.cluster.find(id);
-    if (!node) return nullptr;
-    auto ep = net::connect_ep(w->worker(), node->address, &Impl::on_ep_error, this);
-    if (!ep.ok()) {
-      log("cannot reach node " + std::to_string(id) + ": " + ep.error().message());
-      return nullptr;
-    }
-    auto nonce = auth::random_nonce();
-    if (!nonce.ok()) {
-      log("cannot greet node " + std::to_string(id) + ": " + nonce.error().message());
-      close_ep(*ep);
-      return nullptr;
-    }
-    Peer& p = peers[id] = Peer{};
-    p.ep = *ep;
-    p.nonce = *nonce;
-    p.since = Clock::now();
-    send_on(p.ep, {MsgType::hello, encode(Hello{kVersion, kVersion, {}, p.nonce}), {}}, {}, UCP_AM_SEND_FLAG_REPLY);
-    return &p;
-  }
-
-  // A forward to a peer: now if this node has authenticated to it, else when it has.
-  void send_peer(Peer& p, Reply&& r, std::function<void(ucs_status_t)> on_fail) {
-    if (p.state == Peer::ready) {
-      r.header.insert(r.header.end(), p.token.begin(), p.token.end());  // the session's token ends every request
-      return send_on(p.ep, std::move(r), std::move(on_fail), UCP_AM_SEND_FLAG_REPLY);
-    }
-    p.waiting.push_back({std::move(r), std::move(on_fail)});
-  }
-
-  // A peer went away, or refused this node, or did not answer in time: what waited for it
-  // fails (its clients are told), and the next forward connects again.
-  void drop_peer(std::map<uint32_t, Peer>::iterator it, ucs_status_t why) {
-    std::deque<Peer::Waiting> waiting;
-    waiting.swap(it->second.waiting);
-    if (why != UCS_ERR_CONNECTION_RESET) close_ep(it->second.ep);  // else on_ep_error closes it
-    peers.erase(it);
-    for (auto& wt : waiting)
-      if (wt.on_fail) wt.on_fail(why);
-  }
-
   // Messages of types no peer may send this node: dropped, and counted in the log.
   static ucs_status_t on_stray(void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) {
     auto* ha = static_cast<HandlerArg*>(arg);
@@ -494,40 +439,12 @@ struct UcxServer::Impl {
     if (MsgType(ha->type) == MsgType::hello_reply) {
       auto r = decode_hello_reply(hv);
       if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);  // not from a peer this node greeted
-      auto it = self->peers.find(r->node_id);
-      if (it == self->peers.end() || it->second.state != Peer::greeting) return UCS_OK;
-      Peer& p = it->second;
-      PublicKey theirs;
-      theirs.raw = r->node_key;
-      if (r->status != ReplyStatus::ok || !ed25519_verify(theirs, auth::node_proof(p.nonce, r->nonce, r->node_key), r->node_sig)) {
-        self->log("node " + std::to_string(r->node_id) + " answered the hello without a valid signature; not forwarding to it");
-        self->drop_peer(it, UCS_ERR_REJECTED);
-        return UCS_OK;
-      }
-      const SigningKey& mine = self->opt.gate->node_key();
-      auto sig = mine.sign(auth::client_proof(p.nonce, r->nonce, r->node_key, mine.public_key().raw));
-      if (!sig.ok()) return self->drop_peer(it, UCS_ERR_NO_MEMORY), UCS_OK;
-      p.state = Peer::proving;
-      self->send_on(p.ep, {MsgType::auth, encode(Auth{r->node_id, mine.public_key().raw, *sig}), {}}, {}, UCP_AM_SEND_FLAG_REPLY);
+      self->peers->on_hello_reply(*r);
       return UCS_OK;
     }
     auto r = decode_auth_reply(hv);
     if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
-    auto it = self->peers.find(uint32_t(r->request_id));
-    if (it == self->peers.end() || it->second.state != Peer::proving) return UCS_OK;
-    if (r->status != ReplyStatus::ok || !(r->verbs & auth::kForward)) {
-      self->log("node " + std::to_string(it->first) + " does not accept forwards from this node's key " +
-                to_hex(self->opt.gate->node_key().public_key().id) + ": " +
-                (r->status != ReplyStatus::ok ? r->message : "the key may " + auth::verbs_text(r->verbs)));
-      self->drop_peer(it, UCS_ERR_REJECTED);
-      return UCS_OK;
-    }
-    Peer& p = it->second;
-    p.state = Peer::ready;
-    p.token = r->token;
-    std::deque<Peer::Waiting> waiting;
-    waiting.swap(p.waiting);
-    for (auto& wt : waiting) self->send_peer(p, std::move(wt.message), std::move(wt.on_fail));
+    self->peers->on_auth_reply(*r);
     return UCS_OK;
   }
 
@@ -544,31 +461,24 @@ struct UcxServer::Impl {
   void deliver(ucp_ep_h ep, Step&& step) {
     if (step.forward) {
       Forward& f = *step.forward;
-      Peer* p = peer(step.forward_node);
-      if (!p) {
-        undelivered(f, step.forward_node, opt.cluster.find(step.forward_node) ? "it could not be reached" : "it is not in the cluster");
-        return;
-      } else {
-        Bytes data;
-        if (!p->sent.count(f.digest)) {
-          if (auto cargo = handler->cargo_bytes(f.digest)) {
-            f.cargo_size = cargo->size();
-            data.reserve(cargo->size() + step.forward_input.size());
-            data.assign(cargo->begin(), cargo->end());
-            p->sent.insert(f.digest);
-          }
+      const uint32_t node = step.forward_node;
+      std::string why;
+      Peer* p = peers->get(node, &why);
+      if (!p) return undelivered(f, node, why);
+      Bytes data;
+      if (!p->sent.count(f.digest))
+        if (auto cargo = handler->cargo_bytes(f.digest)) {
+          f.cargo_size = cargo->size();
+          data.reserve(cargo->size() + step.forward_input.size());
+          data.assign(cargo->begin(), cargo->end());
+          p->sent.insert(f.digest);
         }
-        data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
-        send_peer(*p, {MsgType::forward, encode(f), std::move(data)},
-                [this, f, node = step.forward_node, ep = p->ep](ucs_status_t s) {
-                  if (auto it = peers.find(node); it != peers.end() && it->second.ep == ep) {
-                    orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
-                    peers.erase(it);     // connect again next time, and send the cargo again
-                  }
-                  undelivered(f, node, UCX->ucs_status_string(s));
-                });
-        return;
-      }
+      data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
+      peers->send(*p, {MsgType::forward, encode(f), std::move(data)}, [this, f, node, ep = p->ep](const std::string& why) {
+        if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
+        undelivered(f, node, why);
+      });
+      return;
     }
     if (!step.send_reply) return;
     if (step.reply_to.empty()) return send(ep, std::move(step.reply));
@@ -814,7 +724,7 @@ UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 UcxServer::~UcxServer() {
   if (!impl_->w) return;
   for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
-  for (const auto& [id, peer] : impl_->peers) Impl::close_ep(peer.ep);
+  for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
   for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   for (const auto& [name, length] : impl_->handler->regions().list())
@@ -823,7 +733,7 @@ UcxServer::~UcxServer() {
       r->ucx_memh = nullptr;
     }
   impl_->eps.clear();
-  impl_->peers.clear();
+  impl_->peers->clear();
   impl_->client_eps.clear();
   if (impl_->listener) UCX->ucp_listener_destroy(impl_->listener);
   for (int i = 0; i < 100; ++i) UCX->ucp_worker_progress(impl_->w->worker());
@@ -841,6 +751,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.log = std::move(log);
   m.incident = incident;
   m.incident_size = incident_size;
+  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log);
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
   auto w = net::UcxWorker::create(true, options.one_sided_regions);  // one thread at a time: the leader
   XC_TRY(w);

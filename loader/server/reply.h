@@ -1,0 +1,14 @@
+// One message a node sends: its type, its header and its data (the AM's two parts).
+#pragma once
+
+#include "xcargo/types.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::loader {
+
+struct Reply {
+  wire::MsgType type{};
+  Bytes header, data;
+};
+
+}  // namespace xcargo::loader

@@ -157,8 +157,9 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg) {
   return o;
 }
 
-// What changes when the trust directory's keys or revocation list change.
-std::string trust_stamp(const std::string& path) {
+// What changes when the keys in a trust directory (or its revocation list), or an authorized-
+// clients file or directory, change.
+std::string files_stamp(const std::string& path) {
   std::string s;
   auto add = [&](const std::string& p) {
     struct stat st {};
@@ -219,7 +220,13 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
   so.cluster = cfg.nodes;
   so.one_sided_regions = cfg.one_sided_regions;
   so.trusted_network = cfg.trusted_network;
-  AuthGate gate(*access.node_key, access.clients);
+  // The clients as they are now (a restarted worker sees what changed since the start), or
+  // the supervisor's copy if they no longer load.
+  std::optional<auth::AuthorizedKeys> clients = access.clients;
+  std::string clients_stamp = cfg.clients.empty() ? "" : files_stamp(cfg.clients);
+  if (clients)
+    if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
+  AuthGate gate(*access.node_key, std::move(clients));
   so.gate = &gate;
   auto server = UcxServer::start(so, handler, log, incident, 4096);
   if (!server.ok()) return fail(server.error());
@@ -229,12 +236,23 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
   (void)!::write(addr_fd, line.data(), line.size());
   ::close(addr_fd);
   // Watches the trust directory: keys added or revoked (revoked.txt) apply within a second,
-  // to cargos already loaded too.
+  // to cargos already loaded too. The same for the authorized clients: new connections are
+  // checked against the new list.
   std::thread watcher([&] {
-    std::string stamp = trust_stamp(cfg.trust);
+    std::string stamp = files_stamp(cfg.trust);
     while (!g_stop) {
       for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      std::string now = trust_stamp(cfg.trust);
+      if (gate.mode() == wire::AuthMode::required)
+        if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
+          clients_stamp = now;
+          if (auto c = auth::AuthorizedKeys::load(cfg.clients); !c.ok()) {
+            log_line("clients: not reloaded (the old keys stay): " + c.error().message());
+          } else {
+            log_line("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
+            gate.set_keys(std::move(*c));
+          }
+        }
+      std::string now = files_stamp(cfg.trust);
       if (now == stamp) continue;
       stamp = now;
       auto t = TrustStore::load(cfg.trust);

@@ -27,7 +27,13 @@ uint16_t verbs_needed(MsgType type) {
 }
 
 AuthGate::AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys)
-    : node_key_(std::move(node_key)), keys_(std::move(keys)) {}
+    : node_key_(std::move(node_key)), open_(!keys) {
+  if (keys) keys_ = std::make_shared<const auth::AuthorizedKeys>(std::move(*keys));
+}
+
+void AuthGate::set_keys(auth::AuthorizedKeys keys) {
+  if (!open_) keys_ = std::make_shared<const auth::AuthorizedKeys>(std::move(keys));
+}
 
 Status AuthGate::greet(Session& s, const Hello& hello, HelloReply& reply) const {
   auto nonce = auth::random_nonce();
@@ -36,7 +42,7 @@ Status AuthGate::greet(Session& s, const Hello& hello, HelloReply& reply) const 
   s.server_nonce = *nonce;
   s.greeted = true;
   s.authenticated = false;
-  s.verbs = keys_ ? 0 : uint16_t(auth::kAllClientVerbs | auth::kForward);  // open: as before authentication existed
+  s.verbs = !open_ ? 0 : uint16_t(auth::kAllClientVerbs | auth::kForward);  // open: as before authentication existed
   s.who.clear();
   reply.auth = mode();
   reply.nonce = s.server_nonce;
@@ -62,8 +68,9 @@ AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
   };
   if (!s.greeted) return refuse("auth before hello");
   if (s.authenticated) return refuse("this connection already authenticated as " + s.who);
-  const auth::AuthorizedKey* k = keys_ ? keys_->find(a.client_key) : nullptr;
-  if (keys_ && !k) return refuse("the key is not among the node's authorized clients");
+  const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();  // k points into them
+  const auth::AuthorizedKey* k = keys ? keys->find(a.client_key) : nullptr;
+  if (!open_ && !k) return refuse("the key is not among the node's authorized clients");
   if (!ed25519_verify(presented, auth::client_proof(s.client_nonce, s.server_nonce, node_key_.public_key().raw, a.client_key),
                       a.signature))
     return refuse("the signature does not verify (a replayed or forged proof?)");
@@ -90,7 +97,7 @@ bool AuthGate::sealed(const Session& s, ByteView header, ByteView* body) {
 bool AuthGate::permits(const Session& s, MsgType type) const {
   const uint16_t need = verbs_needed(type);
   if (need == kNever) return false;
-  if (need == 0 || !keys_) return true;  // an open node serves everyone, as before authentication
+  if (need == 0 || open_) return true;  // an open node serves everyone, as before authentication
   return s.authenticated && (s.verbs & need) != 0;
 }
 

@@ -3,6 +3,7 @@
 // request against the verbs its key was granted. Transport-free, so it is unit-tested.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,10 +31,12 @@ public:
   // keys: the authorized keys; nullopt opens the node to anyone (allow-anyone).
   AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys);
 
-  wire::AuthMode mode() const { return keys_ ? wire::AuthMode::required : wire::AuthMode::optional; }
+  wire::AuthMode mode() const { return open_ ? wire::AuthMode::optional : wire::AuthMode::required; }
   const SigningKey& node_key() const { return node_key_; }
-  // Replaces the authorized keys (a reload); sessions keep what they were granted.
-  void set_keys(auth::AuthorizedKeys keys) { keys_ = std::move(keys); }
+  // Replaces the authorized keys (a reload; safe from any thread): later proofs are checked
+  // against them, sessions already authenticated keep what they were granted. An open node
+  // stays open.
+  void set_keys(auth::AuthorizedKeys keys);
 
   // Starts the session with hello's challenge and completes the reply: a fresh nonce, the
   // node's key and its signature over both nonces.
@@ -49,7 +52,8 @@ public:
 
 private:
   SigningKey node_key_;
-  std::optional<auth::AuthorizedKeys> keys_;
+  const bool open_;  // allow-anyone: no keys
+  std::atomic<std::shared_ptr<const auth::AuthorizedKeys>> keys_;
 };
 
 // The verbs a request type needs (auth::Verb bits; 0 for hello and auth).

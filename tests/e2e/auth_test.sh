@@ -90,6 +90,17 @@ start limited --clients limited.txt
 expect 0 'nothing loaded' -- "$X" ls --to "$limited"
 expect 5 'key [0-9a-f]{16} \(lister\) may ls, not push' -- "$X" push hello.xcargo --to "$limited"
 expect 5 'may ls, not push,run' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$limited"
+# The authorized clients are reloaded while the loader runs: a key added is accepted, a key
+# removed is refused (on new connections), without a restart.
+printf 'verbs=ls %s me\n' "$(sed -n 2p "$ME.pub")" > reload.txt
+start reload --clients reload.txt
+expect 0 'nothing loaded' -- "$X" ls --to "$reload"
+expect 5 'refused identity' -- "$X" ls --to "$reload" --identity stranger
+printf 'verbs=ls %s stranger\n' "$(sed -n 2p stranger.pub)" >> reload.txt
+eventually 30 "a client key added is accepted without a restart" "$X" ls --to "$reload" --identity stranger
+sed -i 1d reload.txt
+eventually 30 "a client key removed is refused" bash -c "! '$X' ls --to '$reload' > /dev/null 2>&1"
+check "the reloads are logged" grep -q 'clients: reloaded 1 authorized keys' reload.log
 printf 'verbs=ls,fly %s lister\n' "$(sed -n 2p "$ME.pub")" > bad-verbs.txt
 expect 2 "bad-verbs.txt: line 1: unknown verb 'fly'" -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --clients bad-verbs.txt
 expect 2 'no authorized clients' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust"

@@ -5,12 +5,15 @@
 
 namespace xcargo::loader {
 
-size_t Connections::unauthenticated_from(const std::string& host) const {
+std::string Connections::admit(const std::string& host, bool required) const {
   const std::string prefix = host + ":";
-  size_t n = 0;
+  size_t all = 0, waiting = 0;
   for (const auto& [ep, c] : clients_)
-    if (!c.session.authenticated && !c.probe && c.peer.compare(0, prefix.size(), prefix) == 0) ++n;
-  return n;
+    if (!c.probe && c.peer.compare(0, prefix.size(), prefix) == 0) ++all, waiting += !c.session.authenticated;
+  if (all >= kMaxConnectionsPerHost) return "it has " + std::to_string(all) + " connections open, the node's limit per host";
+  if (required && waiting >= kMaxUnauthenticatedPerHost)
+    return std::to_string(waiting) + " of its connections have not authenticated yet";
+  return {};
 }
 
 Client& Connections::add(Ep ep, std::string peer, Clock::time_point now) {

@@ -20,6 +20,8 @@ namespace xcargo::loader {
 // Connections from one host still to authenticate: past this, its new connections are
 // refused, so that one host cannot crowd others out.
 inline constexpr size_t kMaxUnauthenticatedPerHost = 128;
+// Connections from one host in all, authenticated or not (the worker's own probe aside).
+inline constexpr size_t kMaxConnectionsPerHost = 1024;
 // Refused requests logged per connection, and refused requests before authenticating after
 // which the connection is closed.
 inline constexpr unsigned kLoggedRefusals = 3;
@@ -43,8 +45,9 @@ public:
   using Clock = std::chrono::steady_clock;
   using Ep = ucp_ep*;
 
-  // Unauthenticated connections (probes aside) from host, the HOST of HOST:PORT.
-  size_t unauthenticated_from(const std::string& host) const;
+  // Why a new connection from host (the HOST of HOST:PORT) is refused (kMaxConnectionsPerHost; when authentication
+  // is required, kMaxUnauthenticatedPerHost); empty if it is accepted.
+  std::string admit(const std::string& host, bool required) const;
   // A new connection (replacing any old one on the same endpoint).
   Client& add(Ep ep, std::string peer, Clock::time_point now);
   Client* find(Ep ep);

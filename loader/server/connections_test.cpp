@@ -26,17 +26,29 @@ TEST_CASE("a reused endpoint is a new connection", "[connections]") {
   CHECK(t.find(ep(1)) == nullptr);
 }
 
-TEST_CASE("unauthenticated connections are counted per host, probes and authenticated ones aside", "[connections]") {
+TEST_CASE("one host may hold 1024 connections, 128 of them unauthenticated", "[connections]") {
   Connections t;
   const auto now = Clock::now();
-  t.add(ep(1), "10.0.0.1:1", now);
-  t.add(ep(2), "10.0.0.1:2", now).session.authenticated = true;
-  t.add(ep(3), "10.0.0.1:3", now).probe = true;
-  t.add(ep(4), "10.0.0.12:4", now);  // another host with the same prefix
-  t.add(ep(5), "10.0.0.1:5", now);
-  CHECK(t.unauthenticated_from("10.0.0.1") == 2);
-  CHECK(t.unauthenticated_from("10.0.0.12") == 1);
-  CHECK(t.unauthenticated_from("10.0.0.2") == 0);
+  uintptr_t n = 0;
+  auto add = [&](const std::string& host) -> Client& {
+    ++n;
+    return t.add(ep(n), host + ":" + std::to_string(n), now);
+  };
+  for (size_t i = 0; i < kMaxUnauthenticatedPerHost; ++i) add("10.0.0.12");
+  CHECK(t.admit("10.0.0.1", true) == "");  // another host, though its address starts the same
+  for (size_t i = 0; i + 1 < kMaxUnauthenticatedPerHost; ++i) add("10.0.0.1");
+  add("10.0.0.1").probe = true;  // the worker's own probe never counts
+  CHECK(t.admit("10.0.0.1", true) == "");
+  add("10.0.0.1");
+  CHECK(t.admit("10.0.0.1", true) == "128 of its connections have not authenticated yet");
+  CHECK(t.admit("10.0.0.1", false) == "");  // an open node has no authentication to wait for
+  CHECK(t.admit("10.0.0.2", true) == "");   // other hosts are not held up
+  for (const auto& [e, c] : t.all()) t.find(e)->session.authenticated = true;
+  while (t.all().size() < kMaxUnauthenticatedPerHost + 1 + kMaxConnectionsPerHost)  // 10.0.0.12's, the probe, 10.0.0.1's
+    add("10.0.0.1").session.authenticated = true;
+  CHECK(t.admit("10.0.0.1", true) == "it has 1024 connections open, the node's limit per host");
+  CHECK(t.admit("10.0.0.1", false) == "it has 1024 connections open, the node's limit per host");
+  CHECK(t.admit("10.0.0.2", true) == "");
 }
 
 TEST_CASE("connections that do not authenticate in time are closed; refused ones after their refusal", "[connections]") {

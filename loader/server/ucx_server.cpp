@@ -85,7 +85,7 @@ struct UcxServer::Impl {
 
   // Touched only by the leader (the one thread that may call into UCX).
   Clock::time_point next_sweep{};
-  uint64_t rejected = 0;  // connections refused for too many unauthenticated ones from their host
+  uint64_t rejected = 0;  // connections refused for too many from their host (Connections::admit)
   uint64_t strays = 0;    // messages of types that are not requests
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
   uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
@@ -158,16 +158,13 @@ struct UcxServer::Impl {
     ucp_conn_request_attr_t attr{};
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (UCX->ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
-    if (self->opt.gate->mode() == AuthMode::required) {  // strangers cannot crowd others out
-      const std::string host = from.substr(0, from.rfind(':'));
-      const size_t waiting = self->eps.unauthenticated_from(host);
-      if (waiting >= kMaxUnauthenticatedPerHost) {
-        UCX->ucp_listener_reject(self->listener, req);
-        if (self->rejected++ % 1000 == 0)
-          self->log("refused connections from " + host + ": " + std::to_string(waiting) +
-                    " of its connections have not authenticated yet (" + std::to_string(self->rejected) + " refused so far)");
-        return;
-      }
+    // One host cannot crowd others out, strangers even less.
+    const std::string host = from.substr(0, from.rfind(':'));
+    if (std::string why = self->eps.admit(host, self->opt.gate->mode() == AuthMode::required); !why.empty()) {
+      UCX->ucp_listener_reject(self->listener, req);
+      if (self->rejected++ % 1000 == 0)
+        self->log("refused connections from " + host + ": " + why + " (" + std::to_string(self->rejected) + " refused so far)");
+      return;
     }
     auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
     if (!ep.ok()) return self->log("refused a connection from " + from + ": " + ep.error().message());

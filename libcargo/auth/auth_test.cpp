@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "auth_gate.h"
+#include "support.h"
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
 
@@ -11,12 +12,6 @@ using namespace xcargo;
 using namespace xcargo::wire;
 
 namespace {
-
-SigningKey new_key() {
-  auto k = SigningKey::generate();
-  REQUIRE(k.ok());
-  return std::move(*k);
-}
 
 std::string b64_of(const PublicKey& k) {
   const std::string pem = public_key_to_pem(k);
@@ -67,7 +62,7 @@ TEST_CASE("verbs parse and print", "[auth]") {
 }
 
 TEST_CASE("authorized-keys files", "[auth]") {
-  const SigningKey alice = new_key(), bob = new_key();
+  const SigningKey alice = test::fresh_key(), bob = test::fresh_key();
   const std::string text = "# clients\n\nverbs=ls,read " + b64_of(alice.public_key()) + " alice at home\n" +
                            b64_of(bob.public_key()) + "\n";
   auto keys = auth::AuthorizedKeys::parse(text, "clients.txt");
@@ -78,7 +73,7 @@ TEST_CASE("authorized-keys files", "[auth]") {
   CHECK(a->verbs == (auth::kList | auth::kRead));
   CHECK(a->name == "alice at home");
   CHECK(keys->find(bob.public_key().raw)->verbs == auth::kAllClientVerbs);
-  CHECK(keys->find(new_key().public_key().raw) == nullptr);
+  CHECK(keys->find(test::fresh_key().public_key().raw) == nullptr);
   CHECK(auth::AuthorizedKeys::parse(auth::authorized_line(alice.public_key(), auth::kRun, "a"), "x")->find(alice.public_key().raw)->verbs ==
         auth::kRun);
 
@@ -93,7 +88,7 @@ TEST_CASE("authorized-keys files", "[auth]") {
 }
 
 TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
-  const SigningKey node = new_key(), alice = new_key(), mallory = new_key();
+  const SigningKey node = test::fresh_key(), alice = test::fresh_key(), mallory = test::fresh_key();
   auth::AuthorizedKeys keys;
   keys.add({alice.public_key(), auth::kList, "alice"});
   const loader::AuthGate gate(node, keys);
@@ -137,7 +132,7 @@ TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
 }
 
 TEST_CASE("an open gate serves anyone and still checks proofs", "[auth]") {
-  const SigningKey node = new_key(), anyone = new_key(), other = new_key();
+  const SigningKey node = test::fresh_key(), anyone = test::fresh_key(), other = test::fresh_key();
   const loader::AuthGate gate(node, std::nullopt);
   CHECK(gate.mode() == AuthMode::optional);
   loader::AuthGate::Session s;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "peers.h"
+#include "support.h"
 #include "xcargo/auth.h"
 
 using namespace xcargo;
@@ -12,12 +13,6 @@ using namespace xcargo::wire;
 using namespace std::chrono_literals;
 
 namespace {
-
-SigningKey new_key() {
-  auto k = SigningKey::generate();
-  REQUIRE(k.ok());
-  return std::move(*k);
-}
 
 ucp_ep* ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
 
@@ -42,7 +37,7 @@ struct FakeLink : PeerLink {
 
 struct Fixture {
   Cluster cluster{{{0, "127.0.0.1:7000"}, {1, "127.0.0.1:7001"}}};
-  SigningKey mine = new_key(), theirs = new_key();
+  SigningKey mine = test::fresh_key(), theirs = test::fresh_key();
   FakeLink link;
   std::vector<std::string> logged;
   Peers peers{cluster, mine, link, [this](std::string_view l) { logged.emplace_back(l); }};
@@ -121,7 +116,7 @@ TEST_CASE("a peer that cannot prove its node key gets nothing", "[peers]") {
   std::string why;
   Peer* p = x.peers.get(1, &why);
   x.peers.send(*p, forward_message(), x.record());
-  const SigningKey impostor = new_key();
+  const SigningKey impostor = test::fresh_key();
   x.peers.on_hello_reply(x.hello_reply(decoded_hello(x.link.sent[0].r), impostor));  // signed by another key
   CHECK(x.link.sent.size() == 1);  // no proof, no forward
   CHECK(x.failures == std::vector<std::string>{"it did not prove its node key"});

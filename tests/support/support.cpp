@@ -28,6 +28,12 @@ static SigningKey load_key(const std::string& name) {
 SigningKey vector_signer() { return load_key("vector-signer.key"); }
 SigningKey other_signer() { return load_key("other-signer.key"); }
 
+SigningKey fresh_key() {
+  auto k = SigningKey::generate();
+  if (!k.ok()) throw std::runtime_error(k.error().message());
+  return std::move(*k);
+}
+
 TrustStore vector_trust() {
   auto t = TrustStore::load(vectors_dir() + "/keys/vector-signer.pub");
   if (!t.ok()) throw std::runtime_error(t.error().message());

@@ -27,6 +27,7 @@ private:
 
 SigningKey vector_signer();  // format-spec/vectors/keys/vector-signer.key
 SigningKey other_signer();
+SigningKey fresh_key();      // a new random key each call
 TrustStore vector_trust();   // holds vector-signer.pub only
 
 // A small valid unsigned cargo with a bitcode and an x86_64 variant (synthetic payloads).

@@ -51,6 +51,7 @@ Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops)
     : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(std::move(log)) {}
 
 uint64_t Handler::max_cargo() const { return engine_.config().limits.max_cargo_size; }
+uint64_t Handler::max_reply() const { return engine_.config().max_reply; }
 
 Reply Handler::handle(MsgType type, ByteView header, ByteView data) {
   switch (type) {

@@ -46,6 +46,7 @@ public:
   // The limits a node announces in its hello_reply.
   uint64_t max_cargo() const;
   uint64_t max_input() const { return max_input_; }
+  uint64_t max_reply() const;
   // A result with status bad_request for a request that could not be taken in; logged.
   Reply bad_request(const std::string& why);
 

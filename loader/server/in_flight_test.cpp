@@ -35,15 +35,37 @@ TEST_CASE("data in flight is bounded by multiples of the largest request", "[in_
     CHECK(conn->bytes == 1900);
     CHECK(over_limit(conn.get(), key.get(), 100, largest) == "");
     CHECK(over_limit(conn.get(), key.get(), 101, largest) ==
-          "this connection has 1900 bytes of requests in flight; 101 more would pass the node's limit of 2000");
+          "this connection has 1900 bytes of requests and unread replies in flight; 101 more would pass the node's limit of 2000");
     // A request over the node's limit is never fetched: it counts nothing.
     CHECK(over_limit(conn.get(), key.get(), 5000, largest) == "");
     auto other = std::make_shared<Usage>(), third = std::make_shared<Usage>();
     Charge c(other, key, 1000), d(other, key, 1000);
     CHECK(over_limit(third.get(), key.get(), 100, largest) == "");
     CHECK(over_limit(third.get(), key.get(), 101, largest) ==
-          "this key has 3900 bytes of requests in flight; 101 more would pass the node's limit of 4000");
+          "this key has 3900 bytes of requests and unread replies in flight; 101 more would pass the node's limit of 4000");
   }
   CHECK(conn->bytes == 0);
   CHECK(key->bytes == 0);
+}
+
+TEST_CASE("unread replies count against new requests, and past the limit close the connection", "[in_flight]") {
+  const uint64_t largest = 1000;
+  auto conn = std::make_shared<Usage>(), key = std::make_shared<Usage>();
+  {
+    Charge reply(conn, key, 1500, Charge::reply);
+    CHECK(conn->requests == 0);  // a reply is no request
+    CHECK(conn->replies == 1500);
+    CHECK(over_limit(conn.get(), key.get(), 500, largest) == "");
+    CHECK(over_limit(conn.get(), key.get(), 501, largest) ==
+          "this connection has 1500 bytes of requests and unread replies in flight; 501 more would pass the node's limit of 2000");
+    CHECK(unread_over_limit(conn.get(), key.get(), 500, largest) == "");
+    CHECK(unread_over_limit(conn.get(), key.get(), 501, largest) ==
+          "this connection has 1500 bytes of replies its client has not read; 501 more would pass the node's limit of 2000");
+    auto other = std::make_shared<Usage>();
+    Charge a(other, key, 1500, Charge::reply), b(std::make_shared<Usage>(), key, 900, Charge::reply);
+    CHECK(unread_over_limit(other.get(), key.get(), 101, largest) ==
+          "this key has 3900 bytes of replies its client has not read; 101 more would pass the node's limit of 4000");
+  }
+  CHECK(conn->replies == 0);
+  CHECK(key->replies == 0);
 }

@@ -50,7 +50,12 @@ void adopt_slot(Slot& s) {
   stack_t ss{};
   ss.ss_sp = s.altstack.data();
   ss.ss_size = s.altstack.size();
-  ::sigaltstack(&ss, nullptr);
+  ::sigaltstack(&ss, &s.previous);
+}
+
+void leave_slot(Slot& s) {
+  ::sigaltstack(&s.previous, nullptr);
+  t_guarded_slot = nullptr;
 }
 
 KernelFailure failure_of(const Slot& s, const std::string& limit) {

@@ -36,6 +36,7 @@ struct Slot {
   void* fault_addr = nullptr;
   int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
   std::vector<uint8_t> altstack;
+  stack_t previous{};  // the thread's alternate stack before adopt_slot
 };
 
 // Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS and kTimeoutSignal. A
@@ -44,6 +45,9 @@ struct Slot {
 void install_fault_handlers();
 // Makes s this thread's slot, with an alternate signal stack (a kernel may overflow its own).
 void adopt_slot(Slot& s);
+// Before the thread ends: gives it back its previous alternate stack (AddressSanitizer frees
+// the one it set up when the thread ends, and must find its own).
+void leave_slot(Slot& s);
 
 // Runs f (the kernel) on s's thread. False if a signal stopped it: s.signo says which.
 // Objects f created are not destroyed then; the worker restarts after such a run anyway.

@@ -20,6 +20,7 @@ void on_executor(F&& f) {
     Slot s;
     adopt_slot(s);
     f(s);
+    leave_slot(s);
   });
   t.join();
 }
@@ -73,6 +74,7 @@ TEST_CASE("the monitor's signal stops a kernel that runs past the limit", "[kern
     const KernelFailure f = failure_of(s, "2 s");
     CHECK(f.status == ReplyStatus::timeout);
     CHECK(f.message() == "the kernel ran past the time limit of 2 s and was stopped; the node recovered");
+    leave_slot(s);
   });
   while (!running) std::this_thread::yield();
   ::pthread_kill(thread.load(), kTimeoutSignal);

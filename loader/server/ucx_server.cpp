@@ -39,6 +39,7 @@ namespace {
 // A reply in flight: its bytes must live until UCX says the send completed.
 struct Sending {
   Bytes header, data;
+  std::optional<Charge> unread;  // a reply to a client: counted until the client has taken it
   std::atomic<int>* in_flight;
   std::function<void(ucs_status_t)> on_fail;  // forwards: tell the client
 };
@@ -69,7 +70,8 @@ bool small_read(ByteView header) {
 
 std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 
-constexpr size_t kMaxClientEps = 1024;  // endpoints to clients of forwarded chains, by address
+constexpr size_t kMaxClientEps = 1024;
+constexpr uint32_t kAmIds = 65536;  // UCX's Active Message ids are 16 bits  // endpoints to clients of forwarded chains, by address
 
 }  // namespace
 
@@ -137,7 +139,8 @@ struct UcxServer::Impl {
   struct HandlerArg {
     Impl* self;
     uint16_t type;
-  } args[kMaxMsgType + 1] = {};
+  };
+  std::vector<HandlerArg> args = std::vector<HandlerArg>(kAmIds);
 
   std::string limit_text() const {
     char s[32];
@@ -161,7 +164,10 @@ struct UcxServer::Impl {
     // One host cannot crowd others out, strangers even less.
     const std::string host = from.substr(0, from.rfind(':'));
     if (std::string why = self->eps.admit(host, self->opt.gate->mode() == AuthMode::required); !why.empty()) {
-      UCX->ucp_listener_reject(self->listener, req);
+      // Accepted and closed at once, not ucp_listener_reject: UCX 1.13's tcp connection
+      // manager aborts the process on an assertion when a client goes away while being
+      // rejected (seen under a flood of connections).
+      if (auto ep = net::accept_ep(self->w->worker(), req); ep.ok()) close_ep(*ep);
       if (self->rejected++ % 1000 == 0)
         self->log("refused connections from " + host + ": " + why + " (" + std::to_string(self->rejected) + " refused so far)");
       return;
@@ -239,6 +245,8 @@ struct UcxServer::Impl {
   }
 
   uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
+  // The unit of the byte limits in flight (in_flight.h): the largest request or reply.
+  uint64_t largest() const { return std::max(largest_request(), handler->max_reply()); }
   void refuse_limit(ucp_ep_h ep, Client& c, MsgType type, ByteView header, const std::string& why) {
     if (limited++ % 1000 == 0)
       log("refused a request from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why +
@@ -311,7 +319,7 @@ struct UcxServer::Impl {
         self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return UCS_OK;
     if (client && type != MsgType::forward)
-      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, self->largest_request()); !why.empty())
+      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, self->largest()); !why.empty())
         return self->refuse_limit(param->reply_ep, *client, type, hv, why), UCS_OK;
     auto job = std::make_shared<Job>();
     job->since = Clock::now();
@@ -364,13 +372,27 @@ struct UcxServer::Impl {
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
   // endpoint (none if the client went away).
+  // A client that does not take its replies cannot make the worker keep them without bound:
+  // past the limits in flight its connection is closed.
   void send(ucp_ep_h ep, Reply&& r) {
-    if (ep && eps.find(ep)) send_on(ep, std::move(r));
+    Client* c = ep ? eps.find(ep) : nullptr;
+    if (!c) return;
+    if (c->probe) return send_on(ep, std::move(r));
+    const uint64_t size = r.header.size() + r.data.size();
+    if (std::string why = unread_over_limit(c->usage.get(), c->key_usage.get(), size, largest()); !why.empty()) {
+      if (c->closing) return;
+      log("closing the connection from " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") + ": " + why);
+      c->closing = true;
+      Connections::doom(*c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
+      return;
+    }
+    send_on(ep, std::move(r), {}, 0, c);
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
   // flags: UCP_AM_SEND_FLAG_REPLY on messages to peers, whose answers must name this endpoint.
-  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}, uint32_t flags = 0) {
+  // to: the client whose unread replies this one counts among, if it must wait.
+  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}, uint32_t flags = 0, const Client* to = nullptr) {
     {  // Most replies are small and leave at once, without a request to keep their bytes alive.
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
@@ -383,7 +405,8 @@ struct UcxServer::Impl {
         return;
       }
     }
-    auto* s = new Sending{std::move(r.header), std::move(r.data), &in_flight, std::move(on_fail)};
+    auto* s = new Sending{std::move(r.header), std::move(r.data), {}, &in_flight, std::move(on_fail)};
+    if (to) s->unread.emplace(to->usage, to->key_usage, s->header.size() + s->data.size(), Charge::reply);
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
     p.flags = flags;
@@ -685,6 +708,7 @@ struct UcxServer::Impl {
       }
       lead(me);
     }
+    leave_slot(me);
   }
 
   // The monitor's hooks. depose: a follower leads while me finishes its request.
@@ -780,12 +804,14 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
     return UCX->ucp_worker_set_am_recv_handler(m.w->worker(), &hp);
   };
-  // Every id up to the highest gets a handler: UCX 1.13 leaves the slots of unregistered ids
-  // below it uninitialized and jumps through them (a message of type 0 or 4 crashed the worker).
-  for (uint16_t t = 0; t <= kMaxMsgType; ++t) {
-    const bool request = t % 2 == 1, greeting = t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply);
-    if (auto st = handle(t, request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
-      return net::ucx_error("UCX handler", st);
+  // Every id a message can carry gets a handler, the highest first (UCX grows its table once):
+  // UCX 1.13 leaves the slots of unregistered ids uninitialized and jumps through them (a
+  // message of type 0 or 4, or 16384 and up, crashed the worker).
+  for (uint32_t t = kAmIds; t-- > 0;) {
+    const bool ours = t <= kMaxMsgType, request = ours && t % 2 == 1;
+    const bool greeting = t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply);
+    if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
+      return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
   auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
   XC_TRY(listener);

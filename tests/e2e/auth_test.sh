@@ -63,6 +63,12 @@ if [ "$TLS" = tcp ]; then
   expect 0 'held 0 s' -- "$BIN/xcargo-staller" --to "$NODE" --key "$ME" --bytes 1024 --hold-s 0 --idle 140
   eventually 30 "a host's connections past 128 unauthenticated ones are refused" lines_at_least 1 'refused connections from 127\.0\.0\.1: 128 of its connections have not authenticated' "$LOG"
 fi
+# A stranger that keeps 130 connections open and opens a new one each time the node closes or
+# refuses one: the worker serves on (UCX 1.13's tcp connection manager aborted the process
+# when refused connections went away in the middle of the refusal).
+expect 0 'held 130 connections for 15 s' -- "$BIN/xcargo-conn-flood" --to "$NODE" --connections 130 --seconds 15
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+check "no worker restarted under the connection flood" bash -c "! grep -q 'worker stopped' '$LOG'"
 # Requests in flight: past 128 on one connection, or 512 over one key's connections, the
 # rest are answered `limit` at once (all are answered), and the node serves on.
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null
@@ -90,6 +96,15 @@ start limited --clients limited.txt
 expect 0 'nothing loaded' -- "$X" ls --to "$limited"
 expect 5 'key [0-9a-f]{16} \(lister\) may ls, not push' -- "$X" push hello.xcargo --to "$limited"
 expect 5 'may ls, not push,run' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$limited"
+# A client that does not take its replies: once its unread replies would pass twice the
+# largest request or reply the node accepts (here 4 MiB each), its connection is closed.
+start reader --clients "$XCARGO_CLUSTER_DIR/clients.txt" --max-cargo 4194304 --max-input 4194304 --max-reply 4194304
+expect 0 'closed by the node: 1 of 1 connections' -- \
+  "$BIN/xcargo-in-flight" --to "$reader" --key "$ME" --cargo faults.xcargo --entry sized_reply --u64 1048576 --count 40 --hold-s 5
+eventually 30 "unread replies are logged" lines_at_least 1 'closing the connection from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has [0-9]+ bytes of replies its client has not read' reader.log
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$reader"
+check "the reader's loader did not restart" bash -c "! grep -q 'worker stopped' reader.log"
+
 # The authorized clients are reloaded while the loader runs: a key added is accepted, a key
 # removed is refused (on new connections), without a restart.
 printf 'verbs=ls %s me\n' "$(sed -n 2p "$ME.pub")" > reload.txt

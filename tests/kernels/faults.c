@@ -27,6 +27,16 @@ XC_ENTRY int huge_reply(xc_ctx *ctx, const void *in, size_t in_len) {
   return 0;
 }
 
+/* Replies n bytes (input: u64 n): for clients that do not read their replies. */
+XC_ENTRY int sized_reply(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t n = 0;
+  if (in_len == 8) memcpy(&n, in, 8);
+  char *p = (char *)xc_alloc(ctx, n);
+  if (!p) return 2;
+  memset(p, 0x5a, n);
+  return xc_reply(ctx, p, n);
+}
+
 /* Burns about n * 2^20 loop iterations (input: u64 n), then replies; for concurrency tests. */
 XC_ENTRY int burn(xc_ctx *ctx, const void *in, size_t in_len) {
   uint64_t n = 0;

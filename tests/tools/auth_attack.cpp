@@ -10,8 +10,9 @@
 //   unsealed        an authenticated connection's requests without its session token, as
 //                   another peer claiming the connection would send them: dropped unanswered
 //   idle            a connection that says hello and nothing more is closed (within S s)
-//   stray-types     empty messages of every type a client never sends (0, the reply types),
-//                   with and without UCX's reply flag: the worker keeps answering
+//   stray-types     empty messages of every type a client never sends (0, the reply types,
+//                   ids past the protocol's up to 65535), with and without UCX's reply flag:
+//                   the worker keeps answering
 //   flood           20 requests before authenticating: the node closes the connection
 //   old-version     a version 2 hello is answered unsupported_version; a proof after it is not taken
 //   and a control: the authorized key's own proof is accepted and ls is served.
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   {
     test::RawClient c("xcargo-auth-attack", to);
     for (uint16_t t = 0; t <= kMaxMsgType; t += 2)
+      for (bool flag : {false, true}) c.send(t, {}, flag);
+    for (uint16_t t : {21, 255, 4096, 16383, 16384, 32767, 32768, 65534, 65535})
       for (bool flag : {false, true}) c.send(t, {}, flag);
     test::RawClient probe("xcargo-auth-attack", to);
     probe.greet();

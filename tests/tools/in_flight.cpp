@@ -2,18 +2,23 @@
 // more connections with one key, as a greedy client would (loader/SECURITY.md, "One client
 // cannot hold others up").
 // usage: xcargo-in-flight --to HOST:PORT --key KEY --cargo FILE --entry NAME [--u64 N]
-//        [--connections C] [--count N] [--wait-s S]
+//        [--connections C] [--count N] [--wait-s S] [--hold-s H]
 //   authenticates C connections (default 1) with KEY, pushes the cargo, sends N invocations
 //   (default 300) on each without waiting, then waits up to S s (default 300) for every reply. Prints
 //   "sent S: A ok, L limit, O other, M missing" and the first limit message; exits 0 when
 //   every request was answered, 1 otherwise, 2 on usage or connection errors.
+//   --hold-s H: after sending, reads nothing for H s (a client that does not take its replies),
+//   then prints "closed by the node: K of C connections" and exits 0.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "raw_client.h"
 #include "tool_args.h"
@@ -104,6 +109,16 @@ int main(int argc, char** argv) {
       if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
       else if (UCS_PTR_IS_ERR(r)) test::die(kTool, "send failed", 2);
     }
+  if (const int hold_s = std::atoi(test::arg(argc, argv, "--hold-s", "0").c_str()); hold_s > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+    for (int k = 0; k < 1000; ++k)  // hear whether the node hung up
+      for (auto& c : clients) ucp_worker_progress(c->worker().worker());
+    long closed = 0;
+    for (auto& c : clients) closed += c->lost();
+    std::printf("closed by the node: %ld of %d connections\n", closed, int(conns));
+    std::fflush(stdout);
+    _exit(0);  // requests still pending: no orderly goodbye
+  }
   Tally all;
   const long sent = count * conns;
   const auto deadline = Clock::now() + std::chrono::seconds(std::atoi(test::arg(argc, argv, "--wait-s", "300").c_str()));

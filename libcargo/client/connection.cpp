@@ -23,6 +23,12 @@ auto decode_reply(const std::string& peer, ByteView header, uint64_t id, Decode 
 
 }  // namespace
 
+uint64_t Connection::first_request_id() {
+  uint64_t id = 0;
+  if (auto n = auth::random_nonce(); n.ok()) std::memcpy(&id, n->data(), sizeof id);
+  return id >> 1 | 1;  // never 0, and far from wrapping
+}
+
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
   Bytes sealed;
   if (token_) {  // wire-protocol.md section 7: the session's token ends every request's header

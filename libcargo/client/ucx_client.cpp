@@ -1,6 +1,7 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
 #include <chrono>
 #include <map>
+#include <optional>
 #include <cstring>
 #include <thread>
 
@@ -93,6 +94,11 @@ protected:
     if (failed_) return lost();
     reply_ = {};
     reply_ready_ = false;
+    // Every request but hello starts with its request id, which its reply repeats: a frame
+    // with another id (a late reply, or a result someone had a node send to this client's
+    // address) is dropped, not taken for this request's reply.
+    expect_id_.reset();
+    if (type != MsgType::hello && header.size() >= 8) expect_id_ = read_u64(header.data());
     send_done_ = false;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -167,6 +173,9 @@ private:
       self->fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
       return UCS_OK;
     }
+    if (self->expect_id_ && (header_length < 8 || read_u64(static_cast<const uint8_t*>(header)) != *self->expect_id_))
+      return UCS_OK;  // not the answer to this request
+    if (self->reply_ready_) return UCS_OK;  // one reply per request
     Frame& f = self->reply_;
     f.type = MsgType(slot->type);
     const auto* h = static_cast<const uint8_t*>(header);
@@ -218,7 +227,13 @@ private:
   std::string peer_;
   int timeout_ms_ = 5000;
   Slot slots_[kMaxMsgType + 1] = {};
+  static uint64_t read_u64(const uint8_t* p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+    return v;
+  }
   Frame reply_;
+  std::optional<uint64_t> expect_id_;  // the request id the reply must carry
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address

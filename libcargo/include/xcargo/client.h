@@ -80,7 +80,10 @@ private:
   Status authenticate(const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
   wire::HelloReply node_;
-  uint64_t next_id_ = 1;
+  // Request ids start at a random value per connection: a result that someone else had a
+  // node deliver to this client's address cannot name a request it is waiting for.
+  static uint64_t first_request_id();
+  uint64_t next_id_ = first_request_id();
   std::string identity_id_;
   uint16_t verbs_ = 0;
   std::optional<wire::SessionToken> token_;  // once authenticated: ends every request's header

@@ -374,6 +374,9 @@ int supervise(LoaderConfig cfg, const Access& access) {
 
 int main(int argc, char** argv) {
   OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
+  // UCX writes a warning per failed connection, unlimited: a flood of connections would fill
+  // the log. Its errors stay; an admin who wants its warnings sets UCX_LOG_LEVEL.
+  ::setenv("UCX_LOG_LEVEL", "error", 0);
   CLI::App app{"xcargo-loader: verifies cargos against trusted keys, compiles or links them for this CPU, runs them"};
   app.name("xcargo-loader");
   app.set_version_flag("--version", std::string("xcargo-loader ") + XCARGO_VERSION_STRING);

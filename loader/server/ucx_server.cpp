@@ -88,6 +88,8 @@ struct UcxServer::Impl {
   // Touched only by the leader (the one thread that may call into UCX).
   Clock::time_point next_sweep{};
   uint64_t rejected = 0;  // connections refused for too many from their host (Connections::admit)
+  uint64_t failed_accepts = 0;
+  uint64_t noreply = 0;   // requests without a reply endpoint
   uint64_t strays = 0;    // messages of types that are not requests
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
   uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
@@ -109,7 +111,12 @@ struct UcxServer::Impl {
     void close(ucp_ep* ep) override { close_ep(ep); }
   } link{this};
   std::unique_ptr<Peers> peers;
-  std::map<Bytes, ucp_ep_h> client_eps;     // endpoints to clients by address (forwarded chains' results)
+  struct ClientEp {  // an endpoint to a client by its address, and its results not yet read
+    ucp_ep_h ep = nullptr;
+    std::shared_ptr<Usage> usage = std::make_shared<Usage>();
+  };
+  std::map<Bytes, ClientEp> client_eps;     // forwarded chains' results go through these
+  uint64_t unread_results = 0;              // forwarded results dropped: their client did not read
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
   JobQueue jobs;
   std::atomic<int> in_flight{0};
@@ -163,18 +170,23 @@ struct UcxServer::Impl {
     if (UCX->ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
     // One host cannot crowd others out, strangers even less.
     const std::string host = from.substr(0, from.rfind(':'));
-    if (std::string why = self->eps.admit(host, self->opt.gate->mode() == AuthMode::required); !why.empty()) {
-      // Accepted and closed at once, not ucp_listener_reject: UCX 1.13's tcp connection
-      // manager aborts the process on an assertion when a client goes away while being
-      // rejected (seen under a flood of connections).
-      if (auto ep = net::accept_ep(self->w->worker(), req); ep.ok()) close_ep(*ep);
-      if (self->rejected++ % 1000 == 0)
-        self->log("refused connections from " + host + ": " + why + " (" + std::to_string(self->rejected) + " refused so far)");
+    const std::string why = self->eps.admit(host, self->opt.gate->mode() == AuthMode::required);
+    // A refused connection is accepted and closed a little later, like a refused client: UCX
+    // 1.13's tcp connection manager aborts the process on an assertion when a connection is
+    // rejected (ucp_listener_reject), or closed, before its handshake is done and the client
+    // goes away meanwhile (seen under a flood of connections).
+    auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
+    if (!ep.ok()) {
+      if (self->failed_accepts++ % 1000 == 0)
+        self->log("could not accept a connection from " + from + ": " + ep.error().message() + " (" +
+                  std::to_string(self->failed_accepts) + " such so far)");
       return;
     }
-    auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
-    if (!ep.ok()) return self->log("refused a connection from " + from + ": " + ep.error().message());
-    self->eps.add(*ep, from, Clock::now());
+    Client& c = self->eps.add(*ep, from, Clock::now());
+    if (why.empty()) return;
+    Connections::doom(c, Clock::now());
+    if (self->rejected++ % 1000 == 0)
+      self->log("refused connections from " + host + ": " + why + " (" + std::to_string(self->rejected) + " refused so far)");
   }
 
   // Leader only: closes connections that were refused, that did not authenticate in time, or
@@ -266,7 +278,7 @@ struct UcxServer::Impl {
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
     if (self->peers->lost(ep)) known = true;
     for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
-      it = it->second == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
+      it = it->second.ep == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
     if (known) close_ep(ep);
   }
 
@@ -285,7 +297,8 @@ struct UcxServer::Impl {
     const MsgType type = MsgType(ha->type);
     const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep;
     if (type != MsgType::forward && !has_ep) {  // a forward's result goes to its client
-      self->log("refused a request without a reply endpoint");
+      if (self->noreply++ % 1000 == 0)
+        self->log("dropped a request without a reply endpoint (" + std::to_string(self->noreply) + " such so far)");
       return UCS_OK;
     }
     ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
@@ -386,13 +399,14 @@ struct UcxServer::Impl {
       Connections::doom(*c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
       return;
     }
-    send_on(ep, std::move(r), {}, 0, c);
+    send_on(ep, std::move(r), {}, 0, c->usage, c->key_usage);
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
   // flags: UCP_AM_SEND_FLAG_REPLY on messages to peers, whose answers must name this endpoint.
-  // to: the client whose unread replies this one counts among, if it must wait.
-  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}, uint32_t flags = 0, const Client* to = nullptr) {
+  // unread: where the reply counts among unread replies while it waits for its client.
+  void send_on(ucp_ep_h ep, Reply&& r, std::function<void(ucs_status_t)> on_fail = {}, uint32_t flags = 0,
+               std::shared_ptr<Usage> unread = {}, std::shared_ptr<Usage> unread_key = {}) {
     {  // Most replies are small and leave at once, without a request to keep their bytes alive.
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
@@ -406,7 +420,7 @@ struct UcxServer::Impl {
       }
     }
     auto* s = new Sending{std::move(r.header), std::move(r.data), {}, &in_flight, std::move(on_fail)};
-    if (to) s->unread.emplace(to->usage, to->key_usage, s->header.size() + s->data.size(), Charge::reply);
+    if (unread || unread_key) s->unread.emplace(std::move(unread), std::move(unread_key), s->header.size() + s->data.size(), Charge::reply);
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
     p.flags = flags;
@@ -423,9 +437,9 @@ struct UcxServer::Impl {
   }
 
   // An endpoint to a client by its UCX address, for the result of a forwarded chain.
-  ucp_ep_h client_ep(const Bytes& address) {
-    if (auto it = client_eps.find(address); it != client_eps.end()) return it->second;
-    if (client_eps.size() >= kMaxClientEps) close_ep(client_eps.begin()->second), client_eps.erase(client_eps.begin());
+  ClientEp* client_ep(const Bytes& address) {
+    if (auto it = client_eps.find(address); it != client_eps.end()) return &it->second;
+    if (client_eps.size() >= kMaxClientEps) close_ep(client_eps.begin()->second.ep), client_eps.erase(client_eps.begin());
     ucp_ep_params_t p{};
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     p.address = reinterpret_cast<const ucp_address_t*>(address.data());
@@ -437,7 +451,26 @@ struct UcxServer::Impl {
       log(std::string("cannot reach a client for a forwarded result: ") + UCX->ucs_status_string(s));
       return nullptr;
     }
-    return client_eps[address] = ep;
+    ClientEp& c = client_eps[address];
+    c.ep = ep;
+    return &c;
+  }
+
+  // A result for a client by its address (the end of a forwarded chain). A client that does
+  // not read them cannot make this node keep them without bound: past the limit in flight
+  // the result is dropped and the endpoint closed (which drops those still waiting).
+  void send_to_address(const Bytes& address, Reply&& r) {
+    ClientEp* c = client_ep(address);
+    if (!c) return;
+    if (std::string why = unread_over_limit(c->usage.get(), nullptr, r.header.size() + r.data.size(), largest()); !why.empty()) {
+      if (unread_results++ % 1000 == 0)
+        log("dropped forwarded results for a client that does not read them: " + why + " (" + std::to_string(unread_results) +
+            " such so far)");
+      close_ep(c->ep);
+      client_eps.erase(address);
+      return;
+    }
+    send_on(c->ep, std::move(r), {}, 0, c->usage);
   }
 
   // Messages of types no peer may send this node: dropped, and counted in the log.
@@ -502,7 +535,7 @@ struct UcxServer::Impl {
     }
     if (!step.send_reply) return;
     if (step.reply_to.empty()) return send(ep, std::move(step.reply));
-    if (ucp_ep_h c = client_ep(step.reply_to)) send_on(c, std::move(step.reply));
+    send_to_address(step.reply_to, std::move(step.reply));
   }
 
   // Where a region is, with its remote key: registered with UCX on first request.
@@ -552,7 +585,7 @@ struct UcxServer::Impl {
     m.hops = f.hop - 1;
     m.message = "the computation could not be forwarded to node " + std::to_string(node) + ": " + why;
     log("failed forward: " + short_hex(f.digest) + "/" + f.entry + ": " + m.message);
-    if (ucp_ep_h c = client_ep(f.reply_address)) send_on(c, {MsgType::result, encode(m), {}});
+    send_to_address(f.reply_address, {MsgType::result, encode(m), {}});
   }
 
   void post(ucp_ep_h ep, uint64_t serial, Step&& s) {
@@ -746,7 +779,7 @@ UcxServer::~UcxServer() {
   if (!impl_->w) return;
   for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
-  for (const auto& [address, ep] : impl_->client_eps) Impl::close_ep(ep);
+  for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   for (const auto& [name, length] : impl_->handler->regions().list())
     if (Region* r = impl_->handler->regions().find(name); r && r->ucx_memh) {

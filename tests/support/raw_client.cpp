@@ -89,13 +89,13 @@ void RawClient::send(uint16_t type, const Bytes& header, bool reply_flag) {
   }
 }
 
-void RawClient::greet(uint16_t max_version) {
+void RawClient::greet(uint16_t max_version, const Bytes& reply_address) {
   auto n = auth::random_nonce();
   if (!n.ok()) die(tool_, n.error().message(), 2);
   nonce_ = *n;
   auto address = w_->address();
   if (!address.ok()) die(tool_, address.error().message(), 2);
-  if (!ask(MsgType::hello, encode(Hello{std::min<uint16_t>(1, max_version), max_version, *address, nonce_})))
+  if (!ask(MsgType::hello, encode(Hello{std::min<uint16_t>(1, max_version), max_version, reply_address.empty() ? *address : reply_address, nonce_})))
     die(tool_, "no hello_reply", 2);
   auto h = decode_hello_reply(answer_);
   if (!h.ok()) die(tool_, h.error().message(), 2);

@@ -34,8 +34,9 @@ public:
   bool lost() const { return lost_; }
 
   // hello with a fresh nonce; hello_reply() is the node's answer. max_version below 3 sends
-  // an old hello (no nonce).
-  void greet(uint16_t max_version = wire::kVersion);
+  // an old hello (no nonce). reply_address: the UCX address the hello names for forwarded
+  // results (default: this client's own worker).
+  void greet(uint16_t max_version = wire::kVersion, const Bytes& reply_address = {});
   const wire::HelloReply& hello_reply() const { return hello_; }
   // key's proof for this connection, and the node's verdict on a proof ("ok", or
   // "unauthenticated: why", or what went wrong).

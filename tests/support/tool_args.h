@@ -15,6 +15,13 @@ inline std::string arg(int argc, char** argv, const char* name, const char* def 
   return def;
 }
 
+// Whether flag `name` (one without a value) was given.
+inline bool flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return true;
+  return false;
+}
+
 // "TOOL: WHAT" on stderr, then exit with status.
 [[noreturn]] inline void die(const char* tool, const std::string& what, int status) {
   std::fprintf(stderr, "%s: %s\n", tool, what.c_str());

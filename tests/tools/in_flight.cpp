@@ -9,6 +9,8 @@
 //   every request was answered, 1 otherwise, 2 on usage or connection errors.
 //   --hold-s H: after sending, reads nothing for H s (a client that does not take its replies),
 //   then prints "closed by the node: K of C connections" and exits 0.
+//   --results-to-idle: the hellos name, for forwarded results, another UCX worker of this
+//   process that never reads anything.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -77,11 +79,21 @@ int main(int argc, char** argv) {
     std::memcpy(input.data(), &v, 8);
   }
 
+  std::unique_ptr<net::UcxWorker> idle;  // never progressed
+  Bytes results_to;
+  if (test::flag(argc, argv, "--results-to-idle")) {
+    auto w = net::UcxWorker::create();
+    if (!w.ok()) test::die(kTool, w.error().message(), 2);
+    idle = std::move(*w);
+    auto a = idle->address();
+    if (!a.ok()) test::die(kTool, a.error().message(), 2);
+    results_to = *a;
+  }
   std::vector<std::unique_ptr<test::RawClient>> clients;
   std::vector<Tally> tallies(size_t(conns), Tally{});
   for (int i = 0; i < conns; ++i) {
     auto c = std::make_unique<test::RawClient>(kTool, to);
-    c->greet();
+    c->greet(kVersion, results_to);
     if (std::string verdict = c->prove(c->proof(*key)); verdict != "ok") test::die(kTool, "auth: " + verdict, 2);
     if (i == 0) {
       if (!c->ask(MsgType::push, encode(Push{1, cargo->size()}), *cargo, 60)) test::die(kTool, "no push_reply", 2);

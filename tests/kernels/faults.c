@@ -37,6 +37,12 @@ XC_ENTRY int sized_reply(xc_ctx *ctx, const void *in, size_t in_len) {
   return xc_reply(ctx, p, n);
 }
 
+/* Forwards its input to node 1's sized_reply, whose result then goes to the client's
+ * address: for clients that do not read forwarded results. */
+XC_ENTRY int reply_from_node1(xc_ctx *ctx, const void *in, size_t in_len) {
+  return xc_forward(ctx, 1, "sized_reply", in, in_len) == 0 ? 0 : 2;
+}
+
 /* Burns about n * 2^20 loop iterations (input: u64 n), then replies; for concurrency tests. */
 XC_ENTRY int burn(xc_ctx *ctx, const void *in, size_t in_len) {
   uint64_t n = 0;

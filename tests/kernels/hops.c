@@ -26,15 +26,3 @@ XC_ENTRY int to_node(xc_ctx *ctx, const void *in, size_t in_len) {
   if (xc_forward(ctx, node, "tour", "", 0) != 0) return 3;
   return 0;
 }
-
-/* On node 0, forwards its input to node 1; elsewhere replies n bytes (input: u64 n), so the
- * result goes to the client's address: for clients that do not read forwarded results. */
-XC_ENTRY int big_elsewhere(xc_ctx *ctx, const void *in, size_t in_len) {
-  if (xc_node_id(ctx) == 0) return xc_forward(ctx, 1, "big_elsewhere", in, in_len) == 0 ? 0 : 2;
-  uint64_t n = 0;
-  if (in_len == 8) memcpy(&n, in, 8);
-  char *p = (char *)xc_alloc(ctx, n);
-  if (!p) return 2;
-  memset(p, 0x5a, n);
-  return xc_reply(ctx, p, n);
-}

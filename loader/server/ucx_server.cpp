@@ -384,9 +384,9 @@ struct UcxServer::Impl {
   }
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
-  // endpoint (none if the client went away).
-  // A client that does not take its replies cannot make the worker keep them without bound:
-  // past the limits in flight its connection is closed.
+  // endpoint (none if the client went away). A client that does not take its replies cannot
+  // make the worker keep them without bound: past the limits in flight its connection is
+  // closed.
   void send(ucp_ep_h ep, Reply&& r) {
     Client* c = ep ? eps.find(ep) : nullptr;
     if (!c) return;

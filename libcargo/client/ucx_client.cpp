@@ -97,8 +97,7 @@ protected:
     // Every request but hello starts with its request id, which its reply repeats: a frame
     // with another id (a late reply, or a result someone had a node send to this client's
     // address) is dropped, not taken for this request's reply.
-    expect_id_.reset();
-    if (type != MsgType::hello && header.size() >= 8) expect_id_ = read_u64(header.data());
+    expect_id_ = leading_request_id(type, header);
     send_done_ = false;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -173,7 +172,8 @@ private:
       self->fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
       return UCS_OK;
     }
-    if (self->expect_id_ && (header_length < 8 || read_u64(static_cast<const uint8_t*>(header)) != *self->expect_id_))
+    if (self->expect_id_ &&
+        leading_request_id(MsgType(slot->type), ByteView(static_cast<const uint8_t*>(header), header_length)) != self->expect_id_)
       return UCS_OK;  // not the answer to this request
     if (self->reply_ready_) return UCS_OK;  // one reply per request
     Frame& f = self->reply_;
@@ -227,11 +227,6 @@ private:
   std::string peer_;
   int timeout_ms_ = 5000;
   Slot slots_[kMaxMsgType + 1] = {};
-  static uint64_t read_u64(const uint8_t* p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-  }
   Frame reply_;
   std::optional<uint64_t> expect_id_;  // the request id the reply must carry
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;

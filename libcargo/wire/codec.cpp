@@ -164,6 +164,13 @@ Bytes encode(const Hello& m) {
   if (m.max_version >= 3) o.raw(m.nonce);
   return o.take();
 }
+std::optional<uint64_t> leading_request_id(MsgType type, ByteView header) {
+  if (type == MsgType::hello || type == MsgType::hello_reply || header.size() < 8) return std::nullopt;
+  uint64_t id = 0;
+  for (int i = 7; i >= 0; --i) id = id << 8 | header[size_t(i)];
+  return id;
+}
+
 Result<Hello> decode_hello(ByteView h) {
   In in(h, "hello");
   uint8_t magic[4] = {};

@@ -53,6 +53,14 @@ TEST_CASE("error kinds have the values the wire spec gives them, whatever Errc's
   CHECK(errc_of(ErrorKind(999)) == Errc::remote);  // a kind from a newer node
 }
 
+TEST_CASE("every message but hello and hello_reply starts with its request id", "[wire]") {
+  CHECK(leading_request_id(MsgType::result, encode(ResultMsg{0x0102030405060708})) == 0x0102030405060708u);
+  CHECK(leading_request_id(MsgType::invoke, Bytes{1, 0, 0, 0, 0, 0, 0, 0, 9}) == 1u);
+  CHECK(leading_request_id(MsgType::hello, Bytes(16, 1)) == std::nullopt);
+  CHECK(leading_request_id(MsgType::hello_reply, Bytes(16, 1)) == std::nullopt);
+  CHECK(leading_request_id(MsgType::list, Bytes(7, 1)) == std::nullopt);
+}
+
 TEST_CASE("hello and hello_reply round-trip", "[wire]") {
   auto h = decode_hello(encode(Hello{1, 3, Bytes{1, 2, 3}}));
   REQUIRE(h.ok());

@@ -44,13 +44,8 @@ struct Sending {
   std::function<void(ucs_status_t)> on_fail;  // forwards: tell the client
 };
 
-// Every request but hello starts with its u64 request_id (wire-protocol.md section 4).
-uint64_t request_id_of(MsgType type, ByteView header) {
-  uint64_t id = 0;
-  if (type != MsgType::hello && header.size() >= 8)
-    for (int i = 7; i >= 0; --i) id = id << 8 | header[size_t(i)];
-  return id;
-}
+// The request id a reply to this request carries (0: none, or a hello).
+uint64_t request_id_of(MsgType type, ByteView header) { return leading_request_id(type, header).value_or(0); }
 
 // Where a failure of this request is reported: a forward's client, by address; else empty
 // (the requesting endpoint).

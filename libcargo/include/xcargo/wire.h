@@ -225,6 +225,9 @@ Bytes encode(const RegionRead&);
 Bytes encode(const Auth&);
 Bytes encode(const AuthReply&);
 Bytes encode(const RegionData&);
+// The u64 request_id that every message but hello and hello_reply starts with (section 4),
+// read without decoding the rest; nullopt for those two types or a header under 8 bytes.
+std::optional<uint64_t> leading_request_id(MsgType type, ByteView header);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
 Result<Push> decode_push(ByteView header);

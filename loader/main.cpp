@@ -3,11 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <openssl/crypto.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +15,6 @@
 #include <filesystem>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <optional>
 #include <thread>
 
@@ -27,6 +24,7 @@
 #include "handler.h"
 #include "log.h"
 #include "sandbox.h"
+#include "supervisor.h"
 #include "ucx_server.h"
 #include "xcargo/file.h"
 #include "xcargo/version.h"
@@ -36,7 +34,6 @@ using namespace xcargo::loader;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
@@ -203,7 +200,7 @@ Result<Access> load_access(const LoaderConfig& cfg) {
   return a;
 }
 
-int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident) {
+int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size) {
   auto log = [](std::string_view line) { log_line(line); };
   const sandbox::Options box = sandbox_options(cfg);
   if (auto s = sandbox::prepare(box, {addr_fd}); !s.ok()) return fail(s.error());
@@ -228,7 +225,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
     if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
   AuthGate gate(*access.node_key, std::move(clients));
   so.gate = &gate;
-  auto server = UcxServer::start(so, handler, log, incident, 4096);
+  auto server = UcxServer::start(so, handler, log, incident, incident_size);
   if (!server.ok()) return fail(server.error());
   if (auto s = sandbox::lock_down(box); !s.ok())
     return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
@@ -271,103 +268,6 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
   watcher.join();
   flush_log();
   return 0;
-}
-
-// Reads the worker's "HOST:PORT" line; empty if the worker exits first.
-std::string read_address(int fd) {
-  std::string s;
-  char c;
-  pollfd p{fd, POLLIN, 0};
-  while (::poll(&p, 1, 60000) > 0 && ::read(fd, &c, 1) == 1 && c != '\n') s.push_back(c);
-  return s;
-}
-
-// The supervisor: starts the worker, restarts it when it dies (kernel crash, time-out, or
-// anything else), on the same address, and stops it on SIGTERM/SIGINT.
-int supervise(LoaderConfig cfg, const Access& access) {
-  char* incident = static_cast<char*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (incident == MAP_FAILED) return fail(Error(Errc::io, "cannot map the incident page"));
-  incident[0] = '\0';
-  std::deque<Clock::time_point> restarts;
-  bool first = true;
-  int failed_restarts = 0;
-  for (;;) {
-    int pfd[2];
-    if (::pipe2(pfd, O_CLOEXEC) != 0) return fail(Error(Errc::io, "pipe failed"));
-    pid_t pid = ::fork();
-    if (pid < 0) return fail(Error(Errc::io, "fork failed"));
-    if (pid == 0) {
-      ::close(pfd[0]);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
-      if (::getppid() == 1) _exit(1);
-      _exit(run_worker(cfg, access, pfd[1], incident));
-    }
-    ::close(pfd[1]);
-    const std::string addr = read_address(pfd[0]);
-    ::close(pfd[0]);
-    if (!addr.empty()) {
-      if (first) {
-        if (!cfg.ready_file.empty())
-          if (auto s = write_file(cfg.ready_file, as_bytes(addr + "\n")); !s.ok()) {
-            ::kill(pid, SIGKILL);
-            return fail(Error(Errc::io, cfg.ready_file + ": " + s.error().message()));
-          }
-        log_line("listening on " + addr + "; node key " + to_hex(access.node_key->public_key().id) +
-                 (access.clients ? "; " + std::to_string(access.clients->size()) + " authorized client keys"
-                                 : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated"));
-        flush_log();  // lifecycle lines are rare: write them at once
-        cfg.listen = addr;  // restarts keep the port, even one picked with port 0
-        first = false;
-      } else {
-        log_line("worker restarted; listening on " + addr);
-        flush_log();
-      }
-    }
-    int ws = 0;
-    bool forwarded = false;
-    Clock::time_point kill_at{};
-    for (;;) {
-      pid_t r = ::waitpid(pid, &ws, forwarded ? WNOHANG : 0);
-      if (r == pid) break;
-      if (r < 0 && errno != EINTR) return 1;
-      if (g_stop && !forwarded) {
-        ::kill(pid, SIGTERM);
-        forwarded = true;
-        kill_at = Clock::now() + std::chrono::milliseconds(int64_t(cfg.timeout_s * 1000) + 2000);  // a kernel may still be running
-      }
-      if (forwarded) {
-        if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-    if (g_stop) {
-      log_line("stopped");
-      flush_log();
-      return 0;
-    }
-    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return 0;
-    if (addr.empty()) {
-      if (first) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
-      // A restart that could not start (e.g. the port not yet free): retry for a while.
-      if (++failed_restarts > 20) return fail(Error(Errc::io, "the worker cannot be restarted; giving up"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    failed_restarts = 0;
-    std::string why = incident[0] ? std::string(incident)
-                      : WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
-                                        : "exited with status " + std::to_string(WEXITSTATUS(ws));
-    log_line("worker stopped: " + why + "; restarting it");
-    flush_log();
-    const bool kernel_incident = incident[0] != '\0';
-    incident[0] = '\0';
-    // A worker that keeps dying on its own (not a kernel the worker caught and reported,
-    // which needs a request each time) is in a crash loop: slow down.
-    const auto now = Clock::now();
-    if (!kernel_incident) restarts.push_back(now);
-    while (!restarts.empty() && now - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
-    if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
 }
 
 }  // namespace
@@ -494,7 +394,19 @@ int main(int argc, char** argv) {
     if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
     auto access = load_access(cfg);
     if (!access.ok()) return fail(access.error());
-    return supervise(cfg, *access);
+    SupervisorOptions so;
+    so.listen = cfg.listen;
+    so.ready_file = cfg.ready_file;
+    so.kernel_timeout_s = cfg.timeout_s;
+    so.started = "; node key " + to_hex(access->node_key->public_key().id) +
+                 (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"
+                                  : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
+    auto rc = supervise(so, g_stop, [&](const std::string& listen, int addr_fd, char* incident, size_t incident_size) {
+      LoaderConfig wc = cfg;
+      wc.listen = listen;
+      return run_worker(wc, *access, addr_fd, incident, incident_size);
+    });
+    return rc.ok() ? *rc : fail(rc.error());
   }
 
   // A crashing kernel ends this process with its signal, which the client reports; UCX's

@@ -129,6 +129,9 @@ Result<AuthorizedKeys> AuthorizedKeys::load(const std::string& path) {
     AuthorizedKeys out;
     for (const auto& e : fs::directory_iterator(path, ec)) {
       if (e.path().extension() != ".pub") continue;
+      std::error_code kind;
+      if (!e.is_regular_file(kind))  // a FIFO would hold the reader until someone writes
+        return Error(Errc::key, e.path().string() + ": not a regular file").hint("an authorized client is a .pub file from 'xcargo keygen'");
       auto key = load_public_key(e.path().string());
       if (!key.ok()) return key.take_error();
       if (out.keys_.size() >= kMaxAuthorizedKeys)

@@ -3,6 +3,8 @@
 // exactly the keys and verbs it was given.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include "auth_gate.h"
 #include "support.h"
 #include "xcargo/auth.h"
@@ -85,6 +87,13 @@ TEST_CASE("authorized-keys files", "[auth]") {
   CHECK(bad.error().message().rfind("c.txt: line 2:", 0) == 0);
   CHECK_FALSE(auth::AuthorizedKeys::parse("verbs=fly " + b64_of(alice.public_key()), "c.txt").ok());
   CHECK_FALSE(auth::AuthorizedKeys::load("/nonexistent/clients").ok());
+
+  // A FIFO named like a key in a clients directory is refused, not waited on.
+  test::ScratchDir dir;
+  REQUIRE(::mkfifo((dir / "mallory.pub").c_str(), 0600) == 0);
+  auto fifo = auth::AuthorizedKeys::load(dir.path());
+  REQUIRE_FALSE(fifo.ok());
+  CHECK(fifo.error().message().find("mallory.pub: not a regular file") != std::string::npos);
 }
 
 TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {

@@ -29,6 +29,27 @@ Result<Bytes> read_file(const std::string& path, uint64_t max_size) {
     ::close(fd);
     return Error(Errc::io, "is a directory, not a file");
   }
+  if (!S_ISREG(st.st_mode)) {  // a pipe, FIFO, socket or device: read to its end, bounded
+    Bytes data;
+    uint8_t chunk[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        Error e = sys_error("cannot read");
+        ::close(fd);
+        return e;
+      }
+      if (n == 0) break;
+      if (data.size() + size_t(n) > max_size) {
+        ::close(fd);
+        return Error(Errc::limit, "more than " + std::to_string(max_size) + " bytes, the limit");
+      }
+      data.insert(data.end(), chunk, chunk + n);
+    }
+    ::close(fd);
+    return data;
+  }
   if (uint64_t(st.st_size) > max_size) {
     ::close(fd);
     return Error(Errc::limit, "file is " + std::to_string(st.st_size) + " bytes, over the limit of " +

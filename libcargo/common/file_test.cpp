@@ -1,4 +1,4 @@
-// Tests of write_file: regular files replaced atomically, devices, FIFOs and descriptors
+// Tests of read_file on pipes, and of write_file: regular files replaced atomically, devices, FIFOs and descriptors
 // written in place, symbolic links followed and never replaced (issue 11).
 #include <catch2/catch.hpp>
 
@@ -91,6 +91,37 @@ TEST_CASE("a FIFO receives the bytes and stays a FIFO", "[file]") {
   REQUIRE(s.ok());
   CHECK(S_ISFIFO(lstat_of(p).st_mode));
   CHECK(got == text);
+}
+
+TEST_CASE("a pipe is read to its end, within the limit", "[file]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string text(200000, 'y');
+  std::thread writer([&] {
+    size_t done = 0;
+    while (done < text.size()) {
+      ssize_t n = ::write(fds[1], text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    ::close(fds[1]);
+  });
+  auto got = read_file("/proc/self/fd/" + std::to_string(fds[0]), 1 << 20);
+  writer.join();
+  ::close(fds[0]);
+  REQUIRE(got.ok());
+  CHECK(got->size() == text.size());  // not 0, what fstat says of a pipe
+
+  REQUIRE(::pipe(fds) == 0);
+  std::thread big([&] {
+    (void)!::write(fds[1], text.data(), 70000);
+    ::close(fds[1]);
+  });
+  auto over = read_file("/proc/self/fd/" + std::to_string(fds[0]), 1000);
+  ::close(fds[0]);
+  big.join();
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code() == Errc::limit);
 }
 
 TEST_CASE("a character device is written in place, never replaced", "[file]") {

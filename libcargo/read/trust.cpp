@@ -88,8 +88,13 @@ Result<TrustStore> TrustStore::load(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(path, ec))
-      if (entry.path().extension() == ".pub") files.push_back(entry.path().string());
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      if (entry.path().extension() != ".pub") continue;
+      std::error_code kind;
+      if (!entry.is_regular_file(kind))  // a FIFO would hold the reader until someone writes
+        return Error(Errc::key, entry.path().string() + ": not a regular file").hint("a trusted key is a .pub file from 'xcargo keygen'");
+      files.push_back(entry.path().string());
+    }
     if (ec) return Error(Errc::io, path + ": cannot list the trust directory: " + ec.message());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {

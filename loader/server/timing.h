@@ -10,6 +10,10 @@ namespace xcargo::loader::timing {
 
 using namespace std::chrono_literals;
 
+// The supervisor ends a new worker that has not started serving within this (a ceiling: a
+// start takes well under a second, a few under a sanitizer on a busy machine).
+inline constexpr std::chrono::milliseconds kWorkerStartLimit = 30000ms;
+
 // How often the leader closes refused and late connections and drops stalled transfers.
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
 // A refused connection stays open this long so that its refusal reaches it first.

@@ -36,6 +36,7 @@ struct LoaderConfig {
   bool allow_anyone = false;  // no client authentication (open, as before; loader/SECURITY.md)
   std::string node_key;    // this node's private key; empty: a new one at each start
   uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit
+  std::string user;         // started as root: the worker runs as this user
   bool verbose = false;     // --exec only: log requests
 };
 

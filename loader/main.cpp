@@ -27,6 +27,7 @@
 #include "supervisor.h"
 #include "ucx_server.h"
 #include "xcargo/file.h"
+#include "xcargo/ucx.h"
 #include "xcargo/version.h"
 
 using namespace xcargo;
@@ -143,15 +144,56 @@ Status normalize_region(std::string& spec) {
   return {};
 }
 
-// The sandbox as the settings ask for it. Sanitizer builds reserve terabytes of address
-// space for their shadow memory: no address-space limit there.
-sandbox::Options sandbox_options(const LoaderConfig& cfg) {
+// The directory a rule must name for PATH: PATH itself, or a file's directory (files are
+// replaced by renaming a new one over them, which a rule on the old file would not cover).
+std::string rule_dir(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return path;
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// The sandbox as the settings ask for it, for the worker process calling it. Sanitizer builds
+// reserve terabytes of address space for their shadow memory: no address-space limit there.
+sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sandbox::User>& user) {
   sandbox::Options o;
   o.syscall_filter = cfg.sandbox;
 #if !defined(__SANITIZE_ADDRESS__)
   o.address_space = cfg.max_memory;
 #endif
+  o.confine = cfg.sandbox;
+  o.user = user;
+  if (const size_t colon = cfg.listen.rfind(':'); colon != std::string::npos) {
+    const int port = std::atoi(cfg.listen.c_str() + colon + 1);
+    o.keep_bind_service = port > 0 && port < 1024;  // a restarted worker binds the port again
+  }
+  // Serving: the trust and the clients (reloaded when they change), the cache, UCX's
+  // shared-memory segments, what UCX and LLVM read of the machine and of processes (UCX
+  // checks a shared-memory peer's start time in /proc/PID/stat; another process's memory
+  // and descriptors there take ptrace rights, which the worker does not have).
+  sandbox::FileRules& serve = o.serve_files;
+  serve.read = {rule_dir(cfg.trust), "/proc", "/sys"};
+  if (!cfg.clients.empty()) serve.read.push_back(rule_dir(cfg.clients));
+  serve.write = {"/dev/shm", "/dev/null"};
+  if (!cfg.cache.empty()) serve.write.push_back(cfg.cache);
+  // Starting: also the libraries UCX loads, and its settings.
+  o.start_files = serve;
+  for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/ucx"}) o.start_files.read.push_back(p);
   return o;
+}
+
+// The worker's UCX transports. Never cma, knem or xpmem, which reach into other processes'
+// memory (the sandbox refuses process_vm_readv/writev), nor posix shared memory, which
+// attaches a peer's segment through /proc/PID/fd (ptrace rights, which the worker does not
+// have): local peers meet it over sysv shared memory. Running as another user than its
+// local clients, it cannot attach their segments either: tcp then.
+Status set_worker_transports(bool other_user) {
+  std::vector<std::string> drop = {"cma", "knem", "xpmem", "posix"};
+  if (other_user) drop.push_back("sysv");
+  auto tls = net::tls_without(std::getenv("UCX_TLS"), drop);
+  XC_TRY(tls);
+  ::setenv("UCX_TLS", tls->c_str(), 1);
+  return {};
 }
 
 // What changes when the keys in a trust directory (or its revocation list), or an authorized-
@@ -179,7 +221,25 @@ std::string files_stamp(const std::string& path) {
 struct Access {
   std::optional<SigningKey> node_key;
   std::optional<auth::AuthorizedKeys> clients;  // nullopt: allow-anyone
+  std::optional<sandbox::User> user;            // the worker's, when it is not the loader's
 };
+
+// The cache directory exists before the worker starts (its file rules name it), and belongs
+// to the user the worker runs as.
+Status prepare_cache(const std::string& dir, const std::optional<sandbox::User>& user) {
+  if (dir.empty()) return {};
+  std::error_code ec;
+  const bool created = std::filesystem::create_directories(dir, ec);
+  if (ec) return Error(Errc::io, "cache " + dir + ": " + ec.message());
+  if (!user) return {};
+  struct stat st {};
+  if (created && ::chown(dir.c_str(), user->uid, user->gid) != 0)
+    return Error(Errc::io, "cache " + dir + ": cannot give it to " + user->name + ": " + std::strerror(errno));
+  if (::stat(dir.c_str(), &st) != 0 || st.st_uid != user->uid)
+    return Error(Errc::invalid_argument, "cache " + dir + ": belongs to uid " + std::to_string(st.st_uid) + ", but the worker runs as " + user->name)
+        .hint("chown -R " + user->name + " " + dir + ", or choose another --cache");
+  return {};
+}
 
 Result<Access> load_access(const LoaderConfig& cfg) {
   Access a;
@@ -197,13 +257,23 @@ Result<Access> load_access(const LoaderConfig& cfg) {
   auto k = cfg.node_key.empty() ? SigningKey::generate() : SigningKey::load(cfg.node_key);
   if (!k.ok()) return Error(k.error().code(), "node-key: " + k.error().message());
   a.node_key = std::move(*k);
+  if (!cfg.user.empty()) {
+    if (::geteuid() != 0) return Error(Errc::invalid_argument, "user " + cfg.user + ": only a loader started as root can change user").hint("leave out --user, or start the loader as root");
+    auto u = sandbox::find_user(cfg.user);
+    if (!u.ok()) return u.take_error();
+    a.user = *u;
+  }
+  XC_TRY(prepare_cache(cfg.cache, a.user));
   return a;
 }
 
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size) {
   auto log = [](std::string_view line) { log_line(line); };
-  const sandbox::Options box = sandbox_options(cfg);
-  if (auto s = sandbox::prepare(box, {addr_fd}); !s.ok()) return fail(s.error());
+  const sandbox::Options box = sandbox_options(cfg, access.user);
+  auto confined = sandbox::prepare(box, {addr_fd});
+  if (!confined.ok()) return fail(confined.error());
+  if (cfg.sandbox)
+    if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail(s.error());
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
@@ -229,7 +299,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
   if (!server.ok()) return fail(server.error());
   if (auto s = sandbox::lock_down(box); !s.ok())
     return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
-  const std::string line = (*server)->address() + "\n";
+  const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined
   (void)!::write(addr_fd, line.data(), line.size());
   ::close(addr_fd);
   // Watches the trust directory: keys added or revoked (revoked.txt) apply within a second,
@@ -331,6 +401,8 @@ int main(int argc, char** argv) {
                                       "(default: through requests the loader bounds-checks; loader/SECURITY.md)");
   auto* trusted_flag = app.add_flag("--trusted-network", trusted_network, "State that every host able to reach this loader "
                                     "is trusted: needed for --one-sided-regions over tcp or shared memory");
+  auto* user = app.add_option("--user", flags.user, "Started as root: the worker that runs kernels runs as this user "
+                              "(without it: as root without capabilities)")->type_name("NAME");
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
   app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
   try {
@@ -364,6 +436,7 @@ int main(int argc, char** argv) {
   if (*clients) cfg.clients = flags.clients;
   if (*allow_anyone_flag) cfg.allow_anyone = true;
   if (*node_key) cfg.node_key = flags.node_key;
+  if (*user) cfg.user = flags.user;
   if (*trusted_flag) cfg.trusted_network = true;
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
@@ -415,7 +488,8 @@ int main(int argc, char** argv) {
   auto log = [verbose = cfg.verbose](std::string_view line) {
     if (verbose) log_line(line);
   };
-  const sandbox::Options box = sandbox_options(cfg);
+  if (auto s = prepare_cache(cfg.cache, std::nullopt); !s.ok()) return fail(s.error());
+  const sandbox::Options box = sandbox_options(cfg, std::nullopt);
   if (auto s = sandbox::prepare(box, {0}); !s.ok()) return fail(s.error());  // stdin: the client
   auto engine = make_engine(cfg, log);
   if (!engine.ok()) return fail(engine.error());

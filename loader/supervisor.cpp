@@ -71,6 +71,9 @@ std::string describe_threads(pid_t pid) {
 }  // namespace
 
 Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker) {
+  // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
+  // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
   char* incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (incident == MAP_FAILED) return Error(Errc::io, "cannot map the incident page");
   incident[0] = '\0';
@@ -86,14 +89,22 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     if (pid == 0) {
       ::close(pfd[0]);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
+      // Dumpable again, as a process is by default: local UCX peers of the same uid attach its
+      // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
+      ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
       if (::getppid() == 1) _exit(1);
       _exit(worker(listen, pfd[1], incident, kIncidentSize));
     }
     ::close(pfd[1]);
-    const std::string addr = read_address(pfd[0], timing::kWorkerStartLimit);
+    std::string addr = read_address(pfd[0], timing::kWorkerStartLimit), confined;
     ::close(pfd[0]);
+    if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
+      confined = addr.substr(tab + 1);
+      addr.resize(tab);
+    }
     bool hung = false;
-    if (addr.empty() && !stop && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+    siginfo_t info{};
+    if (addr.empty() && !stop && ::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0) {
       // Alive but silent: stuck before it could serve (seen once under a sanitizer on a busy
       // machine). Say where, end it, and try again.
       hung = true;
@@ -109,7 +120,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
             ::kill(pid, SIGKILL);
             return Error(Errc::io, options.ready_file + ": " + s.error().message());
           }
-        log_line("listening on " + addr + options.started);
+        log_line("listening on " + addr + options.started + (confined.empty() ? "" : "; worker " + confined));
         flush_log();  // lifecycle lines are rare: write them at once
         listen = addr;  // restarts keep the port, even one picked with port 0
         first = false;

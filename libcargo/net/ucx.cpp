@@ -236,6 +236,44 @@ bool enforces_memory_keys(const std::string& tl) {
   return false;
 }
 
+Result<std::string> tls_without(const char* tls, const std::vector<std::string>& drop) {
+  const std::string in = tls ? tls : "";
+  std::vector<std::string> tokens;
+  for (size_t at = 0; at <= in.size();) {
+    const size_t comma = std::min(in.find(',', at), in.size());
+    if (comma > at) tokens.push_back(in.substr(at, comma - at));
+    at = comma + 1;
+  }
+  auto listed = [](const std::vector<std::string>& v, const std::string& t) { return std::find(v.begin(), v.end(), t) != v.end(); };
+  std::vector<std::string> out;
+  auto add = [&](const std::string& t) {
+    if (!listed(drop, t) && !listed(out, t)) out.push_back(t);
+  };
+  const bool exclusion = !tokens.empty() && tokens[0][0] == '^';
+  if (tokens.empty() || listed(tokens, "all") || exclusion) {
+    if (exclusion) tokens[0].erase(0, 1);
+    else tokens.clear();
+    out = tokens;
+    for (const std::string& t : drop)
+      if (!listed(out, t)) out.push_back(t);
+  } else {
+    for (const std::string& t : tokens) {
+      if (t == "shm" || t == "sm")
+        for (const char* a : {"posix", "sysv", "cma", "knem", "xpmem"}) add(a);
+      else if (t == "mm")
+        for (const char* a : {"posix", "sysv", "xpmem"}) add(a);
+      else
+        add(t);
+    }
+    if (out.empty())
+      return Error(Errc::invalid_argument, "UCX_TLS=" + in + ": nothing left once the loader leaves out what it may not use")
+          .hint("add tcp (the loader serves tcp always; shared memory as loader/SECURITY.md says)");
+  }
+  std::string joined = exclusion || tokens.empty() || listed(tokens, "all") ? "^" : "";
+  for (size_t i = 0; i < out.size(); ++i) joined += (i ? "," : "") + out[i];
+  return joined;
+}
+
 void UcxWorker::wake() {
   const uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -50,9 +51,10 @@ constexpr const char* kAllowed[] = {
     // sockets (socket() is limited to the families below)
     "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "setsockopt",
     "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
-    // memory, and UCX's shared-memory transports (SysV, POSIX, CMA)
+    // memory, and UCX's shared-memory transports (SysV, POSIX; not CMA, which reads and
+    // writes other processes with process_vm_readv/writev: the worker turns it off)
     "mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "set_mempolicy", "get_mempolicy", "mbind", "shmget",
-    "shmat", "shmdt", "shmctl", "process_vm_readv", "process_vm_writev", "membarrier",
+    "shmat", "shmdt", "shmctl", "membarrier",
     // threads, signals, time
     "futex", "set_robust_list", "get_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid",
     "getuid", "geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
@@ -90,8 +92,17 @@ std::vector<Range> code_ranges() {
   return out;
 }
 
+// The code ranges filter 1 allows, for from_loaded_code (read in signal handlers: fixed size).
+constexpr size_t kMaxRanges = 1024;
+Range g_ranges[kMaxRanges];
+std::atomic<size_t> g_range_count{0};
+
 // Filter 1: a system call whose instruction pointer is outside every code range traps.
 Status install_ip_filter() {
+  size_t kept = 0;
+  for (const Range& r : code_ranges())
+    if (kept < kMaxRanges) g_ranges[kept++] = r;
+  g_range_count.store(kept);
   std::vector<Range> ranges;
   for (const Range& r : code_ranges()) {  // split at 4 GiB boundaries: one high word per range
     uint64_t lo = r.lo;
@@ -168,7 +179,7 @@ Status install_allow_list() {
 
 }  // namespace
 
-Status prepare(const Options& o, std::initializer_list<int> keep_fds) {
+Result<Confinement> prepare(const Options& o, std::initializer_list<int> keep_fds) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
   if (o.address_space) {
     rlimit rl{o.address_space, o.address_space};
@@ -188,14 +199,44 @@ Status prepare(const Options& o, std::initializer_list<int> keep_fds) {
     from = unsigned(fd) + 1;
   }
   ::syscall(SYS_close_range, from, ~0u, 0);
-  return {};
+  Confinement c;
+  if (!o.confine) return c;
+  if (o.user) {
+    XC_TRY(become(*o.user));
+    c.user = o.user->name;
+  } else {
+    XC_TRY(drop_capabilities(o.keep_bind_service));
+  }
+  c.capabilities = effective_capabilities() != 0;
+  auto abi = restrict_files(o.start_files);
+  XC_TRY(abi);
+  c.landlock_abi = *abi;
+  return c;
 }
 
 Status lock_down(const Options& o) {
+  if (o.confine) XC_TRY(restrict_files(o.serve_files));
   if (!o.syscall_filter) return {};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
   XC_TRY(install_ip_filter());  // first: the allow-list refuses seccomp() itself
   return install_allow_list();
+}
+
+std::string describe(const Confinement& c) {
+  std::string s = c.user.empty() ? (::geteuid() == 0 ? (c.capabilities ? "runs as root" : "runs as root without capabilities")
+                                                     : "runs as uid " + std::to_string(::geteuid()))
+                                 : "runs as " + c.user;
+  s += c.landlock_abi ? "; files: Landlock ABI " + std::to_string(c.landlock_abi)
+                      : "; files: not restricted (this kernel has no Landlock; loader/SECURITY.md)";
+  return s;
+}
+
+bool from_loaded_code(const void* address) {
+  const uint64_t a = reinterpret_cast<uintptr_t>(address);
+  const size_t n = g_range_count.load();
+  for (size_t i = 0; i < n; ++i)
+    if (a >= g_ranges[i].lo && a < g_ranges[i].hi) return true;
+  return false;
 }
 
 std::string syscall_name(int nr) {

@@ -2,14 +2,17 @@
 #include "sandbox.h"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -99,6 +102,35 @@ TEST_CASE("the address-space limit makes large allocations fail", "[sandbox]") {
   })));
 }
 #endif
+
+TEST_CASE("confined, the worker reaches only the files it is given, without capabilities", "[sandbox]") {
+  char dir_template[] = "/tmp/xcargo-sandbox-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template));
+  const std::string dir = dir_template, inside = dir + "/inside", outside = "/tmp/xcargo-sandbox-outside-" + std::to_string(::getpid());
+  sandbox::Options o;
+  o.confine = true;
+  o.start_files.read = {"/usr/lib", "/lib", "/proc"};
+  o.start_files.write = {dir};
+  o.serve_files = o.start_files;
+  const bool landlock = sandbox::landlock_abi() > 0;
+  CHECK(exited_ok(in_child(o, [&] {
+    std::ifstream status("/proc/self/status");  // capget is not on the allow-list
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("CapEff:", 0) == 0 && line.find_first_not_of("0\t ", 7) != std::string::npos) return 1;
+    const int in = ::open(inside.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);  // the cache, say
+    if (in < 0) return 2;
+    ::close(in);
+    if (!landlock) return 0;
+    if (::open("/etc/passwd", O_RDONLY | O_CLOEXEC) >= 0 || errno != EACCES) return 3;
+    if (::open(outside.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600) >= 0 || errno != EACCES) return 4;
+    if (::open("/proc/self/status", O_RDWR | O_CLOEXEC) >= 0) return 5;  // /proc: read only
+    return 0;
+  })));
+  CHECK(::access(outside.c_str(), F_OK) != 0);
+  ::unlink(inside.c_str());
+  ::rmdir(dir.c_str());
+}
 
 TEST_CASE("system calls are named by their number", "[sandbox]") {
 #if defined(__x86_64__)

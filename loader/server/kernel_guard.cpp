@@ -21,6 +21,7 @@ void on_fault(int sig, siginfo_t* info, void*) {
     s->signo = sig;
     s->fault_addr = info ? info->si_addr : nullptr;
     s->syscall_nr = sig == SIGSYS && info ? info->si_syscall : -1;
+    s->syscall_from_library = sig == SIGSYS && info && sandbox::from_loaded_code(info->si_call_addr);
     siglongjmp(s->env, 1);
   }
   if (sig == kTimeoutSignal) return;  // the kernel returned just before the signal came
@@ -66,7 +67,8 @@ KernelFailure failure_of(const Slot& s, const std::string& limit) {
   } else if (s.signo == SIGSYS) {
     f.status = wire::ReplyStatus::sandbox;
     f.what = "the sandbox stopped the kernel: it made the system call " + sandbox::syscall_name(s.syscall_nr) +
-             " itself (kernels may only call the xcargo API)";
+             (s.syscall_from_library ? " through library code, which the sandbox refuses" : " itself") +
+             " (kernels may only call the xcargo API)";
   } else {
     char what[160];
     std::snprintf(what, sizeof what, "the kernel crashed: signal %d (%s) at address %p", int(s.signo), strsignal(s.signo), s.fault_addr);

@@ -35,6 +35,7 @@ struct Slot {
   volatile int signo = 0;
   void* fault_addr = nullptr;
   int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
+  bool syscall_from_library = false;  // SIGSYS: made through loaded code (libc's syscall()), not by the kernel's own
   std::vector<uint8_t> altstack;
   stack_t previous{};  // the thread's alternate stack before adopt_slot
 };

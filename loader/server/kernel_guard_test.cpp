@@ -98,4 +98,9 @@ TEST_CASE("a system call the sandbox refused is named", "[kernel_guard]") {
   CHECK(f.status == ReplyStatus::sandbox);
   CHECK(f.message() == "the sandbox stopped the kernel: it made the system call openat itself (kernels may only call the "
                        "xcargo API); the node recovered");
+  s.syscall_nr = SYS_kill;
+  s.syscall_from_library = true;  // libc's syscall(), found by the kernel
+  CHECK(failure_of(s, "10 s").message() ==
+        "the sandbox stopped the kernel: it made the system call kill through library code, which the sandbox refuses "
+        "(kernels may only call the xcargo API); the node recovered");
 }

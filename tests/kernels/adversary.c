@@ -1,7 +1,7 @@
 /* Kernels that attack the node on purpose (tests/e2e/adversary_test.sh): system calls made
- * by the kernel's own instructions, past the import allow-list; stack overflow; allocation
- * past the limits; wild writes into the loader's memory. Each must be stopped with a clear
- * error while the node keeps serving. */
+ * by the kernel's own instructions, past the import allow-list, or through the C library's
+ * syscall() (escape_*); stack overflow; allocation past the limits; wild writes into the
+ * loader's memory. Each must be stopped with a clear error while the node keeps serving. */
 #include <xcargo/kernel.h>
 
 /* A system call made by this code itself, not through the C library. */
@@ -24,9 +24,11 @@ static long raw_syscall(long nr, long a, long b, long c) {
 }
 
 #if defined(__aarch64__)
-enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172 };
+enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172, NR_GETPPID = 173,
+       NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57 };
 #else
-enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39 };
+enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
+       NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -105,3 +107,73 @@ XC_ENTRY int cycle(xc_ctx *ctx, const void *in, size_t in_len) {
 }
 
 XC_ENTRY int ok(xc_ctx *ctx, const void *in, size_t in_len) { return xc_reply(ctx, "fine", 4); }
+
+/* The escape_* kernels call the C library's syscall(), whose address is their input (the
+ * attack that found it needed only &memcpy and the library's symbol table): code loaded from
+ * a file, so the filter on where system calls come from lets them through, and only the
+ * allow-list, the file rules and the supervisor's protection stand in the way. Each replies
+ * with what the call returned: -1 is a refusal (syscall() keeps the reason in errno). */
+typedef long (*syscall_fn)(long, ...);
+
+static syscall_fn libc_syscall(const void *in, size_t in_len) {
+  uint64_t a = 0;
+  for (size_t i = 0; i < 8 && i < in_len; ++i) a |= (uint64_t)((const unsigned char *)in)[i] << (8 * i);
+  return (syscall_fn)(uintptr_t)a;
+}
+
+/* "/proc/PID/NAME" */
+static void proc_path(char *out, long pid, const char *name) {
+  const char *pre = "/proc/";
+  char digits[24];
+  int n = 0;
+  while (*pre) *out++ = *pre++;
+  do digits[n++] = (char)('0' + pid % 10); while ((pid /= 10) > 0);
+  while (n) *out++ = digits[--n];
+  *out++ = '/';
+  while (*name) *out++ = *name++;
+  *out = 0;
+}
+
+struct iovec_ { void *base; size_t len; };
+
+/* Reads 8 bytes of the supervisor (the worker's parent; same addresses, it forked the worker). */
+XC_ENTRY int escape_vm_read(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  uint64_t got = 0;
+  struct iovec_ local = {&got, sizeof got}, remote = {(void *)sys, sizeof got};
+  return reply_long(ctx, sys(NR_PROCESS_VM_READV, sys(NR_GETPPID), &local, 1L, &remote, 1L, 0L));
+}
+
+XC_ENTRY int escape_kill(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  return reply_long(ctx, sys(NR_KILL, sys(NR_GETPPID), 0L)); /* signal 0: may it signal at all */
+}
+
+XC_ENTRY int escape_ptrace(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  return reply_long(ctx, sys(NR_PTRACE, 16L /* PTRACE_ATTACH */, sys(NR_GETPPID), 0L, 0L));
+}
+
+static long open_close(syscall_fn sys, const char *path, long flags) {
+  long fd = sys(NR_OPENAT, -100L /* AT_FDCWD */, path, flags, 0644L);
+  if (fd >= 0) sys(NR_CLOSE, fd);
+  return fd;
+}
+
+/* The supervisor's memory through /proc, read-only: its file is readable, its memory is not. */
+XC_ENTRY int escape_proc_mem(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  char path[64];
+  proc_path(path, sys(NR_GETPPID), "mem");
+  return reply_long(ctx, open_close(sys, path, 0 /* O_RDONLY */));
+}
+
+/* A file outside what the worker needs. */
+XC_ENTRY int escape_read_file(xc_ctx *ctx, const void *in, size_t in_len) {
+  return reply_long(ctx, open_close(libc_syscall(in, in_len), "/etc/passwd", 0));
+}
+
+/* A new file where anyone may write. */
+XC_ENTRY int escape_write_file(xc_ctx *ctx, const void *in, size_t in_len) {
+  return reply_long(ctx, open_close(libc_syscall(in, in_len), "/tmp/xcargo-escaped", 01 | 0100 /* O_WRONLY|O_CREAT */));
+}

@@ -85,6 +85,12 @@ Error ucx_error(const std::string& what, ucs_status_t status);
 // or PUT at any address a peer names.
 bool enforces_memory_keys(const std::string& transport);
 
+// A UCX_TLS value (nullptr or "": UCX's default, all) without the transports in `drop`.
+// Aliases are expanded first ("shm" and "sm": posix, sysv, cma, knem, xpmem; "mm": posix,
+// sysv, xpmem; "all": everything, which becomes an exclusion list); an exclusion list
+// ("^...") gains them. An error if nothing would be left.
+[[nodiscard]] Result<std::string> tls_without(const char* tls, const std::vector<std::string>& drop);
+
 // An endpoint to a UCX listener at HOST:PORT (client-server connection establishment) with
 // peer failure detection: on_error(arg, ep, status), if given, runs when the peer goes away.
 // The connection completes in the background; sends wait for it.

@@ -64,6 +64,9 @@ Result<int> restrict_files(const FileRules& rules) {
     const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT) return {};  // nothing there to grant (an optional /dev/shm, say)
+      if (errno == EACCES)
+        return Error(Errc::io, "sandbox: the worker (uid " + std::to_string(::geteuid()) + ") cannot reach " + path + ": " + std::strerror(errno))
+            .hint("the worker must be able to read it (and every directory above it); with --user, check that user's rights");
       return sys_error("Landlock: " + path);
     }
     struct stat st {};

@@ -111,7 +111,10 @@ libc_syscall() {  # PID: the address of syscall() in PID's C library
 }
 # The supervisor's C library is where every worker's is (they are its forks, and it stays);
 # a non-root run cannot read a non-dumpable process's maps: then the current worker's.
-measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2>/dev/null || libc_syscall \$(pgrep -P $SUPERVISOR | head -1)"
+syscall_address() {
+  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2>/dev/null || libc_syscall \$(pgrep -P $SUPERVISOR | head -1)"
+}
+syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
   adversary adv.xcargo "escape_${call%%:*}" sandbox "$RESTART_REPS" "made the system call ${call#*:} through library code" --u64 "$SYSCALL"
 done
@@ -142,4 +145,27 @@ if [ -z "$ASAN" ]; then  # sanitizer builds need terabytes of address space
   check "the worker's address space is limited (2 GiB)" grep -q '^Max address space *2147483648 ' "/proc/$(worker)/limits"
 fi
 expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$NODE"
+
+# Started as root with --user, the worker runs as that user (its clients on this machine then
+# meet it over tcp: it cannot attach their shared memory), with the same confinement.
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  "$SRC/scripts/cluster" down >/dev/null
+  expect 2 'cache-0: belongs to uid 0, but the worker runs as nobody' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --user nobody
+  rm -rf "$XCARGO_CLUSTER_DIR/cache-0"  # root's; the loader makes a new one for nobody
+  expect 2 'the worker \(uid 65534\) cannot reach .*/trust: Permission denied' -- \
+    "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --user nobody  # this test's directory is root's alone
+  chmod 755 "$TMP"
+  expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --user nobody --timeout "$FINISH_LIMIT"
+  SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
+  NODE=$(grep address "$XCARGO_CLUSTER_DIR/cluster.yaml" | head -1 | awk '{print $2}')
+  check "the log says whom the worker runs as" grep -q 'worker runs as nobody' "$XCARGO_CLUSTER_DIR/node-0.log"
+  expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$NODE"
+  check "the worker runs as nobody" test "$(ps -o user= -p "$(worker)")" = nobody
+  check "the supervisor stays root" test "$(ps -o user= -p "$SUPERVISOR")" = root
+  check "the cache belongs to nobody" test "$(stat -c %U "$XCARGO_CLUSTER_DIR/cache-0")" = nobody
+  syscall_address
+  adversary adv.xcargo escape_vm_read sandbox 1 "made the system call process_vm_readv through library code" --u64 "$SYSCALL"
+  [ -n "$LANDLOCK" ] && expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_write_file --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+  check "nothing written by the escape kernels" test ! -e /tmp/xcargo-escaped
+fi
 finish

@@ -28,18 +28,23 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kIncidentSize = 4096;
 
 // Reads the worker's "HOST:PORT" line; empty if the worker exits first or says nothing
-// before `limit`.
-std::string read_address(int fd, std::chrono::milliseconds limit) {
+// before `limit` (then *timed_out).
+std::string read_address(int fd, std::chrono::milliseconds limit, bool* timed_out) {
   std::string s;
   const auto deadline = Clock::now() + limit;
   char c;
   pollfd p{fd, POLLIN, 0};
+  *timed_out = false;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return "";
+    if (left <= 0) {
+      *timed_out = true;
+      return "";
+    }
     const int r = ::poll(&p, 1, int(left));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0 || ::read(fd, &c, 1) != 1) return "";
+    if (r == 0) continue;  // the deadline, checked above
+    if (r < 0 || ::read(fd, &c, 1) != 1) return "";
     if (c == '\n') return s;
     s.push_back(c);
   }
@@ -96,15 +101,15 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       _exit(worker(listen, pfd[1], incident, kIncidentSize));
     }
     ::close(pfd[1]);
-    std::string addr = read_address(pfd[0], timing::kWorkerStartLimit), confined;
+    bool silent = false;  // alive, but said nothing within the limit
+    std::string addr = read_address(pfd[0], timing::kWorkerStartLimit, &silent), confined;
     ::close(pfd[0]);
     if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
       confined = addr.substr(tab + 1);
       addr.resize(tab);
     }
     bool hung = false;
-    siginfo_t info{};
-    if (addr.empty() && !stop && ::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0) {
+    if (addr.empty() && !stop && silent) {
       // Alive but silent: stuck before it could serve (seen once under a sanitizer on a busy
       // machine). Say where, end it, and try again.
       hung = true;

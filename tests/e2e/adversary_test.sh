@@ -112,7 +112,7 @@ libc_syscall() {  # PID: the address of syscall() in PID's C library
 # The supervisor's C library is where every worker's is (they are its forks, and it stays);
 # a non-root run cannot read a non-dumpable process's maps: then the current worker's.
 syscall_address() {
-  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2>/dev/null || libc_syscall \$(pgrep -P $SUPERVISOR | head -1)"
+  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -P $SUPERVISOR | head -1)"
 }
 syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
@@ -148,8 +148,8 @@ expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$NODE"
 
 # Started as root with --user, the worker runs as that user (its clients on this machine then
 # meet it over tcp: it cannot attach their shared memory), with the same confinement.
-if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
-  "$SRC/scripts/cluster" down >/dev/null
+if [ "$(id -u)" = 0 ] && id nobody > nobody.txt 2>&1; then
+  "$SRC/scripts/cluster" down > down.txt
   expect 2 'cache-0: belongs to uid 0, but the worker runs as nobody' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --user nobody
   rm -rf "$XCARGO_CLUSTER_DIR/cache-0"  # root's; the loader makes a new one for nobody
   expect 2 'the worker \(uid 65534\) cannot reach .*/trust: Permission denied' -- \

@@ -2,7 +2,9 @@
 // client over stdin/stdout (--exec, what `xcargo run` without --to starts).
 #include <CLI/CLI.hpp>
 #include <openssl/crypto.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -163,8 +165,8 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
 #endif
   o.confine = cfg.sandbox;
   o.user = user;
-  if (const size_t colon = cfg.listen.rfind(':'); colon != std::string::npos) {
-    const int port = std::atoi(cfg.listen.c_str() + colon + 1);
+  if (auto addr = net::parse_host_port(cfg.listen); addr.ok()) {
+    const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&*addr)->sin_port);  // same place in sockaddr_in6
     o.keep_bind_service = port > 0 && port < 1024;  // a restarted worker binds the port again
   }
   // Serving: the trust and the clients (reloaded when they change), the cache, UCX's

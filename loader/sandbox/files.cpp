@@ -1,5 +1,6 @@
 // The worker's view of the file system: Landlock rules (Linux 5.13+), applied by lock_down.
 #include "files.h"
+#include "sys_error.h"
 
 #include <fcntl.h>
 #include <linux/landlock.h>
@@ -43,7 +44,6 @@ uint64_t handled_for(int abi) {
   return fs;
 }
 
-Error sys_error(const std::string& what) { return Error(Errc::io, "sandbox: " + what + ": " + std::strerror(errno)); }
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Who the worker runs as: another user's uid, or root without capabilities.
 #include "privileges.h"
+#include "sys_error.h"
 
 #include <grp.h>
 #include <linux/capability.h>
@@ -17,7 +18,6 @@ namespace xcargo::loader::sandbox {
 
 namespace {
 
-Error sys_error(const std::string& what) { return Error(Errc::io, "sandbox: " + what + ": " + std::strerror(errno)); }
 
 int last_capability() {
   int last = CAP_LAST_CAP;

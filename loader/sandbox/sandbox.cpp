@@ -1,6 +1,7 @@
 // Worker sandbox: seccomp filters (libseccomp for the allow-list, a raw BPF program for the
 // instruction-pointer rule), the address-space limit, no new privileges, closed descriptors.
 #include "sandbox.h"
+#include "sys_error.h"
 
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -63,9 +64,6 @@ constexpr const char* kAllowed[] = {
     "sysinfo", "prctl", "set_tid_address", "arch_prctl",
 };
 
-Error sys_error(const std::string& what, int err) {
-  return Error(Errc::io, "sandbox: " + what + ": " + std::strerror(err));
-}
 
 // Executable mappings backed by a file, and the vDSO: where system calls may come from.
 struct Range {

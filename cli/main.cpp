@@ -7,6 +7,7 @@
 #include <map>
 
 #include "exit_codes.h"
+#include "key_files.h"
 #include "node_target.h"
 #include "verbs.h"
 #include "xcargo/version.h"
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --identity also after the verb
   app.add_option("--identity", g_identity, "Private key that proves who you are to nodes that authenticate clients "
                  "(default: $XCARGO_IDENTITY, else ~/.config/xcargo/identity)")->type_name("KEY");
+  app.add_option("--passphrase-env", g_passphrase_env, "Environment variable holding the passphrase of encrypted keys "
+                 "(--key, --identity, keygen --encrypt); default: $XCARGO_PASSPHRASE, else asked on the terminal")
+      ->type_name("VAR");
   app.footer("Run 'xcargo VERB --help' for a verb's options.\n"
              "Exit codes: 0 ok, 1 verification failed, 2 usage or I/O error, 3 remote execution failed,\n"
              "4 could not reach a node, 5 the node did not accept this client's identity.");

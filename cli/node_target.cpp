@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "key_files.h"
 #include "xcargo/trust.h"
 
 namespace xcargo::cli {
@@ -16,6 +17,15 @@ std::string g_identity;
 Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host_port) {
   client::ConnectOptions o;
   o.identity = g_identity;
+  o.identity_passphrase = passphrase_source();
+  // Loaded at the first connection and kept: push to several nodes asks a passphrase once.
+  static std::shared_ptr<const SigningKey> identity;
+  if (!identity) {
+    auto k = client::load_identity(o);
+    XC_TRY(k);
+    identity = *k;
+  }
+  o.identity_key = identity;
   auto c = client::connect(host_port, o);
   if (c.ok() && (*c)->node().auth == wire::AuthMode::optional)
     std::fprintf(stderr, "xcargo: warning: %s serves anyone who can reach it (allow-anyone): clients are not authenticated\n",
@@ -57,6 +67,7 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   Error e(is_verification_failure(sent) ? sent : Errc::remote, c.peer() + " refused the cargo: " + r->message);
   if (sent == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
   if (sent == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
+  if (sent == Errc::revoked) e.hint("a rule of the node's trust directory refuses this cargo (format-spec/trust-directory.md)");
   return e;
 }
 

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "key_files.h"
 #include "report.h"
 #include "verbs.h"
 #include "xcargo/compile.h"
@@ -38,7 +39,8 @@ Runner add_build(CLI::App& app) {
   cmd->add_flag("-v,--verbose", o->verbose, "Print each compiler command");
   cmd->footer("Kernels #include <xcargo/kernel.h> and mark entry points with XC_ENTRY:\n"
               "  XC_ENTRY int add(xc_ctx *ctx, const void *in, size_t in_len) { ... }\n"
-              "The same sources and options always give a byte-identical cargo.");
+              "The same sources and options always give a byte-identical cargo.\n" +
+              std::string(kKeyFileHelp));
   return [o] {
     std::string name = o->name;
     if (name.empty()) {
@@ -53,7 +55,7 @@ Runner add_build(CLI::App& app) {
     }
     std::optional<SigningKey> key;
     if (!o->key.empty()) {
-      auto k = SigningKey::load(o->key);
+      auto k = load_key(o->key);
       if (!k.ok()) return report(k.error());
       key = std::move(*k);
     }

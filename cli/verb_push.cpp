@@ -18,7 +18,7 @@ Runner add_push(CLI::App& app) {
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--to", o->to, "Nodes, comma-separated")->required()->type_name("HOST:PORT[,HOST:PORT...]");
   cmd->footer("Each node verifies the cargo against its own trusted keys before loading it.\n"
-              "Exit codes: 0 loaded everywhere; 1 a node refused it as unverified or untrusted;\n"
+              "Exit codes: 0 loaded everywhere; 1 a node refused it as unverified, untrusted or revoked;\n"
               "3 a node refused it otherwise; 4 a node could not be reached. Every node is tried.");
   return [o] {
     auto bytes = read_cargo_file(o->cargo);

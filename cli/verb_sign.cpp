@@ -1,4 +1,5 @@
 // xcargo sign: adds a signature to a cargo (co-signing and key rotation keep the others).
+#include "key_files.h"
 #include "report.h"
 #include "verbs.h"
 #include "xcargo/cargo.h"
@@ -17,9 +18,10 @@ Runner add_sign(CLI::App& app) {
   cmd->add_option("--key", o->key, "Private key (from 'xcargo keygen')")->required()->type_name("KEY");
   cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place ('-': standard output)")->type_name("FILE");
   cmd->footer("Existing signatures are kept; signing twice with the same key changes nothing.\n"
-              "The cargo's digest (its identity) does not change when signatures are added.");
+              "The cargo's digest (its identity) does not change when signatures are added.\n" +
+              std::string(kKeyFileHelp));
   return [o] {
-    auto key = SigningKey::load(o->key);
+    auto key = load_key(o->key);
     if (!key.ok()) return report(key.error());
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);

@@ -38,6 +38,8 @@ struct LoaderConfig {
   uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit
   std::string user;         // started as root: the worker runs as this user
   bool verbose = false;     // --exec only: log requests
+  std::string log;          // --log FILE: the log goes here instead of stderr, rotated
+  uint64_t log_max_size = 64ull << 20;  // FILE is rotated to FILE.1 before it passes this
 };
 
 // Reads a loader.yaml; keys are the long flag names with '-' or '_' (see loader.example.yaml).

@@ -1,14 +1,28 @@
-// A mutex-protected buffer, flushed every 20 ms by a thread that sleeps when nothing is queued.
+// A mutex-protected buffer, flushed every 20 ms by a thread that sleeps when nothing is queued;
+// with --log, a second thread copies the process tree's stderr pipe into the rotated file.
 #include "log.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 namespace xcargo::loader {
 
@@ -18,19 +32,40 @@ namespace {
 // stderr nobody reads must not grow the loader without bound.
 constexpr size_t kMaxBuffered = 1 << 20;
 
+void write_fd(int fd, const char* p, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += size_t(w);
+  }
+}
+
 struct Log {
   std::mutex mu;
   std::condition_variable cv;
   std::string buf;
   bool started = false;  // the flusher thread runs in this process
   size_t dropped = 0;
+  int pid = 0;           // this process's, for the prefix (0: not known yet)
+  bool journal = false;  // systemd's journal stamps lines itself
+  bool journal_known = false;
+  time_t stamped_second = -1;  // the second whose text is in `second`
+  char second[32] = {};        // "YYYY-MM-DDTHH:MM:SS"
 
+  // In pieces of at most PIPE_BUF bytes ending at a line's end where possible: such a write
+  // to a pipe is atomic, so the processes sharing --log's pipe never split each other's lines.
   void write_out(std::string& out) {
-    size_t done = 0;
-    while (done < out.size()) {
-      ssize_t n = ::write(2, out.data() + done, out.size() - done);
-      if (n <= 0) break;
-      done += size_t(n);
+    size_t at = 0;
+    while (at < out.size()) {
+      size_t n = std::min(out.size() - at, size_t(PIPE_BUF));
+      if (at + n < out.size()) {
+        const size_t nl = out.rfind('\n', at + n - 1);
+        if (nl != std::string::npos && nl >= at) n = nl + 1 - at;
+      }
+      write_fd(2, out.data() + at, n);
+      at += n;
     }
     out.clear();
   }
@@ -48,7 +83,184 @@ struct Log {
       l.lock();
     }
   }
+  // Called with mu held.
+  void prefix() {
+    if (!journal_known) {
+      journal = std::getenv("JOURNAL_STREAM") != nullptr;
+      journal_known = true;
+    }
+    if (journal) {
+      buf.append("xcargo-loader: ");
+      return;
+    }
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    if (t.tv_sec != stamped_second) {
+      tm g{};
+      ::gmtime_r(&t.tv_sec, &g);
+      std::strftime(second, sizeof second, "%Y-%m-%dT%H:%M:%S", &g);
+      stamped_second = t.tv_sec;
+    }
+    if (!pid) pid = int(::getpid());
+    char text[96];
+    const int n = std::snprintf(text, sizeof text, "%s.%06ldZ xcargo-loader[%d]: ", second, long(t.tv_nsec / 1000), pid);
+    buf.append(text, size_t(n > 0 ? n : 0));
+  }
 };
+
+// --log FILE: the copying thread's state. Lives in the process that called log_to_file.
+struct FileSink {
+  std::string path, rotated;
+  uint64_t max_size = 0;
+  int read_fd = -1, file_fd = -1;
+  int console = -1;           // stderr as it was before log_to_file, given back by close_log
+  uint64_t size = 0;
+  uint64_t lost = 0;          // bytes that could not be written (reported in the next file)
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;      // the pipe reached its end
+  // Held by the copier whenever it is not waiting in poll(), and by fork's prepare handler:
+  // a child is never forked while the copier is inside malloc (the sanitizers' allocator,
+  // unlike glibc's, does not guard fork, and a worker inherited a size class's lock taken).
+  std::mutex work;
+
+  bool open_file() {
+    file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (file_fd < 0) return false;
+    const off_t end = ::lseek(file_fd, 0, SEEK_END);
+    size = end > 0 ? uint64_t(end) : 0;
+    return true;
+  }
+  void rotate() {
+    ::rename(path.c_str(), rotated.c_str());
+    if (file_fd >= 0) ::close(file_fd);
+    file_fd = -1;
+    open_file();
+  }
+  void put(const char* p, size_t n) {
+    if (file_fd < 0 && !open_file()) {
+      lost += n;
+      return;
+    }
+    if (lost) {
+      char note[96];
+      const int k = std::snprintf(note, sizeof note, "xcargo-loader: (%llu bytes of log lost: %s could not be written)\n",
+                                  static_cast<unsigned long long>(lost), "the log file");
+      lost = 0;
+      write_fd(file_fd, note, size_t(k));
+      size += uint64_t(k);
+    }
+    write_fd(file_fd, p, n);
+    size += n;
+  }
+  // Writes whole lines, rotating first where the next line would not fit (a line longer than
+  // the limit alone in a file is written anyway).
+  void emit(const char* p, size_t n) {
+    while (n) {
+      if (size + n <= max_size) return put(p, n);
+      const size_t room = size < max_size ? size_t(max_size - size) : 0;
+      size_t cut = 0;  // the lines that still fit
+      for (size_t i = 0; i < room && i < n; ++i)
+        if (p[i] == '\n') cut = i + 1;
+      if (cut == 0 && size == 0) return put(p, n);
+      if (cut) put(p, cut);
+      p += cut;
+      n -= cut;
+      rotate();
+    }
+  }
+  // One process's pipe, and the start of a line whose end has not come through it yet.
+  struct Source {
+    int fd = -1;
+    std::string pending;
+  };
+  // A chunk read from a source: its complete lines now, the rest when its line ends (or the
+  // pipe does).
+  void copy(Source& src, const char* p, size_t n) {
+    std::string& pending = src.pending;
+    pending.append(p, n);
+    const size_t end = pending.rfind('\n');
+    if (end == std::string::npos) {
+      if (pending.size() >= (64 << 10)) pending.push_back('\n'), emit(pending.data(), pending.size()), pending.clear();
+      return;
+    }
+    emit(pending.data(), end + 1);
+    pending.erase(0, end + 1);
+  }
+  void finish(Source& src) {
+    if (!src.pending.empty()) src.pending.push_back('\n'), emit(src.pending.data(), src.pending.size());
+    ::close(src.fd);
+  }
+  std::vector<Source> sources;  // [0]: this process's own stderr; then one per child
+  // The children's read ends, also here for the fork handler, which must not walk `sources`
+  // (the copier may be changing it at the fork): -1 for a free place.
+  std::array<std::atomic<int>, 64> children;
+  FileSink() {
+    for (auto& fd : children) fd = -1;
+  }
+  void remember(int fd) {
+    for (auto& c : children) {
+      int free = -1;
+      if (c.compare_exchange_strong(free, fd)) return;
+    }
+  }
+  void forget(int fd) {
+    for (auto& c : children) {
+      int f = fd;
+      if (c.compare_exchange_strong(f, -1)) return;
+    }
+  }
+  int wake_read = -1, wake_write = -1;  // tells the copier that a child's pipe was added
+  std::vector<int> added;               // read ends to add, under mu
+
+  void run() {
+    static char chunk[64 << 10];
+    std::unique_lock<std::mutex> busy(work);
+    sources.push_back({read_fd, {}});
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.clear();
+      fds.push_back({wake_read, POLLIN, 0});
+      for (const Source& s : sources) fds.push_back({s.fd, POLLIN, 0});
+      busy.unlock();
+      const int ready = ::poll(fds.data(), fds.size(), -1);
+      busy.lock();
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[0].revents) {
+        char b[64];
+        (void)!::read(wake_read, b, sizeof b);
+        std::lock_guard<std::mutex> l(mu);
+        for (int fd : added) sources.push_back({fd, {}});
+        added.clear();
+      }
+      bool own_ended = false;
+      for (size_t i = fds.size() - 1; i >= 1; --i) {
+        if (!fds[i].revents) continue;
+        Source& src = sources[i - 1];
+        ssize_t n = ::read(src.fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0) {
+          copy(src, chunk, size_t(n));
+          continue;
+        }
+        if (i == 1) own_ended = true;  // this process's stderr: close_log() was called
+        else forget(src.fd);
+        finish(src);
+        sources.erase(sources.begin() + long(i - 1));
+      }
+      if (own_ended) break;
+    }
+    busy.unlock();
+    std::lock_guard<std::mutex> l(mu);
+    finished = true;
+    cv.notify_all();
+  }
+};
+
+FileSink* g_sink = nullptr;  // set once by log_to_file
 
 Log& the_log() {
   // Never destroyed: the flusher thread may outlive main. A fork (the supervisor starting a
@@ -57,13 +269,34 @@ Log& the_log() {
   static Log* log = [] {
     Log* g = new Log();
     // The child gets a new mutex and condition variable: the inherited ones may count the
-    // parent's flusher as a waiter, and signalling that ghost would block forever.
-    ::pthread_atfork([] { the_log().mu.lock(); }, [] { the_log().mu.unlock(); },
+    // parent's flusher as a waiter, and signalling that ghost would block forever. It must not
+    // hold the log file or the pipe's read end: a kernel could rewrite the file, or read
+    // other processes' lines out of the pipe.
+    ::pthread_atfork(
+        [] {
+          if (g_sink) g_sink->work.lock();
+          the_log().mu.lock();
+        },
+        [] {
+          the_log().mu.unlock();
+          if (g_sink) g_sink->work.unlock();
+        },
                      [] {
                        Log& c = the_log();
                        new (&c.mu) std::mutex();
                        new (&c.cv) std::condition_variable();
                        c.started = false;
+                       c.pid = 0;
+                       if (g_sink) {
+                         ::close(g_sink->read_fd);
+                         if (g_sink->file_fd >= 0) ::close(g_sink->file_fd);
+                         if (g_sink->console >= 0) ::close(g_sink->console);
+                         ::close(g_sink->wake_read);
+                         ::close(g_sink->wake_write);
+                         for (auto& fd : g_sink->children)  // the read ends of other children's pipes
+                           if (int f = fd.exchange(-1); f >= 0) ::close(f);
+                         g_sink = nullptr;
+                       }
                      });
     return g;
   }();
@@ -72,23 +305,31 @@ Log& the_log() {
 
 }  // namespace
 
-void log_line(std::string_view line) {
+void start_log() {
   Log& g = the_log();
   std::lock_guard<std::mutex> l(g.mu);
   if (!g.started) {
     g.started = true;
     std::thread([&g] { g.run(); }).detach();
   }
+}
+
+void log_line(std::string_view line) {
+  start_log();
+  Log& g = the_log();
+  std::lock_guard<std::mutex> l(g.mu);
   const bool was_empty = g.buf.empty();
   if (g.buf.size() + line.size() > kMaxBuffered) {
     ++g.dropped;
     return;
   }
   if (g.dropped) {
-    g.buf.append("xcargo-loader: (").append(std::to_string(g.dropped)).append(" log lines dropped: stderr was not read)\n");
+    g.prefix();
+    g.buf.append("(").append(std::to_string(g.dropped)).append(" log lines dropped: stderr was not read)\n");
     g.dropped = 0;
   }
-  g.buf.append("xcargo-loader: ").append(line).append(1, '\n');
+  g.prefix();
+  g.buf.append(line).append(1, '\n');
   if (was_empty) g.cv.notify_one();
 }
 
@@ -100,6 +341,85 @@ void flush_log() {
     out.swap(g.buf);
   }
   g.write_out(out);
+}
+
+Status log_to_file(const std::string& path, uint64_t max_size) {
+  if (g_sink) return Error(Errc::invalid_argument, "the log already goes to " + g_sink->path);
+  if (max_size < kMinLogFileSize)
+    return Error(Errc::invalid_argument, "--log-max-size " + std::to_string(max_size) + ": below the smallest, " +
+                                             std::to_string(kMinLogFileSize) + " bytes");
+  the_log();  // its fork handlers first: they close what follows in children
+  auto sink = std::make_unique<FileSink>();
+  sink->path = path;
+  sink->rotated = path + ".1";
+  sink->max_size = max_size;
+  if (!sink->open_file())
+    return Error(Errc::io, path + ": cannot open the log file: " + std::strerror(errno))
+        .hint("--log names a file the loader can create or append to (its directory must exist)");
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Error(Errc::io, std::string("cannot make the log pipe: ") + std::strerror(errno));
+  ::fcntl(p[0], F_SETPIPE_SZ, 1 << 20);  // room for bursts while the file is slow; best effort
+  sink->console = ::fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (::dup2(p[1], 2) < 0) return Error(Errc::io, std::string("cannot send stderr to the log: ") + std::strerror(errno));
+  ::close(p[1]);
+  sink->read_fd = p[0];
+  int w[2];
+  if (::pipe2(w, O_CLOEXEC | O_NONBLOCK) != 0) return Error(Errc::io, std::string("cannot make the log pipe: ") + std::strerror(errno));
+  sink->wake_read = w[0];
+  sink->wake_write = w[1];
+  g_sink = sink.release();
+  std::thread([s = g_sink] { s->run(); }).detach();
+  return {};
+}
+
+ChildLog log_for_child() {
+  ChildLog c;
+  FileSink* s = g_sink;
+  if (!s) return c;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return c;  // the child shares our stderr then
+  ::fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    s->added.push_back(p[0]);
+  }
+  s->remember(p[0]);
+  (void)!::write(s->wake_write, "+", 1);
+  c.write_fd = p[1];
+  return c;
+}
+
+void child_stderr(ChildLog& c) {
+  if (c.write_fd < 0) return;
+  ::dup2(c.write_fd, 2);  // dup2 clears close-on-exec on fd 2
+  ::close(c.write_fd);
+  c.write_fd = -1;
+}
+
+void parent_done(ChildLog& c) {
+  if (c.write_fd >= 0) ::close(c.write_fd);
+  c.write_fd = -1;
+}
+
+void close_log() {
+  flush_log();
+  FileSink* s = g_sink;
+  if (!s) return;
+  // Our own write end goes (stderr is the console again, for a last error message); if no
+  // child holds one any more, the copier reaches the pipe's end.
+  if (s->console >= 0) ::dup2(s->console, 2);
+  std::unique_lock<std::mutex> l(s->mu);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!s->finished && std::chrono::steady_clock::now() < deadline) {
+    int pending = 0;
+    if (::ioctl(s->read_fd, FIONREAD, &pending) == 0 && pending == 0) {  // a child still holds a write end
+      l.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the copier's last write
+      l.lock();
+      break;
+    }
+    s->cv.wait_for(l, std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace xcargo::loader

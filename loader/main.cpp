@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,8 +26,10 @@
 #include "engine.h"
 #include "handler.h"
 #include "log.h"
+#include "service.h"
 #include "sandbox.h"
 #include "supervisor.h"
+#include "timing.h"
 #include "ucx_server.h"
 #include "xcargo/file.h"
 #include "xcargo/ucx.h"
@@ -47,34 +50,12 @@ int fail(const Error& e) {
   return 2;
 }
 
-bool read_exact(int fd, uint8_t* p, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t got = ::read(fd, p + done, n - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    done += size_t(got);
-  }
-  return true;
-}
-
-bool write_all(int fd, ByteView b) {
-  size_t done = 0;
-  while (done < b.size()) {
-    ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    done += size_t(n);
-  }
-  return true;
-}
-
 // One client on stdin/stdout, framed messages, until end of input.
 int serve_stdio(Handler& handler) {
   const uint64_t max_data = std::max(handler.max_cargo(), handler.max_input());
   for (;;) {
     uint8_t head[wire::kFrameHeaderSize];
-    if (!read_exact(0, head, sizeof head)) return 0;
+    if (read_exact(0, head, sizeof head) != ReadEnd::done) return 0;
     uint32_t hlen = 0;
     uint64_t dlen = 0;
     std::memcpy(&hlen, head + 4, 4);
@@ -85,21 +66,23 @@ int serve_stdio(Handler& handler) {
     }
     Bytes frame(sizeof head + hlen + dlen);
     std::memcpy(frame.data(), head, sizeof head);
-    if (!read_exact(0, frame.data() + sizeof head, hlen + size_t(dlen))) return 1;
+    if (read_exact(0, frame.data() + sizeof head, hlen + size_t(dlen)) != ReadEnd::done) return 1;
     auto f = wire::decode_frame(frame, max_data);
     Reply r = f.ok() ? handler.handle(f->type, f->header, f->data)
                      : Reply{wire::MsgType::result,
                              wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, 0, 0, 0, "", f.error().message()}), {}};
-    if (!write_all(1, wire::encode_frame(r.type, r.header, r.data))) return 1;
+    if (!write_all(1, wire::encode_frame(r.type, r.header, r.data)).ok()) return 1;
   }
 }
 
 // The engine as the settings describe it, trusting cfg.trust; log receives its lines.
-Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(std::string_view)>& log) {
+// Bitcode variants are compiled by `compile` (the compile service, which owns the cache).
+Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(std::string_view)>& log,
+                                            Compiler compile) {
   auto store = TrustStore::load(cfg.trust);
   XC_TRY(store);
   EngineConfig ec;
-  ec.cache_dir = cfg.cache;
+  ec.compile = std::move(compile);
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   ec.max_reply = cfg.max_reply;
@@ -169,18 +152,34 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
     const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&*addr)->sin_port);  // same place in sockaddr_in6
     o.keep_bind_service = port > 0 && port < 1024;  // a restarted worker binds the port again
   }
-  // Serving: the trust and the clients (reloaded when they change), the cache, UCX's
+  // Serving: the trust and the clients (reloaded when they change), UCX's
   // shared-memory segments, what UCX and LLVM read of the machine and of processes (UCX
   // checks a shared-memory peer's start time in /proc/PID/stat; another process's memory
   // and descriptors there take ptrace rights, which the worker does not have).
   sandbox::FileRules& serve = o.serve_files;
   serve.read = {rule_dir(cfg.trust), "/proc", "/sys"};
   if (!cfg.clients.empty()) serve.read.push_back(rule_dir(cfg.clients));
-  serve.write = {"/dev/shm", "/dev/null"};
-  if (!cfg.cache.empty()) serve.write.push_back(cfg.cache);
+  serve.write = {"/dev/shm", "/dev/null"};  // not the cache: only the compile service writes it
   // Starting: also the libraries UCX loads, and its settings.
   o.start_files = serve;
   for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/ucx"}) o.start_files.read.push_back(p);
+  return o;
+}
+
+// The compile service's sandbox: the worker's user and privileges, no seccomp filters (it
+// runs no kernels), and only the trust (read) and the cache (write).
+sandbox::Options compiler_sandbox(const LoaderConfig& cfg, const std::optional<sandbox::User>& user) {
+  sandbox::Options o;
+  o.syscall_filter = false;
+#if !defined(__SANITIZE_ADDRESS__)
+  o.address_space = cfg.max_memory;
+#endif
+  o.confine = cfg.sandbox;
+  o.user = user;
+  o.start_files.read = {rule_dir(cfg.trust), "/proc", "/sys"};
+  o.start_files.write = {"/dev/null"};
+  if (!cfg.cache.empty()) o.start_files.write.push_back(cfg.cache);
+  o.serve_files = o.start_files;
   return o;
 }
 
@@ -198,8 +197,8 @@ Status set_worker_transports(bool other_user) {
   return {};
 }
 
-// What changes when the keys in a trust directory (or its revocation list), or an authorized-
-// clients file or directory, change.
+// What changes when the keys in a trust directory (or its revocation list and cargo rules),
+// or an authorized-clients file or directory, change.
 std::string files_stamp(const std::string& path) {
   std::string s;
   auto add = [&](const std::string& p) {
@@ -209,6 +208,8 @@ std::string files_stamp(const std::string& path) {
   };
   add(path);
   add(path + "/" + kRevocationList);
+  add(path + "/" + kRevokedCargos);
+  add(path + "/" + kMinimumVersions);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     for (const auto& e : std::filesystem::directory_iterator(path, ec))
@@ -243,8 +244,32 @@ Status prepare_cache(const std::string& dir, const std::optional<sandbox::User>&
   return {};
 }
 
+// The directory of the worker's file rules that holds `path`, or "" if none does: what a
+// kernel could read (or write) there.
+std::string worker_reaches(const LoaderConfig& cfg, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return "";
+  const sandbox::Options o = sandbox_options(cfg, std::nullopt);
+  std::vector<std::string> dirs = o.start_files.read;
+  dirs.insert(dirs.end(), o.start_files.write.begin(), o.start_files.write.end());
+  for (const std::string& d : dirs) {
+    const std::filesystem::path dir = std::filesystem::weakly_canonical(d, ec);
+    if (ec) continue;
+    auto [end, at] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+    if (end == dir.end()) return dir.string();
+  }
+  return "";
+}
+
 Result<Access> load_access(const LoaderConfig& cfg) {
   Access a;
+  if (!cfg.node_key.empty() && cfg.sandbox)
+    if (std::string dir = worker_reaches(cfg, cfg.node_key); !dir.empty())
+      return Error(Errc::invalid_argument, cfg.node_key + ": the node's private key lies in " + dir +
+                                               ", which the worker that runs kernels may read")
+          .hint("keep it apart from the trust directory and the clients: for example --node-key /etc/xcargo/node.key "
+                "with --trust /etc/xcargo/trust/ and --clients /etc/xcargo/clients/");
   if (cfg.clients.empty() && !cfg.allow_anyone)
     return Error(Errc::invalid_argument, "no authorized clients: the loader would serve nobody")
         .hint("pass --clients PATH (a directory of clients' .pub files, or a key-list file; loader/SECURITY.md)")
@@ -256,8 +281,13 @@ Result<Access> load_access(const LoaderConfig& cfg) {
     if (!c.ok()) return Error(c.error().code(), "clients: " + c.error().message());
     a.clients = std::move(*c);
   }
-  auto k = cfg.node_key.empty() ? SigningKey::generate() : SigningKey::load(cfg.node_key);
-  if (!k.ok()) return Error(k.error().code(), "node-key: " + k.error().message());
+  // An encrypted node key's passphrase: $XCARGO_PASSPHRASE (a service's environment), or the
+  // terminal of an admin who starts the loader by hand. Then it leaves this process's
+  // environment, so workers and their kernels never inherit it.
+  const PassphraseSource passphrase;
+  auto k = cfg.node_key.empty() ? SigningKey::generate() : SigningKey::load(cfg.node_key, passphrase);
+  forget_passphrase_env(passphrase);
+  if (!k.ok()) return k.take_error().within("node-key");
   a.node_key = std::move(*k);
   if (!cfg.user.empty()) {
     if (::geteuid() != 0) return Error(Errc::invalid_argument, "user " + cfg.user + ": only a loader started as root can change user").hint("leave out --user, or start the loader as root");
@@ -269,14 +299,46 @@ Result<Access> load_access(const LoaderConfig& cfg) {
   return a;
 }
 
-int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size) {
+// The compile service's process, serving a worker (or --exec's engine) on fd.
+int run_compiler(const LoaderConfig& cfg, const std::optional<sandbox::User>& user, int fd) {
+  if (auto s = sandbox::prepare(compiler_sandbox(cfg, user), {fd}); !s.ok()) return fail(s.error());
+  compiler::Options o;
+  o.trust = cfg.trust;
+  o.cache_dir = cfg.cache;
+  o.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
+  o.job_limit = timing::kCompileLimit;
+  o.trust_stamp = [&cfg] { return files_stamp(cfg.trust); };
+  o.log = [](std::string_view line) {
+    log_line(line);
+    flush_log();
+  };
+  const int rc = compiler::serve(fd, o);
+  flush_log();
+  return rc;
+}
+
+// Starts a compile service for --exec's engine, a child of this process: the engine's kernels
+// then never share a process with what writes the cache.
+Result<int> start_compiler(const LoaderConfig& cfg) {
+  int fd = -1;
+  auto pid = start_compile_service(
+      [&cfg](int service_fd) {
+        ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // this engine's kernels cannot trace the service
+        return run_compiler(cfg, std::nullopt, service_fd);
+      },
+      &fd);
+  if (!pid.ok()) return pid.take_error();
+  return fd;
+}
+
+int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size, int compiler_fd) {
   auto log = [](std::string_view line) { log_line(line); };
-  const sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd});
+  sandbox::Options box = sandbox_options(cfg, access.user);
+  auto confined = sandbox::prepare(box, {addr_fd, compiler_fd});
   if (!confined.ok()) return fail(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail(s.error());
-  auto engine = make_engine(cfg, log);
+  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit));
   if (!engine.ok()) return fail(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
   ServerOptions so;
@@ -299,13 +361,12 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
   so.gate = &gate;
   auto server = UcxServer::start(so, handler, log, incident, incident_size);
   if (!server.ok()) return fail(server.error());
-  if (auto s = sandbox::lock_down(box); !s.ok())
-    return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
-  const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined
-  (void)!::write(addr_fd, line.data(), line.size());
-  ::close(addr_fd);
-  // Watches the trust directory: keys added or revoked (revoked.txt) apply within a second,
-  // to cargos already loaded too. The same for the authorized clients: new connections are
+  // Every thread this worker will have starts between the two steps of the lock-down: after
+  // Landlock's narrower rules (which they inherit), before the seccomp filters, which then
+  // refuse new threads: a kernel cannot leave one running after its own run.
+  if (auto s = sandbox::lock_files(box); !s.ok()) return fail(s.error());
+  // Watches the trust directory: keys added or revoked (revoked.txt) and cargo rules
+  // (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
   // checked against the new list.
   std::thread watcher([&] {
     std::string stamp = files_stamp(cfg.trust);
@@ -326,15 +387,26 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
       stamp = now;
       auto t = TrustStore::load(cfg.trust);
       if (!t.ok()) {
-        log_line("trust: not reloaded (the old keys stay): " + t.error().message());
+        log_line("trust: not reloaded (the old keys and rules stay): " + t.error().message());
         continue;
       }
-      const size_t keys = t->size();
+      const size_t keys = t->size(), rules = t->rules().size();
       const size_t revoked = (*engine)->update_trust(std::move(*t));
       log_line("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
-               " loaded cargos no longer trusted");
+               " loaded cargos no longer trusted; " + std::to_string(rules) + " cargo rules");
     }
   });
+  (*server)->start_threads(g_stop);
+  start_log();
+  box.no_new_threads = true;
+  if (auto s = sandbox::lock_calls(box); !s.ok()) {
+    g_stop = true;
+    watcher.join();
+    return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
+  }
+  const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined
+  (void)!::write(addr_fd, line.data(), line.size());
+  ::close(addr_fd);
   (*server)->run(g_stop);
   g_stop = true;
   watcher.join();
@@ -397,7 +469,8 @@ int main(int argc, char** argv) {
   auto* allow_anyone_flag = app.add_flag("--allow-anyone", allow_anyone, "Serve every client that can reach the port, "
                                          "unauthenticated (instead of --clients)");
   auto* node_key = app.add_option("--node-key", flags.node_key, "This node's private key, which signs its hellos "
-                                  "(default: a new one at each start)")->type_name("KEY");
+                                  "(default: a new one at each start). Mode 0600; if encrypted, its passphrase comes "
+                                  "from $XCARGO_PASSPHRASE or the terminal")->type_name("KEY");
   bool one_sided = false, trusted_network = false;
   auto* one_sided_flag = app.add_flag("--one-sided-regions", one_sided, "Let clients read regions with one-sided UCX gets "
                                       "(default: through requests the loader bounds-checks; loader/SECURITY.md)");
@@ -405,8 +478,14 @@ int main(int argc, char** argv) {
                                     "is trusted: needed for --one-sided-regions over tcp or shared memory");
   auto* user = app.add_option("--user", flags.user, "Started as root: the worker that runs kernels runs as this user "
                               "(without it: as root without capabilities)")->type_name("NAME");
+  std::string log_max_size;
+  auto* log_file = app.add_option("--log", flags.log, "Write the log (every process's lines) to FILE instead of stderr, "
+                                  "rotated to FILE.1 at --log-max-size")->type_name("FILE");
+  auto* log_max = app.add_option("--log-max-size", log_max_size, "Rotate the --log file before it passes this size "
+                                 "(default 64M; at most twice this on disk)")->type_name("SIZE");
   app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
-  app.footer("With --listen, the loader logs one line per request on stderr and stops cleanly on SIGTERM or SIGINT.");
+  app.footer("With --listen, the loader logs one line per request on stderr (or --log FILE), each stamped with the UTC time\n"
+             "unless systemd's JOURNAL_STREAM is set, and stops cleanly on SIGTERM or SIGINT.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -440,6 +519,9 @@ int main(int argc, char** argv) {
   if (*node_key) cfg.node_key = flags.node_key;
   if (*user) cfg.user = flags.user;
   if (*trusted_flag) cfg.trusted_network = true;
+  if (*log_file) cfg.log = flags.log;
+  if (*log_max && !parse_size(log_max_size, cfg.log_max_size))
+    return fail(Error(Errc::invalid_argument, "--log-max-size " + log_max_size + ": expected a size").hint("for example --log-max-size 256M"));
   if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
   for (std::string& spec : cfg.regions)
     if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());
@@ -459,6 +541,9 @@ int main(int argc, char** argv) {
     return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));
   if (cfg.trust.empty())
     return fail(Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files"));
+  if (exec && !cfg.log.empty())
+    return fail(Error(Errc::invalid_argument, "--log is for a loader that serves --listen")
+                    .hint("with --exec, the log is stderr of the 'xcargo' that started this loader"));
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;  // no SA_RESTART: waitpid returns on a signal
@@ -473,14 +558,20 @@ int main(int argc, char** argv) {
     so.listen = cfg.listen;
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
+    if (!cfg.log.empty())
+      if (auto s = log_to_file(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +
                  (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
-    auto rc = supervise(so, g_stop, [&](const std::string& listen, int addr_fd, char* incident, size_t incident_size) {
-      LoaderConfig wc = cfg;
-      wc.listen = listen;
-      return run_worker(wc, *access, addr_fd, incident, incident_size);
-    });
+    auto rc = supervise(
+        so, g_stop,
+        [&](const std::string& listen, int addr_fd, char* incident, size_t incident_size, int compiler_fd) {
+          LoaderConfig wc = cfg;
+          wc.listen = listen;
+          return run_worker(wc, *access, addr_fd, incident, incident_size, compiler_fd);
+        },
+        [&](int fd) { return run_compiler(cfg, access->user, fd); });
+    close_log();
     return rc.ok() ? *rc : fail(rc.error());
   }
 
@@ -491,9 +582,11 @@ int main(int argc, char** argv) {
     if (verbose) log_line(line);
   };
   if (auto s = prepare_cache(cfg.cache, std::nullopt); !s.ok()) return fail(s.error());
+  auto compiler_fd = start_compiler(cfg);
+  if (!compiler_fd.ok()) return fail(compiler_fd.error());
   const sandbox::Options box = sandbox_options(cfg, std::nullopt);
-  if (auto s = sandbox::prepare(box, {0}); !s.ok()) return fail(s.error());  // stdin: the client
-  auto engine = make_engine(cfg, log);
+  if (auto s = sandbox::prepare(box, {0, *compiler_fd}); !s.ok()) return fail(s.error());  // stdin: the client
+  auto engine = make_engine(cfg, log, compiler::remote(*compiler_fd, timing::kCompileLimit));
   if (!engine.ok()) return fail(engine.error());
   if (auto s = sandbox::lock_down(box); !s.ok()) return fail(s.error());
   Handler handler(**engine, cfg.max_input, log);

@@ -1,4 +1,5 @@
-// The supervisor: starts the worker process, restarts it when it dies, stops it on a signal.
+// The supervisor: starts the worker process and its compile service, restarts them when the
+// worker dies, stops them on a signal.
 #include "supervisor.h"
 
 #include <dirent.h>
@@ -7,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,7 +77,45 @@ std::string describe_threads(pid_t pid) {
 
 }  // namespace
 
-Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker) {
+Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Error(Errc::io, std::string("socketpair failed: ") + std::strerror(errno));
+  ChildLog child_log = log_for_child();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    parent_done(child_log);
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    child_stderr(child_log);
+    ::dup2(2, 1);
+    ::close(sv[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::prctl(PR_SET_NAME, "xcargo-compiler");  // told apart from the worker in ps and pgrep
+    if (::getppid() == 1) _exit(1);
+    _exit(compiler(sv[1]));
+  }
+  parent_done(child_log);
+  ::close(sv[1]);
+  *worker_end = sv[0];
+  return pid;
+}
+
+namespace {
+
+void end_process(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,
+                      const CompilerMain& compiler) {
   // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
   // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
@@ -87,20 +127,28 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   bool first = true;
   int failed_starts = 0;
   for (;;) {
+    int compiler_fd = -1;
+    auto compiler_pid = start_compile_service(compiler, &compiler_fd);
+    XC_TRY(compiler_pid);
     int pfd[2];
     if (::pipe2(pfd, O_CLOEXEC) != 0) return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
+    ChildLog child_log = log_for_child();
     pid_t pid = ::fork();
     if (pid < 0) return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
     if (pid == 0) {
+      child_stderr(child_log);
+      ::dup2(2, 1);  // its stdout is its log too: the loader's own stdout (a file, say) is out of a kernel's reach
       ::close(pfd[0]);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
       // Dumpable again, as a process is by default: local UCX peers of the same uid attach its
       // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
       ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
       if (::getppid() == 1) _exit(1);
-      _exit(worker(listen, pfd[1], incident, kIncidentSize));
+      _exit(worker(listen, pfd[1], incident, kIncidentSize, compiler_fd));
     }
+    parent_done(child_log);
     ::close(pfd[1]);
+    ::close(compiler_fd);
     bool silent = false;  // alive, but said nothing within the limit
     std::string addr = read_address(pfd[0], timing::kWorkerStartLimit, &silent), confined;
     ::close(pfd[0]);
@@ -151,6 +199,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
+    end_process(*compiler_pid);  // each worker gets a fresh one
     if (stop) {
       log_line("stopped");
       flush_log();
@@ -161,14 +210,25 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
       // A restart that could not start (e.g. the port not yet free), or a start that hung:
       // retry for a while.
-      if (++failed_starts > (first ? 2 : 20)) return Error(Errc::io, "the worker cannot be started; giving up");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // After it has served once, never give up: what keeps a worker from starting may pass
+      // (the port held by another process for a while, a trust directory being edited), and
+      // a loader that exits is one a kernel elsewhere on the host could take down for good.
+      ++failed_starts;
+      if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
+      if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
+        log_line("worker could not start " + std::to_string(failed_starts) +
+                 " times in a row (its own lines say why); retrying every second");
+        flush_log();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(failed_starts < 10 ? 100 : 1000));
       continue;
     }
     failed_starts = 0;
-    std::string why = incident[0] ? std::string(incident, ::strnlen(incident, kIncidentSize))
-                      : WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
-                                        : "exited with status " + std::to_string(WEXITSTATUS(ws));
+    // What waitpid says is this process's own finding; the incident page is the worker's
+    // word, which a kernel running in it could have written.
+    std::string why = WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
+                                      : "exited with status " + std::to_string(WEXITSTATUS(ws));
+    if (incident[0]) why += "; it reported: " + std::string(incident, ::strnlen(incident, kIncidentSize));
     log_line("worker stopped: " + why + "; restarting it");
     flush_log();
     const bool kernel_incident = incident[0] != '\0';

@@ -1,5 +1,8 @@
-// The supervisor: starts the worker process, restarts it when it dies, stops it on a signal.
+// The supervisor: starts the worker process and its compile service, restarts them when the
+// worker dies, stops them on a signal.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,11 +22,20 @@ struct SupervisorOptions {
 
 // The worker's main: listens on `listen`, writes "HOST:PORT\n" to addr_fd once it serves,
 // and may leave a line in `incident` (a shared page) saying why it is about to stop.
-using WorkerMain = std::function<int(const std::string& listen, int addr_fd, char* incident, size_t incident_size)>;
+// compiler_fd is its connection to its compile service.
+using WorkerMain = std::function<int(const std::string& listen, int addr_fd, char* incident, size_t incident_size, int compiler_fd)>;
+// The compile service's main (loader/compiler/service.h), serving the worker on fd. The
+// supervisor starts one before each worker, so that no kernel has run in it.
+using CompilerMain = std::function<int(int fd)>;
 
+// Forks a compile service running `compiler` (named xcargo-compiler, killed when this process
+// dies); *worker_end receives the other end of their connection. supervise() calls it before
+// each worker; --exec's engine uses it too.
+[[nodiscard]] Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end);
 // Runs workers until `stop` is set (by SIGTERM/SIGINT, which must interrupt waitpid: no
 // SA_RESTART). Returns the exit code: 0 on a clean stop, the worker's own code when the
 // first worker never started (a configuration problem); an error when a restart cannot be made.
-[[nodiscard]] Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker);
+[[nodiscard]] Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,
+                                    const CompilerMain& compiler);
 
 }  // namespace xcargo::loader

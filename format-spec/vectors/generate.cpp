@@ -18,6 +18,7 @@
 #include "xcargo/format.h"
 #include "xcargo/keys.h"
 #include "xcargo/writer.h"
+#include "tiny_elf.h"
 
 using namespace xcargo;
 namespace fmt = xcargo::format;
@@ -35,20 +36,16 @@ T must(Result<T> r, const char* what) {
   return std::move(r).value();
 }
 
-// A 64-byte ELF64 little-endian ET_REL header for x86_64, then a marker: enough for the
-// container's payload checks, not a linkable object (the format does not need one).
-Bytes fake_object() {
-  const std::string_view tail = "xcargo test vector object payload";
-  Bytes b(64 + tail.size(), 0);
-  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
-  std::memcpy(b.data(), ident, sizeof ident);
-  le::store16(b.data() + 16, 1);   // ET_REL
-  le::store16(b.data() + 18, 62);  // EM_X86_64
-  le::store32(b.data() + 20, 1);   // EV_CURRENT
-  le::store16(b.data() + 52, 64);  // e_ehsize
-  std::memcpy(b.data() + 64, tail.data(), tail.size());
-  return b;
+// The vectors' keys are published on purpose (mode 0644 in git), so they are read as PEM:
+// SigningKey::load refuses a private key file that others can read.
+SigningKey published_key(const std::string& path) {
+  Bytes pem = must(read_file(path, 64 * 1024), path.c_str());
+  return must(SigningKey::from_pem(std::string_view(reinterpret_cast<const char*>(pem.data()), pem.size()), path), path.c_str());
 }
+
+// A minimal x86_64 relocatable object whose undefined symbols are the x86_64 variant's
+// imports: enough for the payload checks (section 5.4), not linkable code.
+Bytes fake_object() { return tiny_elf::object(62, {"memcpy", "xc_reply"}); }
 
 Bytes fake_bitcode() {
   const std::string_view tail = "xcargo test vector bitcode payload";
@@ -93,6 +90,30 @@ std::string base_manifest_text() {
   return emit_manifest(m);
 }
 
+// The x86_64 variant's imports in the base manifest text.
+const char kObjectImports[] = "imports:\n      - \"memcpy\"\n      - \"xc_reply\"\n";
+
+// The base manifest text of a cargo whose one entry point is called `entry`.
+std::string manifest_text_with_entry(const std::string& entry) {
+  Manifest m = base_manifest();
+  m.entries = {entry};
+  uint32_t i = 1;
+  for (auto& p : base_payloads()) {
+    p.variant.section = i++;
+    p.variant.raw_size = p.raw.size();
+    p.variant.sha256 = sha256(p.raw);
+    p.variant.entries = {{entry, entry}};
+    m.variants.push_back(p.variant);
+  }
+  return emit_manifest(m);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (s.find(from) == std::string::npos) die("vector edit: '" + from + "' not found");
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  return s;
+}
+
 // The sections of the base cargo with the given manifest text.
 std::vector<RawSection> sections_with(const std::string& yaml) {
   std::vector<RawSection> s = {{uint16_t(fmt::SectionKind::manifest), Bytes(yaml.begin(), yaml.end())}};
@@ -109,6 +130,17 @@ std::string replace(std::string s, const std::string& from, const std::string& t
   auto pos = s.find(from);
   if (pos == std::string::npos) die("vector edit: '" + from + "' not found");
   return s.replace(pos, from.size(), to);
+}
+
+// The base cargo with the x86_64 variant's object replaced by `object` (and its manifest's
+// raw_size and sha256 to match, imports unchanged).
+Bytes with_object(const Bytes& object) {
+  std::string y = base_manifest_text();
+  y = replace(y, "raw_size: " + std::to_string(fake_object().size()) + "\n", "raw_size: " + std::to_string(object.size()) + "\n");
+  y = replace(y, to_hex(sha256(fake_object())), to_hex(sha256(object)));
+  std::vector<RawSection> s = sections_with(y);
+  s[2].raw = object;
+  return must(write_sections(s), "write_sections");
 }
 
 uint8_t* section_entry(Bytes& b, size_t i) { return b.data() + fmt::kHeaderSize + i * fmt::kSectionEntrySize; }
@@ -150,6 +182,44 @@ Bytes with_frame_content_size(Bytes frame, uint32_t size) {
   return frame;
 }
 
+// A zstd frame holding `raw` in raw blocks, whose header declares the content size and a
+// window of 2^window_log bytes (not single-segment): what a writer with --long=28 produces.
+Bytes frame_with_window(const Bytes& raw, unsigned window_log) {
+  Bytes f = {0x28, 0xB5, 0x2F, 0xFD, 0xC0, uint8_t((window_log - 10) << 3)};  // FCS 8 bytes, window descriptor
+  f.resize(f.size() + 8);
+  le::store64(f.data() + 6, raw.size());
+  size_t done = 0;
+  do {
+    const size_t n = std::min<size_t>(raw.size() - done, 128 << 10);
+    const uint32_t block = uint32_t(n << 3) | (done + n == raw.size() ? 1 : 0);  // Raw_Block, last flag
+    f.push_back(uint8_t(block)), f.push_back(uint8_t(block >> 8)), f.push_back(uint8_t(block >> 16));
+    f.insert(f.end(), raw.begin() + done, raw.begin() + done + n);
+    done += n;
+  } while (done < raw.size());
+  return f;
+}
+
+// `b` with section i's stored bytes replaced by `stored` (compression 1), the table and
+// content size adjusted. The signature block must be empty (sign afterwards).
+Bytes with_stored(Bytes b, size_t i, const Bytes& stored) {
+  auto c = must(parse_container(b), "parse");
+  const auto& s = c.sections[i];
+  Bytes tail(b.begin() + s.offset + s.stored_size, b.end());
+  const int64_t delta = int64_t(stored.size()) - int64_t(s.stored_size);
+  b.resize(s.offset);
+  b.insert(b.end(), stored.begin(), stored.end());
+  b.insert(b.end(), tail.begin(), tail.end());
+  uint8_t* e = section_entry(b, i);
+  e[fmt::kSecCompression] = uint8_t(fmt::Compression::zstd);
+  le::store64(e + fmt::kSecStoredSize, stored.size());
+  const Digest d = sha256(stored);
+  std::memcpy(e + fmt::kSecStoredSha256, d.data(), d.size());
+  for (size_t j = i + 1; j < c.sections.size(); ++j)
+    le::store64(section_entry(b, j) + fmt::kSecOffset, uint64_t(int64_t(c.sections[j].offset) + delta));
+  le::store64(b.data() + fmt::kHdrContentSize, uint64_t(int64_t(c.content_size) + delta));
+  return b;
+}
+
 // The base cargo (plain zstd) plus an ancillary section (kind 0x8001) that declares raw_size
 // bytes and whose stored bytes are `stored`, with the table's stored size and digest to match.
 Bytes with_ancillary_stored(const Bytes& stored, uint64_t raw_size) {
@@ -184,8 +254,8 @@ struct Vector {
 int main(int argc, char** argv) {
   if (argc != 3) die("usage: xcargo-vectors KEYDIR OUTDIR");
   const std::string keydir = argv[1], outdir = argv[2];
-  const SigningKey signer = must(SigningKey::load(keydir + "/vector-signer.key"), "signer key");
-  const SigningKey other = must(SigningKey::load(keydir + "/other-signer.key"), "other key");
+  const SigningKey signer = published_key(keydir + "/vector-signer.key");
+  const SigningKey other = published_key(keydir + "/other-signer.key");
   auto sign = [&](Bytes b) { return must(add_signature(b, signer), "sign"); };
 
   const std::vector<Vector> vectors = {
@@ -270,6 +340,11 @@ int main(int argc, char** argv) {
        [&] { return sign(with_ancillary_stored(zero_bomb(1ull << 30, false), 1 << 20)); }},
       {"zstd-bomb-lying", "malformed", "section 3 is the 1 GiB bomb whose frame header claims the 1 MiB of its raw size",
        [&] { return sign(with_ancillary_stored(with_frame_content_size(zero_bomb(1ull << 30, true), 1 << 20), 1 << 20)); }},
+      {"zstd-window-too-large", "malformed", "the manifest's zstd frame declares a 256 MiB window (windowLog 28; the limit is 27)",
+       [&] {
+         const std::string y = base_manifest_text();
+         return sign(with_stored(unsigned_cargo(), 0, frame_with_window(Bytes(y.begin(), y.end()), 28)));
+       }},
       {"manifest-oversized", "limit", "the manifest declares a raw size of 256 KiB + 1",
        [&] { Bytes b = unsigned_cargo(); le::store64(section_entry(b, 0) + fmt::kSecRawSize, (256u << 10) + 1); return sign(b); }},
       {"total-raw-size-over-limit", "limit", "five ancillary sections each declare 60 MiB: 300 MiB in all",
@@ -293,9 +368,9 @@ int main(int argc, char** argv) {
       {"malformed-manifest", "manifest", "the manifest is not valid YAML; signed",
        [&] { return sign(with_manifest(replace(base_manifest_text(), "variants:", "variants: [\n"))); }},
       {"manifest-missing-field", "manifest", "a variant without 'triple'; signed",
-       [&] { return sign(with_manifest(replace(base_manifest_text(), "    triple: x86_64-unknown-linux-gnu\n", ""))); }},
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "    triple: \"x86_64-unknown-linux-gnu\"\n", ""))); }},
       {"manifest-duplicate-key", "manifest", "the key 'name' twice at the top level; signed",
-       [&] { return sign(with_manifest(replace(base_manifest_text(), "name: vector\n", "name: vector\nname: other\n"))); }},
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "name: \"vector\"\n", "name: \"vector\"\nname: \"other\"\n"))); }},
       {"manifest-duplicate-variant-section", "manifest", "two variants name section 1; signed",
        [&] { return sign(with_manifest(replace(base_manifest_text(), "section: 2", "section: 1"))); }},
       {"manifest-section-mismatch", "manifest", "a variant's raw_size differs from the section table; signed",
@@ -303,6 +378,49 @@ int main(int argc, char** argv) {
          std::string y = base_manifest_text();
          std::string from = "raw_size: " + std::to_string(fake_object().size());
          return sign(with_manifest(replace(y, from, "raw_size: 1")));
+       }},
+      {"manifest-imports-unsorted", "manifest", "the x86_64 variant's imports are not in ascending byte order; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), kObjectImports, "imports:\n      - \"xc_reply\"\n      - \"memcpy\"\n"))); }},
+      {"manifest-import-not-allowed", "manifest", "the x86_64 variant imports 'system', which is not on the allow-list; signed",
+       [&] {
+         return sign(with_manifest(replace(base_manifest_text(), kObjectImports, "imports:\n      - \"memcpy\"\n      - \"system\"\n      - \"xc_reply\"\n")));
+       }},
+      // Section 5.3: each is valid YAML 1.2 describing the base manifest (or, for the last
+      // three, a manifest a core-schema reader types differently), but not its canonical bytes.
+      {"manifest-bom", "manifest", "the manifest starts with a UTF-8 byte order mark; signed",
+       [&] { return sign(with_manifest("\xEF\xBB\xBF" + base_manifest_text())); }},
+      {"manifest-crlf", "manifest", "the manifest's lines end with CR LF; signed",
+       [&] { return sign(with_manifest(replace_all(base_manifest_text(), "\n", "\r\n"))); }},
+      {"manifest-alias", "manifest", "the entry name is an anchor that the variants' entries refer to by alias; signed",
+       [&] {
+         std::string y = replace(base_manifest_text(), "entries:\n  - \"add\"", "entries:\n  - &e \"add\"");
+         return sign(with_manifest(replace_all(y, "      add: \"add\"", "      add: *e")));
+       }},
+      {"manifest-flow-style", "manifest", "the x86_64 variant's imports in flow style, [\"memcpy\", \"xc_reply\"]; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), kObjectImports, "imports: [\"memcpy\", \"xc_reply\"]\n"))); }},
+      {"manifest-tag", "manifest", "the name carries an explicit tag, !!str \"vector\"; signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "name: \"vector\"", "name: !!str \"vector\""))); }},
+      {"manifest-keys-unsorted", "manifest", "'format' is the first key at the top level, before 'entries'; signed",
+       [&] {
+         std::string y = replace(base_manifest_text(), "format: 1\n", "");
+         return sign(with_manifest("format: 1\n" + y));
+       }},
+      {"manifest-plain-true", "manifest", "the entry point 'True' written unquoted (a core-schema reader reads a boolean); signed",
+       [&] { return sign(with_manifest(replace_all(manifest_text_with_entry("True"), "\"True\"", "True"))); }},
+      {"manifest-quoted-integer", "manifest", "the x86_64 variant's section is the string \"2\" (canonical, but not an integer); signed",
+       [&] { return sign(with_manifest(replace(base_manifest_text(), "section: 2", "section: \"2\""))); }},
+      {"object-import-unlisted", "manifest", "the x86_64 object imports 'memcpy', 'xc_log' and 'xc_reply'; its variant lists only 'memcpy' and 'xc_reply'; signed",
+       [&] { return sign(with_object(tiny_elf::object(62, {"memcpy", "xc_log", "xc_reply"}))); }},
+      {"object-import-system", "manifest", "the x86_64 object imports 'system', which its variant's imports omit; signed",
+       [&] { return sign(with_object(tiny_elf::object(62, {"memcpy", "system", "xc_reply"}))); }},
+      {"object-import-extra", "manifest", "the x86_64 variant lists 'memcpy', which its object does not import; signed",
+       [&] { return sign(with_object(tiny_elf::object(62, {"xc_reply"}))); }},
+      {"object-bad-symtab", "malformed", "the x86_64 object's symbol table extends past its end; signed",
+       [&] {
+         Bytes o = fake_object();
+         const size_t symtab_header = le::load64(o.data() + 0x28) + 64;
+         le::store64(o.data() + symtab_header + 0x20, 24 * 1000);
+         return sign(with_object(o));
        }},
       {"unsigned", "not_signed", "no signatures", [&] { return unsigned_cargo(); }},
       {"unknown-key", "untrusted", "signed only by other-signer", [&] { return must(add_signature(unsigned_cargo(), other), "sign"); }},

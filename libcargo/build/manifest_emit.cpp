@@ -1,39 +1,42 @@
-// Canonical YAML emission of a manifest (spec section 5.3).
-#include <yaml-cpp/yaml.h>
-
+// The manifest's canonical text (spec section 5.3): the tree of a Manifest, emitted by the
+// same code that readers use to check that a stored manifest is canonical.
+#include "read/canonical.h"
 #include "xcargo/writer.h"
 
 namespace xcargo {
 
 std::string emit_manifest(const Manifest& m) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "format" << YAML::Value << m.format;
-  out << YAML::Key << "name" << YAML::Value << m.name;
-  out << YAML::Key << "version" << YAML::Value << YAML::DoubleQuoted << m.version;
-  out << YAML::Key << "entries" << YAML::Value << YAML::Flow << m.entries;
-  out << YAML::Key << "toolchain" << YAML::Value << YAML::BeginMap;
-  for (const auto& [tool, version] : m.toolchain) out << YAML::Key << tool << YAML::Value << YAML::DoubleQuoted << version;
-  out << YAML::EndMap;
-  out << YAML::Key << "variants" << YAML::Value << YAML::BeginSeq;
+  using canon::Node;
+  auto names = [](const std::vector<std::string>& list) {
+    Node seq = Node::seq();
+    for (const auto& s : list) seq.push(Node::of(s));
+    return seq;
+  };
+  Node toolchain = Node::map();
+  for (const auto& [tool, version] : m.toolchain) toolchain.add(tool, Node::of(version));
+  Node variants = Node::seq();
   for (const auto& v : m.variants) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << v.name;
-    out << YAML::Key << "kind" << YAML::Value << variant_kind_name(v.kind);
-    out << YAML::Key << "section" << YAML::Value << v.section;
-    out << YAML::Key << "triple" << YAML::Value << v.triple;
-    out << YAML::Key << "cpu" << YAML::Value << YAML::DoubleQuoted << v.cpu;
-    out << YAML::Key << "raw_size" << YAML::Value << v.raw_size;
-    out << YAML::Key << "sha256" << YAML::Value << to_hex(v.sha256);
-    out << YAML::Key << "entries" << YAML::Value << YAML::BeginMap;
-    for (const auto& e : v.entries) out << YAML::Key << e.entry << YAML::Value << e.symbol;
-    out << YAML::EndMap;
-    out << YAML::Key << "imports" << YAML::Value << YAML::Flow << v.imports;
-    out << YAML::EndMap;
+    Node entries = Node::map();
+    for (const auto& e : v.entries) entries.add(e.entry, Node::of(e.symbol));
+    variants.push(Node::map()
+                      .add("name", Node::of(v.name))
+                      .add("kind", Node::of(std::string(variant_kind_name(v.kind))))
+                      .add("section", Node::of(uint64_t(v.section)))
+                      .add("triple", Node::of(v.triple))
+                      .add("cpu", Node::of(v.cpu))
+                      .add("raw_size", Node::of(v.raw_size))
+                      .add("sha256", Node::of(to_hex(v.sha256)))
+                      .add("entries", std::move(entries))
+                      .add("imports", names(v.imports)));
   }
-  out << YAML::EndSeq;
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  Node root = Node::map();
+  root.add("format", Node::of(uint64_t(m.format)))
+      .add("name", Node::of(m.name))
+      .add("version", Node::of(m.version))
+      .add("entries", names(m.entries))
+      .add("toolchain", std::move(toolchain))
+      .add("variants", std::move(variants));
+  return canon::emit(root);
 }
 
 }  // namespace xcargo

@@ -59,7 +59,7 @@ Error Connection::denied(const std::string& why) const {
   return e;
 }
 
-Status Connection::handshake(const std::string& identity_path) {
+Status Connection::handshake(const SigningKey* identity, const std::string& identity_path) {
   auto nonce = auth::random_nonce();
   XC_TRY(nonce);
   auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address(), *nonce}), {});
@@ -77,23 +77,34 @@ Status Connection::handshake(const std::string& identity_path) {
   if (!ed25519_verify(node_key, auth::node_proof(*nonce, node_.nonce, node_.node_key), node_.node_sig))
     return Error(Errc::unauthenticated, peer() + ": the node's hello is not signed by the key it names")
         .hint("something between this client and the node changed its messages");
-  if (identity_path.empty()) {
+  if (!identity) {
     if (node_.auth == AuthMode::optional) return {};
     return Error(Errc::unauthenticated, peer() + ": the node serves only authenticated clients, and no identity was given")
         .hint("pass --identity KEY or set XCARGO_IDENTITY=KEY; 'xcargo keygen -o ~/.config/xcargo/identity' makes one")
         .hint("the node's admin adds KEY.pub to the loader's clients");
   }
-  return authenticate(identity_path, *nonce);
+  return authenticate(*identity, identity_path, *nonce);
 }
 
-Status Connection::authenticate(const std::string& identity_path, const Nonce& client_nonce) {
-  auto key = SigningKey::load(identity_path);
-  if (!key.ok()) return Error(Errc::key, "identity: " + key.error().message()).hint("pass --identity KEY, a file written by 'xcargo keygen'");
-  const std::string id = to_hex(key->public_key().id);
-  auto sig = key->sign(auth::client_proof(client_nonce, node_.nonce, node_.node_key, key->public_key().raw));
+Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& options) {
+  if (options.identity_key) return options.identity_key;
+  const std::string path = options.identity.empty() ? auth::default_identity_path() : options.identity;
+  if (path.empty()) return std::shared_ptr<const SigningKey>();
+  auto key = SigningKey::load(path, options.identity_passphrase);
+  if (!key.ok()) {
+    Error e = key.take_error().within("identity");  // keeps the key's own hints (chmod, passphrase)
+    if (e.hints().empty()) e.hint("pass --identity KEY, a file written by 'xcargo keygen'");
+    return e;
+  }
+  return std::shared_ptr<const SigningKey>(std::make_shared<SigningKey>(std::move(*key)));
+}
+
+Status Connection::authenticate(const SigningKey& key, const std::string& identity_path, const Nonce& client_nonce) {
+  const std::string id = to_hex(key.public_key().id);
+  auto sig = key.sign(auth::client_proof(client_nonce, node_.nonce, node_.node_key, key.public_key().raw));
   XC_TRY(sig);
   const uint64_t rid = next_id_++;
-  auto f = request(MsgType::auth, MsgType::auth_reply, encode(Auth{rid, key->public_key().raw, *sig}), {});
+  auto f = request(MsgType::auth, MsgType::auth_reply, encode(Auth{rid, key.public_key().raw, *sig}), {});
   XC_TRY(f);
   auto r = decode_reply(peer(), f->header, rid, decode_auth_reply);
   XC_TRY(r);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "xcargo/client.h"
+#include "xcargo/file.h"
 
 extern char** environ;
 
@@ -40,19 +41,12 @@ public:
     }
   }
   std::string peer() const override { return "local loader"; }
-  Status start() { return handshake({}); }  // a private loader: no authentication
+  Status start() { return handshake(nullptr, {}); }  // a private loader: no authentication
 
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
     if (to_ < 0) return Error(Errc::unreachable, "the local loader connection is closed");
-    Bytes f = encode_frame(type, header, data);
-    size_t done = 0;
-    while (done < f.size()) {
-      ssize_t n = ::write(to_, f.data() + done, f.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return lost();
-      done += size_t(n);
-    }
+    if (!write_all(to_, encode_frame(type, header, data)).ok()) return lost();
     // Invocations may run up to the time limit; the loader gets one more second.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_ + 1);
     Bytes head(kFrameHeaderSize);
@@ -71,20 +65,11 @@ protected:
 
 private:
   Status read_exact(uint8_t* p, size_t n, std::chrono::steady_clock::time_point deadline) {
-    size_t done = 0;
-    while (done < n) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return timed_out();
-      pollfd pfd{from_, POLLIN, 0};
-      int rc = ::poll(&pfd, 1, int(left.count()));
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc == 0) return timed_out();
-      ssize_t got = ::read(from_, p + done, n - done);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return lost();
-      done += size_t(got);
+    switch (xcargo::read_exact(from_, p, n, deadline)) {
+      case ReadEnd::done: return {};
+      case ReadEnd::timed_out: return timed_out();
+      default: return lost();
     }
-    return {};
   }
   Error timed_out() {
     ::kill(pid_, SIGKILL);

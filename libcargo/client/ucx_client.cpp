@@ -84,7 +84,7 @@ public:
     XC_TRY(ep);
     ep_ = *ep;
     timeout_ms_ = o.connect_timeout_ms;
-    auto hs = handshake(o.identity.empty() ? auth::default_identity_path() : o.identity);
+    auto hs = handshake(o.identity_key.get(), o.identity.empty() ? auth::default_identity_path() : o.identity);
     timeout_ms_ = o.reply_timeout_ms;
     return hs;
   }
@@ -241,9 +241,14 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   // A loader restarting after a kernel failure is back within a second: refused
   // connections are retried for options.retry_ms before the node counts as unreachable.
   const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
+  // The identity once, before connecting: not again at each retry, and not on the node's clock.
+  auto identity = load_identity(options);
+  XC_TRY(identity);
+  ConnectOptions o = options;
+  o.identity_key = *identity;
   for (;;) {
     auto c = std::make_unique<UcxConnection>();
-    auto s = c->open(host_port, options);
+    auto s = c->open(host_port, o);
     if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
     if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

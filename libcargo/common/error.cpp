@@ -15,6 +15,7 @@ const char* errc_name(Errc code) {
     case Errc::not_signed: return "not_signed";
     case Errc::untrusted: return "untrusted";
     case Errc::bad_signature: return "bad_signature";
+    case Errc::revoked: return "revoked";
     case Errc::key: return "key";
     case Errc::compile: return "compile";
     case Errc::import: return "import";
@@ -35,6 +36,7 @@ bool is_verification_failure(Errc code) {
     case Errc::not_signed:
     case Errc::untrusted:
     case Errc::bad_signature:
+    case Errc::revoked:
       return true;
     default:
       return false;

@@ -3,9 +3,11 @@
 #include "xcargo/file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -73,8 +75,6 @@ Result<Bytes> read_file(const std::string& path, uint64_t max_size) {
   return data;
 }
 
-namespace {
-
 Status write_all(int fd, ByteView data) {
   size_t done = 0;
   while (done < data.size()) {
@@ -85,6 +85,32 @@ Status write_all(int fd, ByteView data) {
   }
   return {};
 }
+
+ReadEnd read_exact(int fd, uint8_t* p, size_t n, std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
+  size_t done = 0;
+  while (done < n) {
+    int wait = -1;
+    if (deadline != Clock::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return ReadEnd::timed_out;
+      wait = int(std::min<int64_t>(left, 1 << 30));
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    const int rc = ::poll(&pfd, 1, wait);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return ReadEnd::failed;
+    if (rc == 0) continue;  // the deadline, checked above
+    const ssize_t got = ::read(fd, p + done, n - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ReadEnd::failed;
+    if (got == 0) return ReadEnd::closed;
+    done += size_t(got);
+  }
+  return ReadEnd::done;
+}
+
+namespace {
 
 // The descriptor a path names by itself ("-", /dev/stdout, /proc/self/fd/N), if any.
 std::optional<int> named_descriptor(const std::string& path) {

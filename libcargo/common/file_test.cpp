@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <string>
 #include <thread>
 
@@ -113,8 +114,10 @@ TEST_CASE("a pipe is read to its end, within the limit", "[file]") {
   CHECK(got->size() == text.size());  // not 0, what fstat says of a pipe
 
   REQUIRE(::pipe(fds) == 0);
+  // PIPE_BUF bytes: one atomic write that fits the pipe, so it never races the reader's close
+  // (a larger write could still be blocked then, and die of SIGPIPE).
   std::thread big([&] {
-    (void)!::write(fds[1], text.data(), 70000);
+    (void)!::write(fds[1], text.data(), PIPE_BUF);
     ::close(fds[1]);
   });
   auto over = read_file("/proc/self/fd/" + std::to_string(fds[0]), 1000);

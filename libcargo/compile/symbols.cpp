@@ -1,5 +1,5 @@
 // Reads symbols from ELF objects and LLVM bitcode with LLVM's Object and Bitcode readers.
-// This is the only translation unit of xcargo that includes LLVM headers.
+// With bitcode/rules.cpp, the only translation units of xcargo that include LLVM headers.
 #include "compile/symbols.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -14,6 +14,7 @@
 #include <set>
 
 #include "xcargo/abi.h"
+#include "xcargo/bitcode_rules.h"
 
 namespace xcargo {
 
@@ -86,6 +87,7 @@ Result<SymbolScan> scan_bitcode(llvm::MemoryBufferRef buf, const std::string& wh
   llvm::LLVMContext ctx;
   auto mod = llvm::parseBitcodeFile(buf, ctx);
   if (!mod) return Error(Errc::compile, what + ": cannot read the bitcode: " + take_message(mod.takeError()));
+  XC_TRY(bitcode::check_module(**mod, what));  // what loaders would refuse, refused here first
   SymbolScan scan;
   std::set<std::string> entries, imports;
   for (const llvm::Function& f : **mod) {

@@ -1,4 +1,5 @@
-// The import allow-list of the kernel ABI (see xcargo/abi.h and xcargo/kernel.h).
+// The import allow-list of the kernel ABI: the table of format-spec/xcargo-format.md section
+// 5.5, in its order (abi_test.cpp compares them), declared by xcargo/kernel.h.
 #include "xcargo/abi.h"
 
 #include <algorithm>

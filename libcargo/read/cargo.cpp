@@ -1,16 +1,19 @@
 // Full verification of a cargo in the spec's order (section 8) and bounded section decoding.
 #include "xcargo/cargo.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getFrameHeader, to read the declared window
 #include <zstd.h>
 
 #include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "common/le.h"
 #include "read/dictionary.h"
+#include "read/elf.h"
 #include "xcargo/file.h"
 
 namespace xcargo {
@@ -37,6 +40,16 @@ Status check_frame(ByteView stored, const SectionEntry& s, const std::string& de
   size_t frame = ZSTD_findFrameCompressedSize(stored.data(), stored.size());
   if (ZSTD_isError(frame) || frame != stored.size())
     return Error(Errc::malformed, desc + ": section must hold exactly one complete zstd frame");
+  // The window the header declares, whatever path decompression takes: zstd's one-shot
+  // decoder (and its streaming decoder when the output fits) ignores ZSTD_d_windowLogMax.
+  ZSTD_frameHeader header{};
+  if (ZSTD_getFrameHeader(&header, stored.data(), stored.size()) != 0)
+    return Error(Errc::malformed, desc + ": unreadable zstd frame header");
+  if (header.windowSize > (1ull << kMaxWindowLog))
+    return Error(Errc::malformed, desc + ": zstd frame declares a window of " + std::to_string(header.windowSize) +
+                                      " bytes, over the limit of " + std::to_string(1ull << kMaxWindowLog) + " (windowLog " +
+                                      std::to_string(kMaxWindowLog) + ")")
+        .hint("compress with a windowLog of at most " + std::to_string(kMaxWindowLog) + " (zstd --long=27 or less)");
   return {};
 }
 
@@ -48,7 +61,7 @@ Result<Bytes> decode(ByteView stored, const SectionEntry& s, const std::string& 
   XC_TRY(check_frame(stored, s, desc));
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!dctx) return Error(Errc::io, desc + ": out of memory");
-  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, 27);  // at most 128 MiB of window
+  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);  // at most 128 MiB of window
   if (s.compression == Compression::zstd_dict1) {
     const ZSTD_DDict* dict = dictionary1_ddict();
     if (!dict) return Error(Errc::io, desc + ": cannot load zstd dictionary 1");
@@ -145,6 +158,28 @@ Status check_payload(const Bytes& raw, const Variant& v, const std::string& desc
   return {};
 }
 
+// Spec 5.4: an object's undefined symbols are exactly its variant's `imports` (which the
+// manifest check already holds to the allow-list): what the loader links is what was listed.
+Status check_imports(const Bytes& object, const Variant& v, const std::string& desc) {
+  auto undefined = elf::undefined_symbols(object, desc, kMaxImports);
+  XC_TRY(undefined);
+  std::vector<std::string> missing, extra;
+  std::set_difference(undefined->begin(), undefined->end(), v.imports.begin(), v.imports.end(), std::back_inserter(missing));
+  std::set_difference(v.imports.begin(), v.imports.end(), undefined->begin(), undefined->end(), std::back_inserter(extra));
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+    return out + (names.size() > 8 ? ", ..." : "");
+  };
+  if (!missing.empty())
+    return Error(Errc::manifest, desc + ": the object imports " + list(missing) + ", which the variant's imports do not list")
+        .hint("a variant's imports are exactly the object's undefined symbols (format-spec/xcargo-format.md, section 5.4)");
+  if (!extra.empty())
+    return Error(Errc::manifest, desc + ": the variant's imports list " + list(extra) + ", which the object does not import")
+        .hint("a variant's imports are exactly the object's undefined symbols (format-spec/xcargo-format.md, section 5.4)");
+  return {};
+}
+
 Status check_signatures(const Container& c, const TrustStore& trust, std::vector<Signer>& signers) {
   if (c.signatures.empty())
     return Error(Errc::not_signed, "cargo is not signed").hint("sign it with 'xcargo sign CARGO --key KEY'");
@@ -176,6 +211,13 @@ Status check_signatures(const Container& c, const TrustStore& trust, std::vector
         .hint("'xcargo inspect CARGO' shows who signed it");
   }
   return {};
+}
+
+std::vector<KeyId> trusted_signers(const std::vector<Signer>& signers) {
+  std::vector<KeyId> ids;
+  for (const Signer& s : signers)
+    if (s.trusted) ids.push_back(s.key_id);
+  return ids;
 }
 
 }  // namespace
@@ -214,6 +256,9 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
   cargo.signers_.resize(c.signatures.size());
   for (size_t i = 0; i < c.signatures.size(); ++i) cargo.signers_[i].key_id = c.signatures[i].key_id;
 
+  // A cargo the trust directory revokes by digest goes no further (trust-directory.md).
+  if (trust) XC_TRY(trust->rules().check_digest(c.digest));
+
   // Step 4: signatures over the cargo digest, before any section is decompressed or parsed.
   if (trust) XC_TRY(check_signatures(c, *trust, cargo.signers_));
 
@@ -223,6 +268,9 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
   auto manifest = parse_manifest(std::string_view(reinterpret_cast<const char*>(manifest_raw->data()), manifest_raw->size()));
   XC_TRY(manifest);
   cargo.manifest_ = std::move(*manifest);
+
+  // The minimum versions for this name and the signers that made it trusted (rollback).
+  if (trust) XC_TRY(trust->rules().check_version(cargo.manifest_.name, cargo.manifest_.version, trusted_signers(cargo.signers_)));
 
   // Step 6: the manifest and the section table describe the same sections.
   std::vector<int> used(c.sections.size(), 0);
@@ -245,12 +293,13 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
       return Error(Errc::manifest, "section " + std::to_string(i) + " (" + kind_label(c.sections[i].kind) +
                                        ") is not described by the manifest");
 
-  // Step 7: every section decompresses to its declared size and digest. Streamed through
-  // one scratch buffer: verification never holds a whole raw payload.
+  // Step 7: every section decompresses to its declared size and digest. Bitcode and
+  // ancillary sections are streamed through one scratch buffer; an object is held whole
+  // (bounded by the payload limit) to read its symbol table.
   // One stream for all sections, so its window buffer is allocated once.
   std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
   if (!ds) return Error(Errc::io, "out of memory");
-  ZSTD_DCtx_setParameter(ds.get(), ZSTD_d_windowLogMax, 27);
+  ZSTD_DCtx_setParameter(ds.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
   Bytes scratch(ZSTD_DStreamOutSize()), head;
   for (uint32_t i = 1; i < c.sections.size(); ++i) {
     const SectionEntry& s = c.sections[i];
@@ -259,6 +308,15 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
       if (v.section == i) variant = &v;
     const std::string desc = cargo.describe_section(i);
     ByteView stored = ByteView(cargo.bytes_).subspan(size_t(s.offset), size_t(s.stored_size));
+    if (variant && variant->kind == VariantKind::object) {
+      // Objects are held whole (at most the payload limit): their symbol table is read.
+      auto raw = decode(stored, s, desc);
+      XC_TRY(raw);
+      if (sha256(*raw) != variant->sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
+      XC_TRY(check_payload(*raw, *variant, desc));
+      XC_TRY(check_imports(*raw, *variant, desc));
+      continue;
+    }
     XC_TRY(check_streaming(stored, s, desc, variant ? &variant->sha256 : nullptr, ds.get(), scratch, head));
     if (variant) XC_TRY(check_payload(head, *variant, desc));
   }

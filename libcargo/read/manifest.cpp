@@ -7,6 +7,8 @@
 #include <charconv>
 #include <set>
 
+#include "read/canonical.h"
+#include "xcargo/abi.h"
 #include "xcargo/format.h"
 
 namespace xcargo {
@@ -43,70 +45,72 @@ bool is_plain_text(std::string_view s, size_t max) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
-// A YAML mapping whose keys are unique scalars; duplicate keys are refused because two
-// readers could otherwise disagree about what the signer signed.
+using canon::Node;
+
+const char* type_name(Node::Type t) {
+  switch (t) {
+    case Node::Type::integer: return "an integer";
+    case Node::Type::string: return "a string";
+    case Node::Type::mapping: return "a mapping";
+    case Node::Type::sequence: return "a list";
+  }
+  return "?";
+}
+
+// A mapping of the manifest's tree, with typed accessors whose errors say where.
 class Map {
 public:
-  static Result<Map> of(const YAML::Node& node, const std::string& where) {
-    if (!node.IsMap()) return bad(where + " must be a mapping");
+  static Result<Map> of(const Node& node, const std::string& where) {
+    if (node.type != Node::Type::mapping) return bad(where + " must be a mapping, not " + type_name(node.type));
     Map m;
     m.where_ = where;
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      if (!kv.first.IsScalar()) return bad(where + ": keys must be plain strings");
-      std::string k = kv.first.Scalar();
-      if (!seen.insert(k).second) return bad(where + ": duplicate key '" + k + "'");
-      m.items_.emplace_back(k, kv.second);
-    }
+    m.node_ = &node;
     return m;
   }
-  const YAML::Node* get(std::string_view key) const {
-    for (const auto& [k, v] : items_)
+  const Node* get(std::string_view key) const {
+    for (const auto& [k, v] : node_->mapping)
       if (k == key) return &v;
     return nullptr;
   }
   Result<std::string> str(std::string_view key, size_t max = 256) const {
-    const YAML::Node* n = get(key);
+    const Node* n = get(key);
     if (!n) return bad(where_ + ": missing '" + std::string(key) + "'");
-    if (!n->IsScalar() || !is_plain_text(n->Scalar(), max))
+    if (n->type != Node::Type::string || !is_plain_text(n->string, max))
       return bad(where_ + ": '" + std::string(key) + "' must be a string of printable ASCII, 1 to " +
                  std::to_string(max) + " characters");
-    return n->Scalar();
+    return n->string;
   }
   Result<uint64_t> uint(std::string_view key) const {
-    const YAML::Node* n = get(key);
+    const Node* n = get(key);
     if (!n) return bad(where_ + ": missing '" + std::string(key) + "'");
-    if (!n->IsScalar()) return bad(where_ + ": '" + std::string(key) + "' must be a number");
-    const std::string& s = n->Scalar();
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || s.empty())
-      return bad(where_ + ": '" + std::string(key) + "' must be an unsigned decimal number, got '" + s + "'");
-    return v;
+    if (n->type != Node::Type::integer)
+      return bad(where_ + ": '" + std::string(key) + "' must be an unsigned decimal number, not " + type_name(n->type));
+    return n->integer;
   }
-  const std::vector<std::pair<std::string, YAML::Node>>& items() const { return items_; }
+  const std::vector<std::pair<std::string, Node>>& items() const { return node_->mapping; }
 
 private:
   std::string where_;
-  std::vector<std::pair<std::string, YAML::Node>> items_;
+  const Node* node_ = nullptr;
 };
 
-Result<std::vector<std::string>> identifier_list(const YAML::Node* n, const std::string& where, size_t max) {
+Result<std::vector<std::string>> identifier_list(const Node* n, const std::string& where, size_t max) {
   if (!n) return bad("missing " + where);
-  if (!n->IsSequence()) return bad(where + " must be a list");
-  if (n->size() > max) return bad(where + " has " + std::to_string(n->size()) + " items, over the limit of " + std::to_string(max));
+  if (n->type != Node::Type::sequence) return bad(where + " must be a list");
+  if (n->sequence.size() > max)
+    return bad(where + " has " + std::to_string(n->sequence.size()) + " items, over the limit of " + std::to_string(max));
   std::vector<std::string> out;
   std::set<std::string> seen;
-  for (const auto& item : *n) {
-    if (!item.IsScalar() || !is_identifier(item.Scalar()))
+  for (const auto& item : n->sequence) {
+    if (item.type != Node::Type::string || !is_identifier(item.string))
       return bad(where + ": items must be C identifiers of 1 to 64 characters");
-    if (!seen.insert(item.Scalar()).second) return bad(where + ": duplicate '" + item.Scalar() + "'");
-    out.push_back(item.Scalar());
+    if (!seen.insert(item.string).second) return bad(where + ": duplicate '" + item.string + "'");
+    out.push_back(item.string);
   }
   return out;
 }
 
-Result<Variant> parse_variant(const YAML::Node& node, size_t index) {
+Result<Variant> parse_variant(const Node& node, size_t index) {
   const std::string where = "variants[" + std::to_string(index) + "]";
   auto m = Map::of(node, where);
   XC_TRY(m);
@@ -137,24 +141,33 @@ Result<Variant> parse_variant(const YAML::Node& node, size_t index) {
   XC_TRY(digest);
   if (!from_hex(*digest, v.sha256)) return bad(where + ": sha256 must be 64 hex digits");
 
-  const YAML::Node* entries = m->get("entries");
+  const Node* entries = m->get("entries");
   if (!entries) return bad(where + ": missing 'entries'");
   auto em = Map::of(*entries, where + ".entries");
   XC_TRY(em);
   if (em->items().size() > format::kMaxEntries) return bad(where + ".entries: too many entries");
   for (const auto& [entry, sym] : em->items()) {
     if (!is_identifier(entry)) return bad(where + ".entries: '" + entry + "' is not a C identifier");
-    if (!sym.IsScalar() || !is_identifier(sym.Scalar()))
+    if (sym.type != Node::Type::string || !is_identifier(sym.string))
       return bad(where + ".entries." + entry + ": symbol must be a C identifier");
-    v.entries.push_back({entry, sym.Scalar()});
+    v.entries.push_back({entry, sym.string});
   }
   auto imports = identifier_list(m->get("imports"), where + ".imports", format::kMaxImports);
   XC_TRY(imports);
+  // Sorted bytewise (and so unique), every one on the kernel ABI's allow-list (spec 5.2, 5.4).
+  for (size_t i = 1; i < imports->size(); ++i)
+    if (!((*imports)[i - 1] < (*imports)[i]))
+      return bad(where + ".imports: not sorted: '" + (*imports)[i] + "' comes after '" + (*imports)[i - 1] + "'")
+          .hint("imports are listed in ascending byte order");
+  for (const auto& name : *imports)
+    if (!abi::is_allowed_import(name))
+      return bad(where + ".imports: '" + name + "' is not on the kernel ABI's allow-list")
+          .hint("kernels may import only the functions of the allow-list (format-spec/xcargo-format.md, section 5.5)");
   v.imports = std::move(*imports);
   return v;
 }
 
-Result<Manifest> parse_root(const YAML::Node& root) {
+Result<Manifest> parse_root(const Node& root) {
   auto m = Map::of(root, "top level");
   XC_TRY(m);
   Manifest out;
@@ -174,24 +187,24 @@ Result<Manifest> parse_root(const YAML::Node& root) {
   if (entries->empty()) return bad("entries is empty: a cargo needs at least one entry point");
   out.entries = std::move(*entries);
 
-  if (const YAML::Node* tc = m->get("toolchain")) {
+  if (const Node* tc = m->get("toolchain")) {
     auto tm = Map::of(*tc, "toolchain");
     XC_TRY(tm);
     for (const auto& [tool, ver] : tm->items()) {
-      if (!is_plain_text(tool, 64) || !ver.IsScalar() || !is_plain_text(ver.Scalar(), 256))
+      if (!is_plain_text(tool, 64) || ver.type != Node::Type::string || !is_plain_text(ver.string, 256))
         return bad("toolchain: '" + tool + "' must map to a version string");
-      out.toolchain.emplace_back(tool, ver.Scalar());
+      out.toolchain.emplace_back(tool, ver.string);
     }
   }
 
-  const YAML::Node* variants = m->get("variants");
-  if (!variants || !variants->IsSequence() || variants->size() == 0)
+  const Node* variants = m->get("variants");
+  if (!variants || variants->type != Node::Type::sequence || variants->sequence.empty())
     return bad("'variants' must be a non-empty list");
-  if (variants->size() >= format::kMaxSections) return bad("too many variants");
+  if (variants->sequence.size() >= format::kMaxSections) return bad("too many variants");
   std::set<std::string> names;
   std::set<uint32_t> sections;
-  for (size_t i = 0; i < variants->size(); ++i) {
-    auto v = parse_variant((*variants)[i], i);
+  for (size_t i = 0; i < variants->sequence.size(); ++i) {
+    auto v = parse_variant(variants->sequence[i], i);
     XC_TRY(v);
     if (!names.insert(v->name).second) return bad("duplicate variant name '" + v->name + "'");
     if (!sections.insert(v->section).second)
@@ -209,18 +222,111 @@ Result<Manifest> parse_root(const YAML::Node& root) {
   return out;
 }
 
+// The tree of a YAML document, as section 5.3 types it: a quoted scalar is a string, a plain
+// one an integer if it is one (anything else is a string, which re-emits quoted and so
+// fails the byte comparison). Empty values, non-scalar keys, duplicate keys and lists in
+// lists have no canonical form.
+Result<Node> to_tree(const YAML::Node& y, const std::string& where, int depth) {
+  if (depth > 8) return bad(where + ": nested too deeply");
+  switch (y.Type()) {
+    case YAML::NodeType::Scalar: {
+      const std::string& s = y.Scalar();
+      uint64_t v = 0;
+      const bool decimal = !s.empty() && (s == "0" || s[0] != '0') &&
+                           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (y.Tag() == "?" && decimal && ec == std::errc() && p == s.data() + s.size()) return Node::of(v);
+      return Node::of(s);
+    }
+    case YAML::NodeType::Map: {
+      Node m = Node::map();
+      std::set<std::string> seen;
+      for (const auto& kv : y) {
+        if (!kv.first.IsScalar()) return bad(where + ": keys must be strings");
+        const std::string k = kv.first.Scalar();
+        if (!seen.insert(k).second) return bad(where + ": duplicate key '" + k + "'");
+        auto v = to_tree(kv.second, where + "." + k, depth + 1);
+        XC_TRY(v);
+        m.add(k, std::move(*v));
+      }
+      return m;
+    }
+    case YAML::NodeType::Sequence: {
+      Node s = Node::seq();
+      for (size_t i = 0; i < y.size(); ++i) {
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (y[i].IsSequence()) return bad(at + ": a list inside a list has no canonical form");
+        auto v = to_tree(y[i], at, depth + 1);
+        XC_TRY(v);
+        s.push(std::move(*v));
+      }
+      return s;
+    }
+    default: return bad(where + ": empty value");
+  }
+}
+
+// Line `n` (1-based) of `text`, made printable for a message.
+std::string line_of(std::string_view text, size_t n) {
+  size_t start = 0;
+  for (size_t i = 1; i < n && start != std::string_view::npos; ++i) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (start == std::string_view::npos || start >= text.size()) return "(end of text)";
+  std::string_view line = text.substr(start, text.find('\n', start) - start);
+  std::string out;
+  for (unsigned char c : line.substr(0, 100)) {
+    if (c >= 0x20 && c < 0x7f) out += char(c);
+    else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + (line.size() > 100 ? "..." : "");
+}
+
+// Section 5.3: the stored bytes are exactly the canonical text of the tree they parse to.
+Status check_canonical(std::string_view yaml, const Node& tree) {
+  const std::string canonical = canon::emit(tree);
+  if (canonical == yaml) return {};
+  size_t line = 1;
+  for (size_t i = 0; i < std::min(canonical.size(), yaml.size()) && canonical[i] == yaml[i]; ++i)
+    if (yaml[i] == '\n') ++line;
+  return bad("not in canonical form (section 5.3): line " + std::to_string(line) + " is '" + line_of(yaml, line) +
+             "', the canonical encoding has '" + line_of(canonical, line) + "'")
+      .hint("write the manifest as 'xcargo build' does: block style, keys sorted, strings double-quoted, LF line ends");
+}
+
 }  // namespace
 
 Result<Manifest> parse_manifest(std::string_view yaml) {
   if (yaml.size() > format::kMaxManifestSize) return Error(Errc::limit, "manifest: over the size limit");
+  // Printable ASCII and LF only: no BOM, no CR, no tab, no other encoding of the same text.
+  size_t line = 1;
+  for (unsigned char c : yaml) {
+    if (c == '\n') ++line;
+    else if (c < 0x20 || c >= 0x7f)
+      return bad("line " + std::to_string(line) + ": byte 0x" + "0123456789abcdef"[c >> 4] + "0123456789abcdef"[c & 15] +
+                 " is not allowed: a manifest is printable ASCII and LF (section 5.3)")
+          .hint(c == '\r' ? "lines end with LF, not CR LF" : c == 0xEF ? "remove the UTF-8 byte order mark" : "escape or remove it");
+  }
+  Node tree;
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
-    return parse_root(root);
+    auto t = to_tree(root, "top level", 0);
+    XC_TRY(t);
+    tree = std::move(*t);
   } catch (const YAML::Exception& e) {
     return bad("not valid YAML: line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   } catch (const std::exception& e) {
     return bad(std::string("not valid YAML: ") + e.what());
   }
+  if (tree.type != Node::Type::mapping) return bad("top level must be a mapping");
+  XC_TRY(check_canonical(yaml, tree));
+  return parse_root(tree);
 }
 
 }  // namespace xcargo

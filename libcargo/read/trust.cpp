@@ -131,6 +131,9 @@ Result<TrustStore> TrustStore::load(const std::string& path) {
         store.revoke(id);
       }
     }
+    auto rules = CargoRules::load(path);
+    XC_TRY(rules);
+    store.set_rules(std::move(*rules));
     return store;
   }
   if (!fs::exists(path, ec)) return Error(Errc::io, path + ": no such file or directory");

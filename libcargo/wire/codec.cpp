@@ -48,6 +48,7 @@ constexpr std::pair<Errc, ErrorKind> kErrorKinds[] = {
     {Errc::key, ErrorKind::key},
     {Errc::compile, ErrorKind::compile},
     {Errc::import, ErrorKind::import},
+    {Errc::revoked, ErrorKind::revoked},
 };
 
 }  // namespace

@@ -40,7 +40,7 @@ TEST_CASE("error kinds have the values the wire spec gives them, whatever Errc's
       {Errc::io, 0},        {Errc::invalid_argument, 1}, {Errc::malformed, 2}, {Errc::unsupported, 3},
       {Errc::limit, 4},     {Errc::digest_mismatch, 5},  {Errc::manifest, 6},  {Errc::not_signed, 7},
       {Errc::untrusted, 8}, {Errc::bad_signature, 9},    {Errc::key, 10},      {Errc::compile, 11},
-      {Errc::import, 12},
+      {Errc::import, 12},   {Errc::revoked, 14},
   };
   for (const auto& [code, value] : spec) {
     CHECK(uint16_t(error_kind_of(code)) == value);

@@ -1,20 +1,57 @@
-// Disk cache entries: "XCJC" magic, u32 version 1, u64 size, SHA-256 of the object, object.
+// Disk cache entries (version 2): "XCJC" magic, u32 version, u64 object size, SHA-256 of the
+// object, u32 signer count, u32 zero, the signers' key ids (8 bytes each), the object.
 #include "disk_cache.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "xcargo/file.h"
+#include "xcargo/format.h"
 
 namespace xcargo::loader {
 
 namespace {
 constexpr uint8_t kMagic[4] = {'X', 'C', 'J', 'C'};
-constexpr size_t kHeader = 4 + 4 + 8 + 32;
+constexpr uint32_t kVersion = 2;
+constexpr size_t kFixed = 4 + 4 + 8 + 32 + 4 + 4;
+constexpr uint32_t kMaxSigners = format::kMaxSignatures;
 constexpr uint64_t kMaxEntry = 256ull * 1024 * 1024;
+
+// An entry's signers and object, or nullopt if the bytes are not a whole, undamaged entry.
+struct Parsed {
+  std::vector<KeyId> signers;
+  ByteView object;
+};
+std::optional<Parsed> parse(ByteView e) {
+  if (e.size() < kFixed || std::memcmp(e.data(), kMagic, 4) != 0) return std::nullopt;
+  uint32_t version = 0, count = 0, zero = 0;
+  uint64_t size = 0;
+  std::memcpy(&version, e.data() + 4, 4);  // little-endian hosts only (x86-64, aarch64, riscv64)
+  std::memcpy(&size, e.data() + 8, 8);
+  std::memcpy(&count, e.data() + 48, 4);
+  std::memcpy(&zero, e.data() + 52, 4);
+  if (version != kVersion || zero != 0 || count == 0 || count > kMaxSigners) return std::nullopt;
+  const size_t head = kFixed + size_t(count) * format::kKeyIdSize;
+  if (e.size() < head || size != e.size() - head) return std::nullopt;
+  Parsed p;
+  for (uint32_t i = 0; i < count; ++i) {
+    KeyId id{};
+    std::memcpy(id.data(), e.data() + kFixed + i * format::kKeyIdSize, format::kKeyIdSize);
+    p.signers.push_back(id);
+  }
+  p.object = e.subspan(head);
+  if (std::memcmp(sha256(p.object).data(), e.data() + 16, 32) != 0) return std::nullopt;
+  return p;
+}
+
+bool is_entry(const std::filesystem::path& p) {
+  return p.extension() == ".o" && p.filename().string().find(".tmp-") == std::string::npos;
+}
+
 }  // namespace
 
 Result<DiskCache> DiskCache::open(const std::string& dir) {
@@ -41,36 +78,46 @@ std::optional<Bytes> DiskCache::get(const std::string& key, bool* corrupt) const
   if (!enabled()) return std::nullopt;
   const std::string path = path_of(key);
   if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
-  auto data = read_file(path, kMaxEntry + kHeader);
-  bool ok = data.ok() && data->size() >= kHeader && std::memcmp(data->data(), kMagic, 4) == 0 &&
-            data->at(4) == 1 && data->at(5) == 0 && data->at(6) == 0 && data->at(7) == 0;
-  if (ok) {
-    uint64_t size = 0;
-    std::memcpy(&size, data->data() + 8, 8);  // little-endian hosts only (x86-64, aarch64, riscv64)
-    ok = size == data->size() - kHeader;
-    if (ok) {
-      ByteView obj = ByteView(*data).subspan(kHeader);
-      ok = std::memcmp(sha256(obj).data(), data->data() + 16, 32) == 0;
-      if (ok) return Bytes(obj.begin(), obj.end());
-    }
-  }
+  auto data = read_file(path, kMaxEntry);
+  if (data.ok())
+    if (auto p = parse(*data)) return Bytes(p->object.begin(), p->object.end());
   if (corrupt) *corrupt = true;
   ::unlink(path.c_str());
   return std::nullopt;
 }
 
-Status DiskCache::put(const std::string& key, ByteView object) const {
+Status DiskCache::put(const std::string& key, ByteView object, const std::vector<KeyId>& signers) const {
   if (!enabled()) return {};
-  Bytes entry(kHeader + object.size());
+  if (signers.empty() || signers.size() > kMaxSigners) return Error(Errc::invalid_argument, "a cache entry needs 1 to 16 signers");
+  const size_t head = kFixed + signers.size() * format::kKeyIdSize;
+  if (object.size() > kMaxEntry - head) return Error(Errc::limit, "the object is larger than a cache entry may be");
+  Bytes entry(head + object.size());
   std::memcpy(entry.data(), kMagic, 4);
-  const uint32_t version = 1;
   const uint64_t size = object.size();
-  std::memcpy(entry.data() + 4, &version, 4);
+  const uint32_t count = uint32_t(signers.size());
+  std::memcpy(entry.data() + 4, &kVersion, 4);
   std::memcpy(entry.data() + 8, &size, 8);
-  Digest d = sha256(object);
-  std::memcpy(entry.data() + 16, d.data(), 32);
-  std::memcpy(entry.data() + kHeader, object.data(), object.size());
-  return write_file(path_of(key), entry, 0644);
+  std::memcpy(entry.data() + 16, sha256(object).data(), 32);
+  std::memcpy(entry.data() + 48, &count, 4);
+  for (size_t i = 0; i < signers.size(); ++i) std::memcpy(entry.data() + kFixed + i * format::kKeyIdSize, signers[i].data(), format::kKeyIdSize);
+  std::memcpy(entry.data() + head, object.data(), object.size());
+  return write_file(path_of(key), entry, 0600);
+}
+
+size_t DiskCache::sweep(const TrustStore& trust) const {
+  if (!enabled()) return 0;
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/jit", ec)) {
+    if (!is_entry(e.path())) continue;
+    auto data = read_file(e.path().string(), kMaxEntry);
+    if (!data.ok()) continue;  // gone meanwhile, or unreadable: get() decides
+    auto p = parse(*data);
+    if (p && std::any_of(p->signers.begin(), p->signers.end(), [&](const KeyId& id) { return trust.find(id) != nullptr; }))
+      continue;
+    removed += ::unlink(e.path().c_str()) == 0;
+  }
+  return removed;
 }
 
 }  // namespace xcargo::loader

@@ -1,11 +1,14 @@
 // The on-disk JIT cache: objects compiled from bitcode, keyed by everything that affects
-// them. Writes are atomic; a damaged entry is detected, removed and rebuilt.
+// them, each recording the trusted keys that signed its cargo. Writes are atomic; a damaged
+// entry is detected, removed and rebuilt. Only the compile service writes it (SECURITY.md).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "xcargo/error.h"
+#include "xcargo/trust.h"
 #include "xcargo/types.h"
 
 namespace xcargo::loader {
@@ -18,7 +21,12 @@ public:
   bool enabled() const { return !dir_.empty(); }
   // nullopt on a miss. A damaged entry is deleted and reported as a miss with *corrupt set.
   std::optional<Bytes> get(const std::string& key, bool* corrupt = nullptr) const;
-  Status put(const std::string& key, ByteView object) const;
+  // Stores object under key, compiled from a cargo that `signers` (trusted when it was
+  // verified) signed.
+  Status put(const std::string& key, ByteView object, const std::vector<KeyId>& signers) const;
+  // Removes every entry none of whose signers `trust` still trusts (a revoked key takes what
+  // was compiled from cargos it alone signed with it), and damaged ones. Returns how many.
+  size_t sweep(const TrustStore& trust) const;
 
 private:
   std::string path_of(const std::string& key) const;

@@ -7,8 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "disk_cache.h"
-#include "jit.h"
+#include "codegen.h"
 #include "runtime.h"
 #include "xcargo/abi.h"
 
@@ -32,8 +31,37 @@ struct Loaded {
   std::map<std::string, Entry, std::less<>> entries;
   std::atomic<uint64_t> invocations{0};
   std::vector<KeyId> signers;      // the trusted keys whose signatures verified at load
-  std::atomic<bool> revoked{false};  // none of them is trusted any more (update_trust)
+  std::shared_ptr<const std::string> signed_by;  // the same, for log lines (signed_by_text)
+  std::atomic<bool> revoked{false};  // it may not run any more (update_trust): see why
+  mutable std::mutex why_mu;
+  std::string why;                   // the refusal, for invoke's message
 };
+
+// Why a loaded cargo may no longer run under `trust` (its keys revoked, or a rule of the trust
+// directory refuses it, as load_cargo would), or "" if it may.
+std::string refusal(const TrustStore& trust, const Loaded& c) {
+  std::vector<KeyId> still;
+  for (const KeyId& id : c.signers)
+    if (trust.find(id)) still.push_back(id);
+  const std::string& name = c.summary.name;
+  if (still.empty()) return "cargo " + name + " is signed only by keys this node no longer trusts (revoked); it does not run here";
+  Status s = trust.rules().check_digest(c.summary.digest);
+  if (s.ok()) s = trust.rules().check_version(name, c.summary.version, still);
+  return s.ok() ? "" : "cargo " + name + " is refused by the trust directory: " + s.error().message() + "; it does not run here";
+}
+
+// "signed by KEYID (FILE.pub), ...": the trusted signers of a cargo, as log lines name them.
+std::shared_ptr<const std::string> signed_by_text(const Cargo& cargo) {
+  std::string t;
+  for (const Signer& s : cargo.signers()) {
+    if (!s.trusted) continue;
+    t += t.empty() ? "signed by " : ", ";
+    t += to_hex(s.key_id);
+    const size_t slash = s.key_source.rfind('/');
+    if (!s.key_source.empty()) t += " (" + s.key_source.substr(slash == std::string::npos ? 0 : slash + 1) + ")";
+  }
+  return std::make_shared<const std::string>(t.empty() ? "signed by no trusted key" : t);
+}
 
 }  // namespace
 
@@ -52,7 +80,6 @@ struct Engine::Impl {
   void log(const std::string& line) const {
     if (config.log) config.log(line);
   }
-  std::string cache_key(const Digest& digest, const Variant& v) const;
   Result<LoadReport> load(Bytes bytes);
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
 };
@@ -78,15 +105,6 @@ const HostInfo& Engine::host() const { return impl_->jit->host(); }
 Regions& Engine::regions() { return *impl_->regions; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 
-std::string Engine::Impl::cache_key(const Digest& digest, const Variant& v) const {
-  const HostInfo& h = jit->host();
-  std::string features;
-  for (const auto& f : h.features) features += f + ",";
-  std::string key = "xcargo-jit-v1\n" + to_hex(digest) + "\n" + v.name + "\n" + to_hex(v.sha256) + "\n" + h.triple +
-                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\nO2\n";
-  return to_hex(sha256(as_bytes(key)));
-}
-
 Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   LoadReport report;
   auto t0 = Clock::now();
@@ -102,6 +120,7 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
     if (auto it = cargos.find(report.digest); it != cargos.end()) {
       report.already_loaded = true;
       report.variant = it->second->summary.variant;
+      report.signed_by = it->second->signed_by;
       return report;
     }
   }
@@ -110,33 +129,30 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   const Variant& v = **chosen;
   report.variant = v.name;
   const std::string what = m.name + " " + v.name;
-  auto payload = cargo->variant_payload(v);
-  XC_TRY(payload);
 
   Bytes object;
   if (v.kind == VariantKind::bitcode) {
     auto t1 = Clock::now();
-    const std::string key = cache_key(report.digest, v);
-    bool corrupt = false;
-    if (auto hit = cache.get(key, &corrupt)) {
-      object = std::move(*hit);
+    auto compiled = config.compile ? config.compile(*cargo, v) : compile_or_fetch(*jit, cache, *cargo, v);
+    XC_TRY(compiled);
+    if (compiled->cache_damaged) {
+      cache_corrupt++;
+      log("disk cache: a damaged entry for " + what + " was removed; compiled again");
+    }
+    if (!compiled->store_error.empty()) log("disk cache: cannot store " + compiled->store_error);
+    if (compiled->cache_hit) {
       report.disk_cache_hit = true;
       cache_hits++;
     } else {
-      if (corrupt) {
-        cache_corrupt++;
-        log("disk cache: damaged entry " + key + " removed; compiling again");
-      }
-      if (cache.enabled()) cache_misses++;
-      auto compiled = jit->compile_bitcode(*payload, what);
-      XC_TRY(compiled);
-      object = std::move(*compiled);
+      if (compiled->cache_enabled) cache_misses++;
       report.jit_compiled = true;
       jit_compiles++;
-      if (auto s = cache.put(key, object); !s.ok()) log("disk cache: cannot store " + key + ": " + s.error().message());
     }
+    object = std::move(compiled->object);
     report.codegen_ms = ms_since(t1);
   } else {
+    auto payload = cargo->variant_payload(v);
+    XC_TRY(payload);
     object = std::move(*payload);
   }
 
@@ -166,11 +182,18 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->bytes = std::make_shared<const Bytes>(cargo->bytes().begin(), cargo->bytes().end());
   for (const Signer& s : cargo->signers())
     if (s.trusted) loaded->signers.push_back(s.key_id);
+  loaded->signed_by = report.signed_by = signed_by_text(*cargo);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   std::unique_lock lock(mu);
   cargos[report.digest] = std::move(loaded);
   return report;
+}
+
+std::shared_ptr<const std::string> Engine::signed_by(const Digest& digest) const {
+  std::shared_lock lock(impl_->mu);
+  auto it = impl_->cargos.find(digest);
+  return it == impl_->cargos.end() ? nullptr : it->second->signed_by;
 }
 
 std::shared_ptr<const Bytes> Engine::cargo_bytes(const Digest& digest) const {
@@ -198,9 +221,13 @@ size_t Engine::update_trust(TrustStore trust) {
   std::shared_lock lock(impl_->mu);
   size_t revoked = 0;
   for (auto& [digest, c] : impl_->cargos) {
-    const bool still = std::any_of(c->signers.begin(), c->signers.end(), [&](const KeyId& id) { return impl_->trust.find(id); });
-    c->revoked = !still;
-    revoked += !still;
+    std::string why = refusal(impl_->trust, *c);
+    const bool refused = !why.empty();
+    if (refused && !c->revoked) impl_->log("trust: " + why);
+    std::lock_guard<std::mutex> why_lock(c->why_mu);
+    c->why = std::move(why);
+    c->revoked = refused;
+    revoked += refused;
   }
   return revoked;
 }
@@ -229,11 +256,15 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     return r;
   }
   r.variant = cargo->summary.variant;
+  r.signed_by = cargo->signed_by;
   if (cargo->revoked) {
+    std::lock_guard<std::mutex> why_lock(cargo->why_mu);
+    r.message = cargo->why;  // empty: allowed again since
+  }
+  if (!r.message.empty()) {
     invocations++;
     invocations_failed++;
     r.status = wire::ReplyStatus::refused;
-    r.message = "cargo " + cargo->summary.name + " is signed only by keys this node no longer trusts (revoked); it does not run here";
     return r;
   }
   auto it = cargo->entries.find(entry);

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen.h"
 #include "regions.h"
 #include "select.h"
 #include "xcargo/cargo.h"
@@ -33,6 +34,9 @@ struct EngineConfig {
   uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
   uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
+  // Where objects for bitcode variants come from: empty, this engine compiles them and keeps
+  // them in cache_dir; the loader's worker sets its compile service (and no cache_dir).
+  Compiler compile;
 };
 
 // What a kernel asked for with xc_forward: this entry, on that node, with this input.
@@ -50,11 +54,13 @@ struct InvokeResult {
   Bytes output;
   std::string message;  // for failures: what went wrong, in a message for people
   std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
+  std::shared_ptr<const std::string> signed_by;  // the cargo's trusted signers, for log lines (LoadReport)
 };
 
 struct LoadReport {
   Digest digest{};
   std::string name, version, variant;
+  std::shared_ptr<const std::string> signed_by;  // "signed by KEYID (FILE.pub)[, ...]": its trusted signers
   bool already_loaded = false;
   bool jit_compiled = false;
   bool disk_cache_hit = false;
@@ -81,8 +87,12 @@ public:
   // Verifies and loads a cargo; loading one that is already loaded does nothing.
   Result<LoadReport> load(Bytes cargo);
   bool has(const Digest& digest) const;
+  // The loaded cargo's LoadReport::signed_by, or null if it is not loaded.
+  std::shared_ptr<const std::string> signed_by(const Digest& digest) const;
   // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose
-  // signers is trusted any more stop running (refused) until trusted again. Returns how many.
+  // signers is trusted any more, or that a rule of the directory refuses (a revoked digest, a
+  // version below a minimum), stop running (refused, with the reason) until allowed again.
+  // Returns how many are refused.
   size_t update_trust(TrustStore trust);
   // The signed cargo as it was loaded (a forward to a node that lacks it carries it), or
   // nullptr when the digest is not loaded.

@@ -12,14 +12,18 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <unistd.h>
+
 #include <mutex>
 
 #include "runtime.h"
+#include "xcargo/bitcode_rules.h"
 
 namespace xcargo::loader {
 
@@ -48,6 +52,18 @@ Jit::~Jit() {
 }
 
 std::string Jit::llvm_version() { return LLVM_VERSION_STRING; }
+
+namespace {
+void (*g_fatal)(const char*) = nullptr;
+}  // namespace
+
+void Jit::on_fatal_error(void (*handler)(const char* reason)) {
+  g_fatal = handler;
+  llvm::install_fatal_error_handler([](void*, const char* reason, bool) {
+    g_fatal(reason);
+    _exit(70);
+  });
+}
 
 const HostInfo& Jit::host() const { return impl_->host; }
 
@@ -87,6 +103,7 @@ Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what) co
   llvm::LLVMContext ctx;
   auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
   if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
+  XC_TRY(bitcode::check_module(**mod, what));  // before any pass sees it
   auto tm = impl_->jtmb.createTargetMachine();
   if (!tm) return Error(Errc::unsupported, what + ": no code generator for this host: " + message(tm.takeError()));
   llvm::Module& m = **mod;

@@ -19,6 +19,10 @@ public:
 
   const HostInfo& host() const;
   static std::string llvm_version();
+  // For a process that compiles and then exits (the compile service's job): an LLVM fatal
+  // error calls handler with LLVM's reason, then ends the process with status 70. LLVM's
+  // default prints the reason and exits, which in a worker would drop every loaded cargo.
+  static void on_fatal_error(void (*handler)(const char* reason));
 
   // Compiles a bitcode payload for this host's CPU and features at -O2 into an ELF object.
   // Portable (le64) modules are retargeted to the host triple first.

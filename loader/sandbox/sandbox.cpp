@@ -139,7 +139,7 @@ Status install_ip_filter() {
 }
 
 // Filter 2: the allow-list, with argument rules for socket, clone and signals.
-Status install_allow_list() {
+Status install_allow_list(bool no_new_threads) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
   if (!ctx) return Error(Errc::io, "sandbox: seccomp_init failed");
   struct Free {
@@ -159,9 +159,12 @@ Status install_allow_list() {
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
   // Threads only: clone must share the address space and be a thread. clone3 passes its flags
   // in memory a filter cannot read; ENOSYS makes the C library fall back to clone.
-  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                                SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM)),
-               "clone"));
+  if (no_new_threads)
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAGAIN), SCMP_SYS(clone), 0), "clone"));
+  else
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM)),
+                 "clone"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3"));
   // Signals only to this process (the monitor's time-out signal, raise()).
   const uint64_t self = uint64_t(::getpid());
@@ -212,12 +215,21 @@ Result<Confinement> prepare(const Options& o, std::initializer_list<int> keep_fd
   return c;
 }
 
-Status lock_down(const Options& o) {
+Status lock_files(const Options& o) {
   if (o.confine) XC_TRY(restrict_files(o.serve_files));
+  return {};
+}
+
+Status lock_calls(const Options& o) {
   if (!o.syscall_filter) return {};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
   XC_TRY(install_ip_filter());  // first: the allow-list refuses seccomp() itself
-  return install_allow_list();
+  return install_allow_list(o.no_new_threads);
+}
+
+Status lock_down(const Options& o) {
+  XC_TRY(lock_files(o));
+  return lock_calls(o);
 }
 
 std::string describe(const Confinement& c) {

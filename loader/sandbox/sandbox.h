@@ -21,6 +21,10 @@ struct Options {
   bool keep_bind_service = false;  // root without --user, listening below port 1024
   FileRules start_files;  // what every thread of the worker may reach, from its start
   FileRules serve_files;  // narrower: what the threads that run kernels may reach
+  // The filters refuse clone altogether (EAGAIN): no thread can start after lock_down, so a
+  // kernel cannot leave one running past its own run (or its cargo's revocation). For a
+  // process that has started every thread it needs before lock_calls.
+  bool no_new_threads = false;
 };
 
 // What prepare and lock_down applied, for the worker's first log line.
@@ -47,6 +51,10 @@ std::string describe(const Confinement& c);
 // Landlock's serve_files first, for this thread and the threads it starts later (the
 // executors: call it on the thread that starts them).
 [[nodiscard]] Status lock_down(const Options& options);
+// lock_down in two steps, for a process that starts its threads in between: Landlock's
+// serve_files (inherited by threads started later), then the seccomp filters (on every thread).
+[[nodiscard]] Status lock_files(const Options& options);
+[[nodiscard]] Status lock_calls(const Options& options);
 
 // Whether a system call made at `address` (SIGSYS's si_call_addr) came from code loaded from
 // a file (the C library, say) rather than from a kernel's own instructions. Async-signal-safe;

@@ -20,6 +20,7 @@ Client& Connections::add(Ep ep, std::string peer, Clock::time_point now) {
   Client& c = clients_[ep] = Client{};
   c.serial = next_serial_++;
   c.peer = std::move(peer);
+  c.origin = std::make_shared<const std::string>("from " + c.peer);
   c.since = now;
   return c;
 }

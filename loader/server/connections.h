@@ -31,6 +31,7 @@ struct Client {
   Bytes address;                     // its UCX address, from its hello (forwarded results)
   uint64_t serial = 0;               // tells this connection from a later one on the same endpoint
   std::string peer;                  // HOST:PORT it connected from, for log lines
+  std::shared_ptr<const std::string> origin;  // "from PEER[ key KEYID (NAME)]": its requests' log lines (RequestOrigin)
   std::chrono::steady_clock::time_point since;  // when it connected (or was refused)
   AuthGate::Session session;
   bool doomed = false;               // refused: closed at a sweep, after kRefusalLinger

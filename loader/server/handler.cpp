@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "log.h"
 #include "xcargo/version.h"
 
 namespace xcargo::loader {
@@ -37,7 +38,7 @@ public:
   std::string_view view() const { return {buf_, n_}; }
 
 private:
-  char buf_[256];
+  char buf_[512];
   size_t n_ = 0;
 };
 
@@ -46,6 +47,22 @@ double us_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
 }
 }  // namespace
+
+namespace {
+// The thread-local behind RequestOrigin, kept in this file: other files reach it only through
+// these functions (GCC's cross-file access to a thread_local class member went through a
+// null pointer in the sanitizer build).
+thread_local const std::string* t_origin = nullptr;
+}  // namespace
+
+RequestOrigin::RequestOrigin(const std::string* who) : prev_(t_origin) { t_origin = who; }
+RequestOrigin::~RequestOrigin() { t_origin = prev_; }
+const std::string* RequestOrigin::current() { return t_origin; }
+
+void Handler::note(std::string line) {
+  if (const std::string* who = RequestOrigin::current()) line.append("; ").append(*who);
+  log_(line);
+}
 
 Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops)
     : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(std::move(log)) {}
@@ -67,8 +84,26 @@ Reply Handler::handle(MsgType type, ByteView header, ByteView data) {
   }
 }
 
+std::string Handler::describe(MsgType type, ByteView header) const {
+  Digest digest{};
+  std::string entry;
+  if (type == MsgType::invoke) {
+    auto i = decode_invoke(header);
+    if (!i.ok()) return "";
+    digest = i->digest, entry = i->entry;
+  } else if (type == MsgType::forward) {
+    auto f = decode_forward(header);
+    if (!f.ok()) return "";
+    digest = f->digest, entry = f->entry;
+  } else {
+    return "";
+  }
+  auto signed_by = engine_.signed_by(digest);
+  return "cargo " + short_digest(digest) + "/" + entry + (signed_by ? ", " + *signed_by : "");
+}
+
 Reply Handler::bad_request(const std::string& why) {
-  log_("refused request: bad_request: " + why);
+  note("refused request: bad_request: " + why);
   ResultMsg r;
   r.status = ReplyStatus::bad_request;
   r.message = why.substr(0, kMaxMessage);
@@ -100,7 +135,7 @@ Reply Handler::push(ByteView header, ByteView data) {
     r.status = ReplyStatus::limit;
     r.error_kind = ErrorKind::limit;
     r.message = "cargo of " + std::to_string(p->cargo_size) + " bytes is over this node's limit of " + std::to_string(max_cargo());
-    log_("refused push: " + r.message);
+    note("refused push: " + r.message);
     return {MsgType::push_reply, encode(r), {}};
   }
   if (p->cargo_size != data.size()) return bad_request("push: cargo_size does not match the data");
@@ -110,7 +145,7 @@ Reply Handler::push(ByteView header, ByteView data) {
     r.status = e.code() == Errc::limit ? ReplyStatus::limit : ReplyStatus::refused;
     r.error_kind = error_kind_of(e.code());
     r.message = e.message().substr(0, kMaxMessage);
-    log_(std::string("refused push: ") + errc_name(e.code()) + ": " + e.message());
+    note(std::string("refused push: ") + errc_name(e.code()) + ": " + e.message());
     return {MsgType::push_reply, encode(r), {}};
   }
   r.digest = loaded->digest;
@@ -123,7 +158,8 @@ Reply Handler::push(ByteView header, ByteView data) {
                 loaded->version.c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
                 loaded->already_loaded ? ", already loaded" : loaded->jit_compiled ? ", jit compiled" : "",
                 loaded->disk_cache_hit ? ", disk cache hit" : "", us_since(t0));
-  log_(line);
+  note(std::string(line) + (loaded->signed_by ? ", " + *loaded->signed_by : ""));
+  flush_log();  // written before any of the cargo's code can run (and could stop the flusher)
   return {MsgType::push_reply, encode(r), {}};
 }
 
@@ -149,15 +185,15 @@ std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView rep
 std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only) {
   auto f = decode_forward(header);
   if (!f.ok()) {  // from a peer that does not speak the protocol: nobody to answer
-    log_("refused forward: " + f.error().message());
+    note("refused forward: " + f.error().message());
     return Step{{}, {}, false};
   }
   if (data.size() != f->cargo_size + f->input_size) {
-    log_("refused forward: cargo_size and input_size do not match the data");
+    note("refused forward: cargo_size and input_size do not match the data");
     return Step{{}, {}, false};
   }
   auto fail = [&](ReplyStatus status, const std::string& why) {
-    log_("refused forward: " + short_digest(f->digest) + "/" + f->entry + " hop " + std::to_string(f->hop) + " from node " +
+    note("refused forward: " + short_digest(f->digest) + "/" + f->entry + " hop " + std::to_string(f->hop) + " from node " +
          std::to_string(f->from_node) + ": " + why);
     ResultMsg r;
     r.request_id = f->request_id;
@@ -179,8 +215,10 @@ std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_
     if (loaded->digest != f->digest)
       return fail(ReplyStatus::refused, "the forwarded cargo is not the one its digest names (it is " +
                                             short_digest(loaded->digest) + ")");
-    log_("accepted forwarded cargo: " + loaded->name + " " + loaded->version + " digest " + short_digest(loaded->digest) +
-         " variant " + loaded->variant + " from node " + std::to_string(f->from_node));
+    note("accepted forwarded cargo: " + loaded->name + " " + loaded->version + " digest " + short_digest(loaded->digest) +
+         " variant " + loaded->variant + " from node " + std::to_string(f->from_node) +
+         (loaded->signed_by ? ", " + *loaded->signed_by : ""));
+    flush_log();  // as for a push
   }
   return run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only);
 }
@@ -196,7 +234,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   if (input.size() > max_input_) {
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(input.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
-    log_(std::string("refused ") + what + r.message);
+    note(std::string("refused ") + what + r.message);
     return Step{{MsgType::result, encode(r), {}}, std::move(reply_to)};
   }
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
@@ -215,10 +253,12 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     if (res->forward) line.add(" -> forwarded to node ").num(res->forward->node);
     else line.add(" -> ok");
     line.add(" (").num(ns / 1000).add(".").num(ns / 100 % 10).add(" us)");
+    if (res->signed_by) line.add(", ").add(*res->signed_by);
+    if (const std::string* who = RequestOrigin::current()) line.add("; ").add(*who);
     log_(line.view());
   } else {
-    log_(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
-         res->message);
+    note(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
+         res->message + (res->signed_by ? " (" + *res->signed_by + ")" : ""));
   }
   if (res->forward) {
     Step s;
@@ -271,7 +311,7 @@ Reply Handler::region_read(ByteView header) {
     Line l;
     l.add("refused region read: '").add(q->name).add("' bytes ").num(q->offset).add("+").num(q->length)
         .add(" are not inside its ").num(reg->length);
-    log_(l.view());
+    note(std::string(l.view()));
   } else if (q->length > engine_.config().max_reply) {
     r.status = ReplyStatus::limit;
   } else {

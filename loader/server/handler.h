@@ -13,6 +13,20 @@
 
 namespace xcargo::loader {
 
+// Who sent the request this thread is handling, for the handler's log lines ("from
+// HOST:PORT key KEYID (NAME)"). The UCX server sets one around each request it hands over;
+// lines logged outside one name nobody.
+class RequestOrigin {
+public:
+  explicit RequestOrigin(const std::string* who);
+  ~RequestOrigin();
+  RequestOrigin(const RequestOrigin&) = delete;
+  RequestOrigin& operator=(const RequestOrigin&) = delete;
+  static const std::string* current();
+
+private:
+  const std::string* prev_;
+};
 
 // One step of a computation: the kernel ran here, and the computation either ended (reply)
 // or moves on to another node (forward).
@@ -47,10 +61,15 @@ public:
   uint64_t max_cargo() const;
   uint64_t max_input() const { return max_input_; }
   uint64_t max_reply() const;
+  // "cargo DIGEST/ENTRY, signed by ...": what an invoke or forward runs, for the lines that
+  // report a kernel that did not come back; "" for other requests.
+  std::string describe(wire::MsgType type, ByteView header) const;
   // A result with status bad_request for a request that could not be taken in; logged.
   Reply bad_request(const std::string& why);
 
 private:
+  // log_ with the request's origin (RequestOrigin) appended.
+  void note(std::string line);
   Reply hello(ByteView header);
   Reply push(ByteView header, ByteView data);
   Reply has(ByteView header);

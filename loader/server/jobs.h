@@ -27,6 +27,7 @@ struct Job {
   wire::MsgType type{};
   Bytes header, data;
   Bytes reply_address;            // invoke: the client's, from its hello
+  std::shared_ptr<const std::string> origin;  // its connection's Client::origin, for log lines
   std::atomic<bool> ready{false};  // data complete (set by UCX's completion callback)
   bool failed = false;             // header too long, or the transfer failed
   Clock::time_point since;         // when its header came (the transfer deadline)

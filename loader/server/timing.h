@@ -14,6 +14,9 @@ using namespace std::chrono_literals;
 // start takes well under a second, a few under a sanitizer on a busy machine).
 inline constexpr std::chrono::milliseconds kWorkerStartLimit = 30000ms;
 
+// A compile job (one bitcode variant) running longer is stopped and its cargo refused.
+inline constexpr std::chrono::seconds kCompileLimit = 120s;
+
 // How often the leader closes refused and late connections and drops stalled transfers.
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
 // A refused connection stays open this long so that its refusal reaches it first.

@@ -128,6 +128,8 @@ struct UcxServer::Impl {
   std::deque<Posted> outbox;
   std::atomic<bool> restart{false};
   std::atomic<bool> quit{false};
+  bool started = false;              // start_threads ran
+  std::vector<std::thread> threads;  // what start_threads started; run() joins them
 
   // Leadership.
   std::mutex lead_mu;
@@ -233,8 +235,13 @@ struct UcxServer::Impl {
     std::string line;
     AuthReply r = opt.gate->check(c.session, *a, &line);
     log((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
-    if (r.status != ReplyStatus::ok) Connections::doom(c, Clock::now());
-    else eps.authenticated(c);
+    flush_log();  // who connected is on record before anything it sends runs
+    if (r.status != ReplyStatus::ok) {
+      Connections::doom(c, Clock::now());
+    } else {
+      eps.authenticated(c);
+      c.origin = std::make_shared<const std::string>("from " + c.peer + " " + c.session.who);
+    }
     send(ep, {MsgType::auth_reply, encode(r), {}});
   }
   void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
@@ -319,8 +326,10 @@ struct UcxServer::Impl {
     if (!self->opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
       return self->deny(has_ep ? param->reply_ep : nullptr, client, type, hv), UCS_OK;
     if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
-    if (type == MsgType::region || (type == MsgType::region_read && small_read(hv)))  // answered at once
+    if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
+      RequestOrigin origin(client ? client->origin.get() : nullptr);
       return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
+    }
     if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && !self->jobs.any_ready() &&
         !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
         length <= self->handler->max_input() &&
@@ -338,6 +347,7 @@ struct UcxServer::Impl {
     if (client) job->serial = client->serial;
     job->type = type;
     job->header.assign(hv.begin(), hv.end());
+    if (client) job->origin = client->origin;
     if (type == MsgType::invoke) job->reply_address = self->client_address(job->ep);
     const uint64_t limit = type == MsgType::forward ? self->handler->max_cargo() + self->handler->max_input()
                                                     : std::max(self->handler->max_cargo(), self->handler->max_input());
@@ -596,22 +606,33 @@ struct UcxServer::Impl {
     if (j.failed) return Step{handler->bad_request("the request's header or data could not be received (over " +
                                                    std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
                               reply_to_of(j.type, j.header)};
+    RequestOrigin origin(j.origin.get());
     if (j.type != MsgType::invoke && j.type != MsgType::forward) return Step{handler->handle(j.type, j.header, j.data)};
     std::optional<Step> r;
     if (guarded(s, [&] {
           r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false) : handler->forward(j.header, j.data, false);
         }))
       return std::move(*r);
-    return Step{failure_reply(s, request_id_of(j.type, j.header), false), reply_to_of(j.type, j.header)};
+    return Step{failure_reply(s, request_id_of(j.type, j.header), false, about(j.type, j.header, j.origin.get())),
+                reply_to_of(j.type, j.header)};
+  }
+
+  // " (cargo DIGEST/ENTRY, signed by ..., from PEER key ...)": whose kernel did not come back.
+  std::string about(MsgType type, ByteView header, const std::string* origin) const {
+    std::string a = handler->describe(type, header);
+    if (origin) a += (a.empty() ? "" : ", ") + *origin;
+    return a.empty() ? a : " (" + a + ")";
   }
 
   // Back from guarded(): the kernel crashed, or (inline) ran past the limit and was stopped.
   // It may have damaged this process: answer, then restart.
-  Reply failure_reply(Slot& s, uint64_t request_id, bool inline_run) {
+  // about: whose kernel it was (about()). A time-out of a queued request was logged by the
+  // monitor, which answered it; an inline one is logged here.
+  Reply failure_reply(Slot& s, uint64_t request_id, bool inline_run, const std::string& about) {
     const KernelFailure f = failure_of(s, limit_text());
-    if (f.status != ReplyStatus::timeout) {  // the monitor logged a time-out
-      log("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
-      set_incident(f.what);
+    if (f.status != ReplyStatus::timeout || inline_run) {
+      log("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + about + "; restarting the worker");
+      set_incident(f.what + about);
     }
     ResultMsg m;
     m.request_id = request_id;
@@ -630,10 +651,13 @@ struct UcxServer::Impl {
     s.phase = 3;
     monitor->wake();
     std::optional<Step> r;
+    const Client* c = eps.find(ep);
+    const std::string* who = c ? c->origin.get() : nullptr;
+    RequestOrigin origin(who);
     if (!guarded(s, [&] {
-          r = type == MsgType::invoke ? handler->invoke(header, data, client_address(ep), true) : handler->forward(header, data, true);
+          r = type == MsgType::invoke ? handler->invoke(header, data, c ? c->address : Bytes(), true) : handler->forward(header, data, true);
         }))
-      r = Step{failure_reply(s, request_id_of(type, header), true), reply_to_of(type, header)};
+      r = Step{failure_reply(s, request_id_of(type, header), true, about(type, header, who)), reply_to_of(type, header)};
     s.since = 0;
     s.phase = 0;
     if (!r) return false;
@@ -748,20 +772,32 @@ struct UcxServer::Impl {
       lead_cv.notify_one();
     }
   }
+  // Sets quit and wakes every thread start_threads started, so that each returns.
+  void stop_threads() {
+    quit = true;
+    w->wake();
+    if (probe) probe->wake();
+    lead_cv.notify_all();
+    monitor->stop();
+  }
   // s ran past the limit: its client is told, then the worker restarts.
   void time_out(Slot& s) {
     const std::string what = "the kernel ran past the time limit of " + limit_text();
     const bool inline_run = s.phase.load() == 3;
-    log("failed invoke: " + what + (inline_run ? " (run inline)" : "") + "; restarting the worker");
     set_incident(what);
     if (inline_run) {
-      ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread answers (failure_reply)
+      ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread logs and answers (failure_reply)
     } else if (std::shared_ptr<Job> j = s.job.load()) {
+      const std::string a = about(j->type, j->header, j->origin.get());
+      log("failed invoke: " + what + a + "; restarting the worker");
+      set_incident(what + a);
       ResultMsg m;
       m.request_id = request_id_of(j->type, j->header);
       m.status = ReplyStatus::timeout;
       m.message = what + " and was stopped; the node recovered";
       post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
+    } else {
+      log("failed invoke: " + what + "; restarting the worker");
     }
     restart = true;
     w->wake();
@@ -772,6 +808,11 @@ UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
   if (!impl_->w) return;
+  if (std::any_of(impl_->threads.begin(), impl_->threads.end(), [](const std::thread& t) { return t.joinable(); })) {
+    impl_->stop_threads();  // started, but run() never came (a start-up failure)
+    for (auto& t : impl_->threads)
+      if (t.joinable()) t.join();
+  }
   for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
   for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
@@ -859,9 +900,15 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   return s;
 }
 
-void UcxServer::run(const std::atomic<bool>& stop) {
+void UcxServer::start_threads(const std::atomic<bool>& stop) {
   Impl& m = *impl_;
-  std::vector<std::thread> threads;
+  if (m.started) return;
+  m.started = true;
+  {
+    std::lock_guard<std::mutex> l(m.lead_mu);
+    m.vacant = false;  // nobody leads (serves) before run(): the sandbox may not be complete yet
+  }
+  std::vector<std::thread>& threads = m.threads;
   threads.emplace_back([&] { m.monitor->run(m.quit); });
   if (m.probe)
     threads.emplace_back([&] {
@@ -873,17 +920,21 @@ void UcxServer::run(const std::atomic<bool>& stop) {
       });
     });
   for (size_t i = 1; i < m.slots.size(); ++i) threads.emplace_back([&, i] { m.executor(*m.slots[i]); });
-  std::thread stopper([&] {  // turns the stop flag (set by a signal handler) into quit
+  threads.emplace_back([&m, &stop] {  // turns the stop flag (set by a signal handler) into quit
     while (!m.quit && !stop.load()) std::this_thread::sleep_for(timing::kStopPoll);
-    m.quit = true;
-    m.w->wake();
-    if (m.probe) m.probe->wake();
-    m.lead_cv.notify_all();
-    m.monitor->stop();
+    m.stop_threads();
   });
+}
+
+void UcxServer::run(const std::atomic<bool>& stop) {
+  Impl& m = *impl_;
+  start_threads(stop);
+  {
+    std::lock_guard<std::mutex> l(m.lead_mu);
+    m.vacant = true;
+  }
   m.executor(*m.slots[0]);
-  stopper.join();
-  for (auto& t : threads) t.join();
+  for (auto& t : m.threads) t.join();
 }
 
 }  // namespace xcargo::loader

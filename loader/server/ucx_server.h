@@ -52,6 +52,9 @@ public:
   // told, the process ends with _exit(75) instead (threads inside kernels cannot be stopped)
   // and the supervisor starts a new worker.
   void run(const std::atomic<bool>& stop);
+  // Starts run()'s other threads (monitor, probe, executors, stop watcher) now, so that the
+  // sandbox can refuse new threads afterwards; run() then starts none. Call at most once.
+  void start_threads(const std::atomic<bool>& stop);
 
 private:
   UcxServer();

@@ -36,7 +36,7 @@ source "$XCARGO_CLUSTER_DIR/env"
 KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>/dev/null
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>/dev/null
-worker() { pgrep -P "$SUPERVISOR" | head -1; }
+worker() { pgrep -x xcargo-loader -P "$SUPERVISOR" | head -1; }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
 adversary() {
@@ -112,7 +112,7 @@ libc_syscall() {  # PID: the address of syscall() in PID's C library
 # The supervisor's C library is where every worker's is (they are its forks, and it stays);
 # a non-root run cannot read a non-dumpable process's maps: then the current worker's.
 syscall_address() {
-  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -P $SUPERVISOR | head -1)"
+  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -x xcargo-loader -P $SUPERVISOR | head -1)"
 }
 syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
@@ -127,6 +127,64 @@ for entry in proc_mem read_file write_file; do
   expect 0 '^-1$' -- "$X" run adv.xcargo --entry "escape_$entry" --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 done
 check "nothing written by the escape kernels" test ! -e /tmp/xcargo-escaped
+# No thread of a kernel's own (the attack that found this kept one logging after its key was
+# revoked): clone is refused once the worker has started its threads.
+threads0=$(ls "/proc/$(worker)/task" | wc -l)
+expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_thread --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+check "the worker has no more threads than before" test "$(ls "/proc/$(worker)/task" | wc -l)" -le "$threads0"
+
+# The JIT cache: only the compile service writes it (the attack that found this overwrote
+# another cargo's entry, which a later loader ran as a disk cache hit). A bitcode-only victim
+# is compiled into it; a kernel can neither change its entry nor plant one; after a worker
+# restart the victim comes from the cache with its own answer.
+CACHE=$XCARGO_CLUSTER_DIR/cache-0/jit
+"$X" build "$SRC/examples/hello/hello.c" -t bitcode --name victim -o victim.xcargo --key "$KEY" 2> build.err
+expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+ls "$CACHE"/*.o > entries.txt 2>&1
+measure VICTIM_ENTRY "the victim's cache entry" head -1 entries.txt
+sum0=$(sha256sum < "$VICTIM_ENTRY")
+if [ -n "$LANDLOCK" ]; then
+  expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_open --arg "u64:$SYSCALL" --arg "u64:$((01 | 01000))" \
+    --arg "str:$VICTIM_ENTRY" --result i64 --to "$NODE"  # O_WRONLY|O_TRUNC
+  expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_open --arg "u64:$SYSCALL" --arg "u64:$((01 | 0100))" \
+    --arg "str:$CACHE/planted.o" --result i64 --to "$NODE"  # O_WRONLY|O_CREAT
+fi
+check "the victim's cache entry is unchanged" test "$(sha256sum < "$VICTIM_ENTRY")" = "$sum0"
+check "no cache entry was planted" test ! -e "$CACHE/planted.o"
+check "the worker holds no descriptor of the cache" bash -c "! ls -l /proc/$(worker)/fd | grep -q cache-0"
+expect 3 'crashed' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+eventually 10 "the restarted worker took the victim from the cache" grep -q 'accepted push: .*victim.*disk cache hit' "$XCARGO_CLUSTER_DIR/node-0.log"
+
+# Hostile bitcode, signed by a trusted key: refused with its reason; the worker that holds
+# the victim is not replaced and the victim still answers. `xcargo build` refuses it first.
+"$BIN/xcargo-hostile-bitcode" asm.xcargo "$KEY" inline-asm
+expect 2 "function 'run' contains inline assembly, which loaders refuse in bitcode" -- "$X" build asm.xcargo.ll -t bitcode -o asm-built.xcargo
+WORKER_BEFORE=$(worker)
+# KIND:EXIT:MESSAGE (exit 1: the class 'malformed', a verification failure)
+for kind in inline-asm:3:"function 'run' contains inline assembly" module-asm:3:'the module \(module-level asm\) contains inline assembly' \
+            invalid-ir:1:'the LLVM IR verifier rejects the module' fatal:3:'LLVM stopped compiling it: Cannot select'; do
+  name=${kind%%:*} rest=${kind#*:}
+  "$BIN/xcargo-hostile-bitcode" "hostile-$name.xcargo" "$KEY" "$name"
+  expect "${rest%%:*}" "refused the cargo: .*${rest#*:}" -- "$X" run "hostile-$name.xcargo" --entry run --to "$NODE"
+done
+check "no hostile bitcode replaced the worker" test "$(worker)" = "$WORKER_BEFORE"
+expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+
+# Revoking a key removes what was compiled from cargos only it signed, within a second or so.
+"$X" keygen -o "$XCARGO_CLUSTER_DIR/doomed" > keygen.txt
+cp "$XCARGO_CLUSTER_DIR/doomed.pub" "$XCARGO_CLUSTER_DIR/trust/"
+"$X" build "$SRC/examples/hello/hello.c" -t bitcode --name doomed -o doomed.xcargo --key "$XCARGO_CLUSTER_DIR/doomed" 2> build.err
+eventually 10 "the doomed cargo runs once the worker trusts its key" "$X" run doomed.xcargo --entry add --arg i64:2 --arg i64:40 --to "$NODE"
+ls "$CACHE"/*.o > entries.txt
+measure ENTRIES "cache entries with the doomed key's" bash -c "wc -l < entries.txt"
+awk '/^key id/ {print $3 "  # revoked by the test"}' keygen.txt > "$XCARGO_CLUSTER_DIR/trust/revoked.txt"
+eventually 10 "the revoked key's cache entry is removed" bash -c "test \$(ls $CACHE/*.o | wc -l) -eq $((ENTRIES - 1))"
+eventually 10 "the removal is logged" grep -q 'disk cache: removed 1 entries compiled from cargos no trusted key signs' "$XCARGO_CLUSTER_DIR/node-0.log"
+check "the victim's entry stays" test -e "$VICTIM_ENTRY"
+rm "$XCARGO_CLUSTER_DIR/trust/revoked.txt" "$XCARGO_CLUSTER_DIR/trust/doomed.pub"
+expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+
 if measure sfds1 "the supervisor's descriptors" proc_fds "$SUPERVISOR" &&
    measure srss1 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"; then
   echo "supervisor: $sfds0 -> $sfds1 descriptors, RSS $srss0 -> $srss1 kB over $((RESTART_REPS * 15)) restarts"

@@ -36,6 +36,15 @@ expect 5 'serves only authenticated clients, and no identity was given' -- env -
 expect 5 'refused identity [0-9a-f]{16} \(stranger\)' -- "$X" ls --to "$NODE" --identity stranger
 expect 5 'refused identity' -- env XCARGO_IDENTITY=stranger "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$NODE"
 expect 0 '^42$' -- "$X" --identity "$ME" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+# An encrypted identity (the same key, encrypted by openssl): its passphrase from the
+# environment; a wrong one, and an identity file others may read, are refused before the proof.
+openssl pkcs8 -topk8 -scrypt -in "$ME" -out me-enc -passout pass:id-horse && chmod 600 me-enc
+expect 0 '^42$' -- env XCARGO_PASSPHRASE=id-horse "$X" --identity me-enc run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+expect 0 'hello' -- env ID_PASS=id-horse "$X" ls --to "$NODE" --identity me-enc --passphrase-env ID_PASS
+expect 2 'identity: me-enc: wrong passphrase \(or damaged key\)' -- env XCARGO_PASSPHRASE=not-it "$X" ls --to "$NODE" --identity me-enc
+cp "$ME" me-open && chmod 644 me-open
+expect 2 'identity: me-open: private key permissions 0644 are too open' -- "$X" ls --to "$NODE" --identity me-open
+expect 2 'hint: chmod 600 me-open' -- "$X" ls --to "$NODE" --identity me-open
 mkdir -p "$TMP/home/.config/xcargo" && cp "$ME" "$TMP/home/.config/xcargo/identity"
 expect 0 '^42$' -- env -u XCARGO_IDENTITY HOME="$TMP/home" "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 eventually 30 "accepted clients are logged with address and key" lines_at_least 1 'accepted client from 127\.0\.0\.1:[0-9]+: key [0-9a-f]{16} \(cluster-user\): may push,run,ls,read' "$LOG"
@@ -98,7 +107,7 @@ expect 5 'key [0-9a-f]{16} \(lister\) may ls, not push' -- "$X" push hello.xcarg
 expect 5 'may ls, not push,run' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$limited"
 # A client that does not take its replies: once its unread replies would pass twice the
 # largest request or reply the node accepts (here 4 MiB each), its connection is closed.
-start reader --clients "$XCARGO_CLUSTER_DIR/clients.txt" --max-cargo 4194304 --max-input 4194304 --max-reply 4194304
+start reader --clients "$XCARGO_CLUSTER_DIR/clients/clients.txt" --max-cargo 4194304 --max-input 4194304 --max-reply 4194304
 expect 0 'closed by the node: 1 of 1 connections' -- \
   "$BIN/xcargo-in-flight" --to "$reader" --key "$ME" --cargo faults.xcargo --entry sized_reply --u64 1048576 --count 40 --hold-s 5
 eventually 30 "unread replies are logged" lines_at_least 1 'closing the connection from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has [0-9]+ bytes of replies its client has not read' reader.log

@@ -15,7 +15,7 @@ up() {
   expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN" -- --spin-us 0 --region chase=1M "$@"
   NODE=$(awk '/address/ {print $2; exit}' "$XCARGO_CLUSTER_DIR/cluster.yaml")
   SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
-  measure WORKER "the worker's pid" pgrep -P "$SUPERVISOR"
+  measure WORKER "the worker's pid" pgrep -x xcargo-loader -P "$SUPERVISOR"
 }
 down() { "$SRC/scripts/cluster" down >/dev/null 2>&1; }
 LOG=$XCARGO_CLUSTER_DIR/node-0.log
@@ -31,7 +31,7 @@ for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'regi
             'read-inside \(control\): ok'; do
   check "attack report: $line" grep -Eq "$line" attack.out
 done
-check "the worker that was attacked is still the one serving" test "$(pgrep -P "$SUPERVISOR")" = "$WORKER"
+check "the worker that was attacked is still the one serving" test "$(pgrep -x xcargo-loader -P "$SUPERVISOR")" = "$WORKER"
 expect 0 'chase +1048576' -- "$X" ls --to "$NODE"
 eventually 30 "the loader logged the refused region reads" lines_at_least 1 'refused region read' "$LOG"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
@@ -44,7 +44,7 @@ if [ "$TLS" = shm ]; then
   up
   expect 0 'wedged the receive FIFO' -- "$BIN/xcargo-shm-wedge" --to "$NODE" --pid "$WORKER"
   eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 'receive queue is wedged' "$LOG"
-  eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'"
+  eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -x xcargo-loader -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'"
   down
 fi
 

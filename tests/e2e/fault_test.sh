@@ -71,15 +71,16 @@ es = glob.glob('cache/jit/*.o')
 assert es, 'no entries'
 for e in es:
     b = open(e, 'rb').read()
-    size, = struct.unpack('<Q', b[8:16])
-    assert b[:4] == b'XCJC' and size == len(b) - 48 and hashlib.sha256(b[48:]).digest() == b[16:48], e"
+    version, size, count = struct.unpack('<I', b[4:8])[0], struct.unpack('<Q', b[8:16])[0], struct.unpack('<I', b[48:52])[0]
+    head = 56 + 8 * count  # version 2: the signers' key ids before the object
+    assert b[:4] == b'XCJC' and version == 2 and count >= 1 and size == len(b) - head and hashlib.sha256(b[head:]).digest() == b[16:48], e"
 check "nothing but entries and cut-short temporary files in the cache" python3 -c "
 import os; names = os.listdir('cache/jit'); assert all(n.endswith('.o') or '.o.tmp-' in n for n in names), names"
 
 # Killed in the middle of an invocation: the client is told, the next loader serves.
 for _ in 1 2 3; do
   "$X" push faults.xcargo --to "$node" >/dev/null 2>&1
-  w=$(pgrep -P "$sup" | head -1)
+  w=$(pgrep -x xcargo-loader -P "$sup" | head -1)
   ticks0=$(awk '{print $14 + $15}' "/proc/$w/stat")
   "$X" run faults.xcargo --entry burn --arg u64:100000 --to "$node" > burn.out 2>&1 &
   client=$!

@@ -25,10 +25,10 @@ static long raw_syscall(long nr, long a, long b, long c) {
 
 #if defined(__aarch64__)
 enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172, NR_GETPPID = 173,
-       NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57 };
+       NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
-       NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3 };
+       NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -154,6 +154,17 @@ XC_ENTRY int escape_ptrace(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, sys(NR_PTRACE, 16L /* PTRACE_ATTACH */, sys(NR_GETPPID), 0L, 0L));
 }
 
+/* A thread of its own, through library code, that would outlive this run (and a revocation of
+ * its cargo): clone as pthread_create makes it. On its own small stack; if it ever started, it
+ * would crash the worker, and the test would see that. */
+XC_ENTRY int escape_thread(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  char *stack = (char *)xc_alloc(ctx, 65536);
+  if (!stack) return 1;
+  const long flags = 0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000; /* VM FS FILES SIGHAND THREAD SYSVSEM */
+  return reply_long(ctx, sys(NR_CLONE, flags, stack + 65536, 0L, 0L, 0L));
+}
+
 static long open_close(syscall_fn sys, const char *path, long flags) {
   long fd = sys(NR_OPENAT, -100L /* AT_FDCWD */, path, flags, 0644L);
   if (fd >= 0) sys(NR_CLOSE, fd);
@@ -171,6 +182,18 @@ XC_ENTRY int escape_proc_mem(xc_ctx *ctx, const void *in, size_t in_len) {
 /* A file outside what the worker needs. */
 XC_ENTRY int escape_read_file(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, open_close(libc_syscall(in, in_len), "/etc/passwd", 0));
+}
+
+/* Any path, with any open flags: input is syscall()'s address, the flags (u64), then the path
+ * (the JIT cache's entries, say, which only the compile service may write). */
+XC_ENTRY int escape_open(xc_ctx *ctx, const void *in, size_t in_len) {
+  char path[512];
+  uint64_t flags = 0;
+  if (in_len < 17 || in_len - 16 >= sizeof path) return 1;
+  for (size_t i = 0; i < 8; ++i) flags |= (uint64_t)((const unsigned char *)in)[8 + i] << (8 * i);
+  for (size_t i = 16; i < in_len; ++i) path[i - 16] = ((const char *)in)[i];
+  path[in_len - 16] = 0;
+  return reply_long(ctx, open_close(libc_syscall(in, in_len), path, (long)flags));
 }
 
 /* A new file where anyone may write. */

@@ -1,10 +1,14 @@
 // Implementation of the shared test helpers.
 #include "support.h"
 
+#include "../../format-spec/vectors/tiny_elf.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <unistd.h>
+
+#include "xcargo/file.h"
 
 namespace xcargo::test {
 
@@ -19,8 +23,13 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+// The vectors' keys are published on purpose, mode 0644 in git: read as PEM, since
+// SigningKey::load refuses a private key file others can read.
 static SigningKey load_key(const std::string& name) {
-  auto k = SigningKey::load(vectors_dir() + "/keys/" + name);
+  const std::string path = vectors_dir() + "/keys/" + name;
+  auto pem = read_file(path, 64 * 1024);
+  if (!pem.ok()) throw std::runtime_error(path + ": " + pem.error().message());
+  auto k = SigningKey::from_pem(std::string_view(reinterpret_cast<const char*>(pem->data()), pem->size()), path);
   if (!k.ok()) throw std::runtime_error(k.error().message());
   return std::move(*k);
 }
@@ -50,12 +59,7 @@ Manifest small_manifest() {
 }
 
 std::vector<Payload> small_payloads() {
-  Bytes obj(200, 0x5a);
-  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
-  std::memcpy(obj.data(), ident, sizeof ident);
-  obj[16] = 1, obj[17] = 0;  // ET_REL
-  obj[18] = 62;  // EM_X86_64
-  obj[19] = 0;
+  Bytes obj = tiny_elf::object(62, {"memcpy", "xc_reply"});
   Bytes bc(300, 0x33);
   bc[0] = 'B', bc[1] = 'C', bc[2] = 0xC0, bc[3] = 0xDE;
   Payload b{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"add", "add"}, {"sub", "sub"}}, {"xc_reply"}}, bc};

@@ -1,4 +1,5 @@
-// The kernel ABI's import allow-list: the only symbols a kernel may import. The loader
+// The kernel ABI's import allow-list (format-spec/xcargo-format.md, section 5.5, is the
+// normative table): the only symbols a kernel may import. The loader
 // links against exactly these; `xcargo build` refuses kernels that import anything else.
 // Every function here is declared in kernel-include/xcargo/kernel.h, and nothing else is.
 #pragma once

@@ -88,8 +88,10 @@ private:
 
 // Full verification in the spec's order (section 8). With a trust store, at least one
 // signature by a trusted key is required and every signature by a trusted key must verify,
-// before any section is decompressed. Without one (inspect), signatures are listed but not
-// checked, and the structure, manifest and digests are still checked in full.
+// before any section is decompressed, and the store's cargo rules apply (Errc::revoked: a
+// revoked digest before the signatures are checked, a minimum version once the manifest is
+// read). Without one (inspect), signatures are listed but not checked, and the structure,
+// manifest and digests are still checked in full.
 Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& limits = {});
 
 // Reads a whole cargo file, refusing files larger than limits.max_cargo_size before reading.

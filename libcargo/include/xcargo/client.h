@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "xcargo/error.h"
+#include "xcargo/identity.h"
+#include "xcargo/passphrase.h"
 #include "xcargo/types.h"
 #include "xcargo/wire.h"
 
@@ -65,9 +67,10 @@ public:
 protected:
   // Sends one request and returns the node's one reply to it.
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
-  // The version handshake, then authentication with identity_path (a private key file; empty:
-  // none) when the node asks for it or accepts it; implementations call it once connected.
-  Status handshake(const std::string& identity_path);
+  // The version handshake, then authentication with identity (null: none; identity_path
+  // names it in messages) when the node asks for it or accepts it; implementations call it
+  // once connected.
+  Status handshake(const SigningKey* identity, const std::string& identity_path);
   // One-sided reads, for transports that offer them.
   virtual bool can_get_one_sided() const { return false; }
   virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
@@ -77,7 +80,7 @@ protected:
 
 private:
   Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
-  Status authenticate(const std::string& identity_path, const wire::Nonce& client_nonce);
+  Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
   wire::HelloReply node_;
   // Request ids start at a random value per connection: a result that someone else had a
@@ -105,14 +108,25 @@ struct ConnectOptions {
   // The private key that proves who this client is to nodes that authenticate clients;
   // empty: auth::default_identity_path() ($XCARGO_IDENTITY, ~/.config/xcargo/identity).
   std::string identity;
+  // Where the identity's passphrase comes from, if it is encrypted.
+  PassphraseSource identity_passphrase;
+  // The identity already loaded (load_identity): then `identity` only names it. A program
+  // that connects to several nodes loads it once, so an encrypted key is asked for once.
+  std::shared_ptr<const SigningKey> identity_key;
   // Read regions one-sidedly where the node allows it (its loader has one-sided-regions).
   // This process's UCX context then offers one-sided access too: over tcp and shared memory
   // the node (and any peer of this worker) could read and write this process's memory.
   bool one_sided = false;
 };
 
+// The identity that options name (options.identity, else auth::default_identity_path()),
+// loaded with its passphrase; null when there is none. Errors (Errc::key) start "identity: ".
+Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& options);
+
 // Connects to an xcargo-loader listening at "HOST:PORT" over UCX (shared memory, TCP or
-// RDMA, as UCX chooses) and performs the version handshake.
+// RDMA, as UCX chooses) and performs the version handshake. The identity is loaded first
+// (unless options.identity_key holds it), before the node's 10 s to authenticate start: a
+// passphrase typed on the terminal does not count against them.
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options = {});
 
 // Starts `xcargo-loader --exec` as a child process and talks to it over pipes: the same

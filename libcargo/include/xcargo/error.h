@@ -21,7 +21,8 @@ enum class Errc {
   not_signed,       // the cargo carries no signature at all
   untrusted,        // no signature is by a trusted key
   bad_signature,    // a signature by a trusted key does not verify
-  key,              // a key file is missing, unreadable or not an Ed25519 key
+  revoked,          // a rule of the trust directory refuses this cargo (revoked digest, version too low)
+  key,              // a key file is missing, unreadable, not an Ed25519 key, open to others, or its passphrase is wrong or missing
   compile,          // the compiler or linker failed on a kernel source
   import,           // a kernel imports a symbol outside the allowed API
   remote,           // a node ran the request and it failed (kernel error, crash, timeout)

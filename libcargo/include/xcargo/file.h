@@ -1,6 +1,7 @@
 // Whole-file reads with a size bound, and the one function every output goes through.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "xcargo/error.h"
@@ -24,5 +25,14 @@ Result<Bytes> read_file(const std::string& path, uint64_t max_size);
 //   a link. A link to a missing file is refused (Errc::io), as are directories and sockets.
 // Errors name what failed ("cannot write: No space left on device"), not the path.
 Status write_file(const std::string& path, ByteView data, unsigned mode = 0644);
+
+// Writes all of data to descriptor fd, through short writes and signals.
+Status write_all(int fd, ByteView data);
+
+// Reads exactly n bytes from descriptor fd, waiting at most until deadline; says what ended
+// the read otherwise (end of input, the deadline, an error).
+enum class ReadEnd { done, closed, timed_out, failed };
+ReadEnd read_exact(int fd, uint8_t* p, size_t n,
+                   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace xcargo

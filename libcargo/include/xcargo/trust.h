@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "xcargo/error.h"
+#include "xcargo/rules.h"
 #include "xcargo/types.h"
 
 namespace xcargo {
@@ -31,8 +32,9 @@ inline constexpr const char* kRevocationList = "revoked.txt";
 class TrustStore {
 public:
   // PATH is one .pub file or a directory whose *.pub files are all loaded, with its
-  // revocation list if it has one. An unreadable or non-Ed25519 .pub file, or a malformed
-  // line in the list, is an error, never silently skipped.
+  // revocation list and cargo rules (xcargo/rules.h) if it has them. An unreadable or
+  // non-Ed25519 .pub file, or a malformed line in the list or the rules, is an error, never
+  // silently skipped.
   static Result<TrustStore> load(const std::string& path);
 
   void add(PublicKey key);
@@ -42,9 +44,13 @@ public:
   bool revoked(const KeyId& id) const;
   size_t size() const { return keys_.size(); }
   const std::vector<PublicKey>& keys() const { return keys_; }
+  // Single cargos revoked by digest and minimum versions (load_cargo applies them).
+  const CargoRules& rules() const { return rules_; }
+  void set_rules(CargoRules rules) { rules_ = std::move(rules); }
 
 private:
   std::vector<PublicKey> keys_;
+  CargoRules rules_;
   std::vector<KeyId> revoked_;
 };
 

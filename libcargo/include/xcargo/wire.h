@@ -75,12 +75,13 @@ const char* status_name(ReplyStatus s);
 
 // Why a push was refused (push_reply's error_kind). Values are part of the protocol
 // (wire-protocol.md, section 4.4), not the positions of libcargo's Errc: a new Errc changes
-// nothing here. Clients tell verification failures (malformed to bad_signature) from refused
-// imports.
+// nothing here. Clients tell verification failures (malformed to bad_signature, and revoked)
+// from refused imports.
 enum class ErrorKind : uint16_t {
   io = 0, invalid_argument = 1, malformed = 2, unsupported = 3, limit = 4, digest_mismatch = 5,
   manifest = 6, not_signed = 7, untrusted = 8, bad_signature = 9, key = 10, compile = 11, import = 12,
   other = 13,  // any other failure
+  revoked = 14,  // a rule of the node's trust directory refuses the cargo
 };
 // The kind a node sends for one of libcargo's errors.
 ErrorKind error_kind_of(Errc code);

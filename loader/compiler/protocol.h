@@ -1,0 +1,39 @@
+// The messages between a worker and its compile service, one request and one reply at a
+// time on a stream socket. Both ends check every length against its limit before allocating.
+//   request: "XCRQ", u32 variant-name length, u64 cargo length, the name, the signed cargo
+//   reply:   "XCRP", u32 status (0: ok, else 1 + Errc), u32 flags (1: cache consulted, 2: hit,
+//            4: damaged entry replaced), u32 text length, u64 object length, text, object.
+//            text: for a failure its message and hints, one per line; for success a cache
+//            store error or nothing.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "codegen.h"
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+
+namespace xcargo::loader::compiler {
+
+inline constexpr size_t kMaxVariantName = 256;
+inline constexpr size_t kMaxText = 64 * 1024;
+inline constexpr uint64_t kMaxObject = 256ull << 20;
+inline constexpr size_t kReplyHeader = 24;
+
+struct Request {
+  std::string variant;
+  Bytes cargo;
+};
+
+Bytes encode_request(const std::string& variant, ByteView cargo);
+Bytes encode_reply(const Result<CompiledObject>& reply);
+
+// One request from fd. Errc::unreachable when fd is closed before the first byte.
+Result<Request> read_request(int fd, uint64_t max_cargo);
+// One reply from fd, waiting at most until deadline.
+Result<Result<CompiledObject>> read_reply(int fd, std::chrono::steady_clock::time_point deadline);
+// A whole reply held in memory (what a compile job wrote), or an error if it is not one.
+Result<Result<CompiledObject>> decode_reply(ByteView bytes);
+
+}  // namespace xcargo::loader::compiler

@@ -1,0 +1,36 @@
+// The compile service: the only process that writes the JIT cache. The supervisor starts one
+// beside each worker, before any kernel runs, so nothing a kernel does reaches it except its
+// requests. Each request (a signed cargo and a variant name) runs in a child of its own, which
+// verifies the cargo again against the trust directory, checks and compiles the bitcode (or
+// finds it in the cache) and answers; an LLVM fatal error or crash there costs that request
+// only. The worker itself cannot open the cache (loader/SECURITY.md).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "codegen.h"
+#include "xcargo/cargo.h"
+
+namespace xcargo::loader::compiler {
+
+struct Options {
+  std::string trust;      // the trust path, read again for every request
+  std::string cache_dir;  // empty: no cache
+  Limits limits;          // cargo limits, as the worker's
+  std::chrono::seconds job_limit{120};  // a compile running longer is stopped and refused
+  // Changes when the trust directory changes; then entries compiled from cargos that only
+  // keys no longer trusted signed are removed (and at start).
+  std::function<std::string()> trust_stamp;
+  std::function<void(std::string_view)> log;
+};
+
+// Serves requests on fd until the worker closes its end. Returns the process's exit code.
+int serve(int fd, const Options& options);
+
+// The worker's side: a Compiler that asks the service on fd, one request at a time.
+Compiler remote(int fd, std::chrono::seconds job_limit);
+
+}  // namespace xcargo::loader::compiler

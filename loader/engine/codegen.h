@@ -1,0 +1,32 @@
+// A bitcode variant of a verified cargo as a host object: from the disk cache, or JIT-compiled
+// and stored there. The engine does this in-process when it owns the cache (tests); the
+// loader's worker asks its compile service (loader/compiler/), which does it in a child.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "disk_cache.h"
+#include "jit.h"
+#include "xcargo/cargo.h"
+
+namespace xcargo::loader {
+
+struct CompiledObject {
+  Bytes object;
+  bool cache_enabled = false;  // a cache was consulted
+  bool cache_hit = false;
+  bool cache_damaged = false;  // an entry was there but did not check out: removed, compiled again
+  std::string store_error;     // why the new object could not be stored (it is used anyway)
+};
+
+// How an engine gets the object for a bitcode variant of a cargo it verified.
+using Compiler = std::function<Result<CompiledObject>(const Cargo& cargo, const Variant& variant)>;
+
+// The cache key: everything the object depends on (cargo, variant, host CPU and features,
+// LLVM version, optimisation level).
+std::string cache_key(const Digest& cargo, const Variant& variant, const HostInfo& host);
+
+Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, const Cargo& cargo, const Variant& variant);
+
+}  // namespace xcargo::loader

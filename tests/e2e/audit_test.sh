@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The audit trail: a loader started with --log FILE records every push, run, refusal, crash,
+# time-out and restart with its time, the client's address and key, and the cargo's digest and
+# signer, across worker restarts; the file is rotated at --log-max-size; no worker holds it;
+# under systemd (JOURNAL_STREAM) lines carry no time of their own.
+# usage: audit_test.sh XCARGO SOURCE_DIR TLS   (TLS: the UCX_TLS value, e.g. tcp or shm,tcp)
+X=$1
+SRC=$2
+export UCX_TLS=$3
+export UCX_NET_DEVICES=lo
+LOADER=$(dirname "$X")/xcargo-loader
+BENCH=$(dirname "$X")/xcargo-load-bench
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+pids=()
+trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
+
+mkdir trust clients
+me_id=$("$X" keygen -o me | awk '/^key id/ {print $3}') && cp me.pub clients/
+export XCARGO_IDENTITY=$TMP/me
+k_id=$("$X" keygen -o k | awk '/^key id/ {print $3}') && cp k.pub trust/
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>/dev/null
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k 2>/dev/null
+hello=$("$X" inspect hello.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
+faults=$("$X" inspect faults.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
+
+# Nothing on stderr: every process's lines go to the file.
+"$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients --timeout 1 \
+  --log "$TMP/node.log" --log-max-size 64K 2> stderr.txt &
+sup=$!
+pids+=($sup)
+disown $sup
+wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
+node=$(cat node.addr)
+
+TIME='20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z xcargo-loader\[[0-9]+\]: '
+WHO="from 127\.0\.0\.1:[0-9]+ key $me_id \(me\)"
+SIGNER="signed by $k_id[0-9a-f]* \(k\.pub\)"
+
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$node"
+expect 1 'not signed' -- "$X" push unsigned.xcargo --to "$node"
+expect 3 'kernel_error|crashed' -- "$X" run faults.xcargo --entry segfault --to "$node"
+expect 3 'timeout' -- "$X" run faults.xcargo --entry spin --to "$node"
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$node"
+
+eventually 10 "a push is logged with time, digest, signer, client address and key" \
+  grep -Eq "^${TIME}accepted push: hello 0\.1\.0 digest $hello .*, $SIGNER; $WHO$" node.log
+check "a run is logged with digest, entry, signer, client address and key" \
+  grep -Eq "^${TIME}accepted invoke: $hello/add -> ok \([0-9.]+ us\), $SIGNER; $WHO$" node.log
+check "a refusal is logged with the client's address and key" \
+  grep -Eq "^${TIME}refused push: not_signed: .*; $WHO$" node.log
+check "a crash is logged with the cargo, its signer and the client" \
+  grep -Eq "^${TIME}failed invoke: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); restarting the worker$" node.log
+check "the supervisor logs the restart and names the cargo" \
+  grep -Eq "^${TIME}worker stopped: (exited with status|killed by signal) [0-9]+.*; it reported: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); restarting it$" node.log
+check "a time-out is logged with the cargo and the client" \
+  grep -Eq "^${TIME}failed invoke: the kernel ran past the time limit .*\(cargo $faults/spin, $SIGNER, $WHO\)" node.log
+eventually 10 "two restarts are logged" lines_at_least 2 "^${TIME}worker restarted; listening on" node.log
+check "runs after two restarts are logged, by a third worker" python3 -c "
+import re
+lines = open('node.log').read().splitlines()
+pids = [re.search(r'\[(\d+)\]', l).group(1) for l in lines if 'accepted invoke: $hello/add' in l]
+assert len(pids) == 2 and pids[0] != pids[1], pids"
+check "the loader wrote nothing to its stderr" test ! -s stderr.txt
+
+worker=$(pgrep -x xcargo-loader -P "$sup" | head -1)
+check "the worker holds no descriptor of the log file (a kernel could rewrite it)" \
+  bash -c "[ -n '$worker' ] && ! ls -l /proc/$worker/fd | grep -q 'node.log'"
+# Its stderr is a pipe of its own: reopened for reading through /proc/self/fd/2, it would
+# give a kernel only its own process's lines, never the supervisor's or the compile service's.
+compiler=$(pgrep -x xcargo-compiler -P "$sup" | head -1)
+check "the worker, the compile service and the supervisor each have a log pipe of their own" \
+  bash -c "a=\$(readlink /proc/$worker/fd/2) b=\$(readlink /proc/$compiler/fd/2) c=\$(readlink /proc/$sup/fd/2); [[ \$a == pipe:* && \$b == pipe:* && \$c == pipe:* && \$a != \$b && \$a != \$c && \$b != \$c ]]"
+
+# 64K holds a few hundred lines: 600 more runs fill it twice over.
+"$BENCH" --to "$node" --cargo hello.xcargo --clients 1 -n 600 > bench.json 2>&1 ||
+  echo "FAIL: the load bench failed: $(tail -3 bench.json)"
+eventually 10 "the log is rotated to node.log.1" test -s node.log.1
+check "neither file is over the limit" bash -c '[ $(stat -c %s node.log) -le 65536 ] && [ $(stat -c %s node.log.1) -le 65536 ]'
+check "every line of both files is whole and stamped" python3 -c "
+import re
+for f in ('node.log.1', 'node.log'):
+    t = open(f).read()
+    assert t.endswith('\n'), f
+    for l in t.splitlines():
+        assert re.match(r'$TIME', l), (f, l)"
+check "both files hold the runs" bash -c "grep -q 'accepted invoke: $hello/add' node.log && grep -q 'accepted invoke: $hello/add' node.log.1"
+
+kill -TERM "$sup"
+for _ in $(seq 100); do kill -0 "$sup" 2>/dev/null || break; sleep 0.1; done
+check "the loader stopped on SIGTERM" bash -c "! kill -0 $sup 2>/dev/null"
+check "its last line, written as it stopped, is in the file" bash -c "tail -1 node.log | grep -Eq '^${TIME}stopped$'"
+
+# Under systemd the journal stamps lines itself: no time and no pid in the loader's own text.
+JOURNAL_STREAM=8:12345 "$LOADER" --listen 127.0.0.1:0 --ready-file j.addr --trust trust --clients clients 2> journal.txt &
+pids+=($!)
+disown $!
+wait_file j.addr || echo "FAIL: the loader did not start: $(tail -3 journal.txt)"
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat j.addr)"
+eventually 10 "with JOURNAL_STREAM, lines are bare" grep -Eq "^xcargo-loader: accepted invoke: $hello/add -> ok .*; $WHO$" journal.txt
+check "with JOURNAL_STREAM, no line carries a time" bash -c "! grep -Eq '^20[0-9]{2}-' journal.txt"
+
+expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log x.log --log-max-size 1000
+expect 2 "no-such-dir/x.log: cannot open the log file" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log no-such-dir/x.log
+finish

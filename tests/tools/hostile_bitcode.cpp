@@ -1,0 +1,59 @@
+// xcargo-hostile-bitcode: writes a signed, bitcode-only cargo whose bitcode a loader must
+// refuse without harm, which `xcargo build` would not make (it refuses the first two, and
+// clang the third). Also leaves the LLVM IR beside it as OUT.ll.
+//   inline-asm  a `syscall` instruction in inline assembly
+//   module-asm  module-level assembly
+//   invalid-ir  a module the IR verifier rejects (a value used before it is defined)
+//   fatal       valid IR that makes LLVM's code generator stop the process (an aarch64
+//               intrinsic, which x86-64 instruction selection cannot select)
+// usage: xcargo-hostile-bitcode OUT.xcargo KEY KIND
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "xcargo/file.h"
+#include "xcargo/keys.h"
+#include "xcargo/writer.h"
+
+using namespace xcargo;
+
+namespace {
+
+const std::string kEntry = "define i32 @run(ptr %c, ptr %i, i64 %n) section \".text.xc_entry\" {\n";
+
+const std::map<std::string, std::string> kIr = {
+    {"inline-asm", kEntry + "  %r = call i64 asm sideeffect \"syscall\", \"={rax},{rax},~{rcx},~{r11},~{memory}\"(i64 39)\n"
+                            "  ret i32 0\n}\n"},
+    {"module-asm", "module asm \".globl xcargo_planted\"\nmodule asm \"xcargo_planted: ret\"\n" + kEntry + "  ret i32 0\n}\n"},
+    {"invalid-ir", kEntry + "  %a = add i32 %b, 1\n  %b = add i32 %a, 1\n  ret i32 0\n}\n"},
+    {"fatal", "declare i32 @llvm.aarch64.sdiv.i32(i32, i32)\n" + kEntry +
+                  "  %t = trunc i64 %n to i32\n  %r = call i32 @llvm.aarch64.sdiv.i32(i32 %t, i32 3)\n  ret i32 %r\n}\n"},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4 || !kIr.count(argv[3])) {
+    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|fatal\n");
+    return 2;
+  }
+  const std::string out = argv[1], ll = out + ".ll", bc = out + ".bc";
+  std::ofstream(ll) << kIr.at(argv[3]);
+  const std::string cmd = std::string(XCARGO_LLVM_BIN_DIR) + "/llvm-as -disable-verify " + ll + " -o " + bc;
+  if (std::system(cmd.c_str()) != 0) return 1;
+  auto bytes = read_file(bc, 1 << 20);
+  auto key = SigningKey::load(argv[2]);
+  if (!bytes.ok() || !key.ok()) return std::fprintf(stderr, "cannot read the bitcode or the key\n"), 1;
+  Manifest m;
+  m.name = std::string("hostile-") + argv[3];
+  m.version = "1";
+  m.entries = {"run"};
+  Payload p{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"run", "run"}}, {}}, *bytes};
+  auto cargo = write_cargo(m, {p});
+  if (!cargo.ok()) return std::fprintf(stderr, "%s\n", cargo.error().message().c_str()), 1;
+  auto signed_cargo = sign_cargo(*cargo, *key);
+  if (!signed_cargo.ok()) return std::fprintf(stderr, "%s\n", signed_cargo.error().message().c_str()), 1;
+  return write_file(out, *signed_cargo).ok() ? 0 : 1;
+}

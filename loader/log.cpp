@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <future>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -262,6 +263,22 @@ struct FileSink {
 
 FileSink* g_sink = nullptr;  // set once by log_to_file
 
+// Starts f on a detached thread and returns once f runs. The supervisor forks workers while
+// its log threads live: a sanitizer sets a new thread up with its allocator's locks taken,
+// and a fork meanwhile left them taken in the worker, whose every thread then waited for ever
+// (seen under AddressSanitizer on a busy machine). Everything such a thread allocates later
+// it allocates under a lock that fork's prepare handler takes too.
+template <class F>
+void start_detached(F f) {
+  std::promise<void> running;
+  std::future<void> started = running.get_future();
+  std::thread([r = std::move(running), f = std::move(f)]() mutable {
+    r.set_value();
+    f();
+  }).detach();
+  started.wait();
+}
+
 Log& the_log() {
   // Never destroyed: the flusher thread may outlive main. A fork (the supervisor starting a
   // worker) takes the lock so that the child inherits it free, and the child, which has no
@@ -310,7 +327,7 @@ void start_log() {
   std::lock_guard<std::mutex> l(g.mu);
   if (!g.started) {
     g.started = true;
-    std::thread([&g] { g.run(); }).detach();
+    start_detached([&g] { g.run(); });
   }
 }
 
@@ -368,7 +385,7 @@ Status log_to_file(const std::string& path, uint64_t max_size) {
   sink->wake_read = w[0];
   sink->wake_write = w[1];
   g_sink = sink.release();
-  std::thread([s = g_sink] { s->run(); }).detach();
+  start_detached([s = g_sink] { s->run(); });
   return {};
 }
 

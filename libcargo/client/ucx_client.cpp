@@ -44,6 +44,7 @@ public:
         UCX->ucp_request_cancel(w_->worker(), req);
         while (UCX->ucp_request_check_status(req) == UCS_INPROGRESS) UCX->ucp_worker_progress(w_->worker());
         UCX->ucp_request_free(req);
+        unanswered_ = true;
         return Error(Errc::unreachable, peer_ + ": get: no answer within " + std::to_string(timeout_ms_ / 1000) + " s");
       }
     }
@@ -121,6 +122,7 @@ protected:
       }
       if (now > deadline) {
         if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
+        unanswered_ = true;
         return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
       }
       if (now > spin_until) w_->progress_or_wait(10);  // long waits sleep instead of spinning
@@ -208,9 +210,12 @@ private:
     }
     for (auto& [address, rkey] : rkeys_) UCX->ucp_rkey_destroy(rkey);  // before their endpoint
     rkeys_.clear();
+    // A node that left a request unanswered may never answer the close either: UCX 1.13
+    // aborts in ucp_worker_destroy on an endpoint whose graceful close did not finish
+    // ("pending request ... should have been flushed"), so such an endpoint is closed by force.
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    p.flags = failed_ || unanswered_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = UCX->ucp_ep_close_nbx(ep_, &p);
     if (r && !UCS_PTR_IS_ERR(r)) {
       const auto deadline = Clock::now() + std::chrono::milliseconds(500);
@@ -230,6 +235,7 @@ private:
   Frame reply_;
   std::optional<uint64_t> expect_id_;  // the request id the reply must carry
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
+  bool unanswered_ = false;  // a request went unanswered past its time limit
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   ucs_status_t fail_status_ = UCS_OK;

@@ -30,6 +30,7 @@ faults=$("$X" inspect faults.xcargo --json | python3 -c 'import json,sys; print(
   --log "$TMP/node.log" --log-max-size 64K 2> stderr.txt &
 sup=$!
 pids+=($sup)
+diagnose "$TMP/node.log" "$TMP/stderr.txt"
 disown $sup
 wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
 node=$(cat node.addr)

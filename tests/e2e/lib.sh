@@ -99,7 +99,18 @@ in_cluster_dir() {
   trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 }
 
+# diagnose FILE...: finish prints the last lines of each FILE if a check failed (a loader's
+# log, which the failing commands' own output does not show).
+diag_files=()
+diagnose() { diag_files+=("$@"); }
+
 finish() {
+  if [ "$failures" -gt 0 ]; then
+    for f in "${diag_files[@]}"; do
+      echo "--- last lines of $f:"
+      tail -40 "$f" 2>&1 | sed 's/^/    | /'
+    done
+  fi
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]
 }

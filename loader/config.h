@@ -28,6 +28,7 @@ struct LoaderConfig {
   std::string cluster;      // cluster file: the other nodes, for xc_forward
   uint32_t max_hops = 1000000;  // forwards a computation may take before it is stopped
   Cluster nodes;            // read from `cluster` at start (not a setting)
+  int node_memory_fd = -1;  // the supervisor's node memory, which workers inherit (not a setting)
   std::vector<std::string> regions;  // NAME=SIZE: memory regions created at start
   bool sandbox = true;      // seccomp filters on the worker (loader/SECURITY.md)
   bool one_sided_regions = false;  // clients may ucp_get regions (UCX RMA on; loader/SECURITY.md)

@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "handler.h"
 #include "log.h"
+#include "regions.h"
 #include "service.h"
 #include "sandbox.h"
 #include "supervisor.h"
@@ -82,6 +83,7 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   auto store = TrustStore::load(cfg.trust);
   XC_TRY(store);
   EngineConfig ec;
+  ec.node_memory_fd = cfg.node_memory_fd;
   ec.compile = std::move(compile);
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
@@ -334,12 +336,15 @@ Result<int> start_compiler(const LoaderConfig& cfg) {
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size, int compiler_fd) {
   auto log = [](std::string_view line) { log_line(line); };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, compiler_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, compiler_fd, cfg.node_memory_fd});
   if (!confined.ok()) return fail(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail(s.error());
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit));
   if (!engine.ok()) return fail(engine.error());
+  if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
+    log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
+             (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
   ServerOptions so;
   so.listen = cfg.listen;
@@ -554,6 +559,11 @@ int main(int argc, char** argv) {
     if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
     auto access = load_access(cfg);
     if (!access.ok()) return fail(access.error());
+    // Regions live in memory this process owns, mapped by each worker in turn: they outlive
+    // a worker that a kernel's failure ends.
+    auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
+    if (!memory.ok()) return fail(memory.error());
+    cfg.node_memory_fd = *memory;
     SupervisorOptions so;
     so.listen = cfg.listen;
     so.ready_file = cfg.ready_file;

@@ -97,7 +97,9 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
   e->impl_->trust = std::move(trust);
   e->impl_->cache = std::move(*cache);
   e->impl_->jit = std::move(*jit);
-  e->impl_->regions = std::make_unique<Regions>(e->impl_->config.max_region_bytes);
+  auto regions = Regions::open(e->impl_->config.max_region_bytes, e->impl_->config.node_memory_fd);
+  XC_TRY(regions);
+  e->impl_->regions = std::move(*regions);
   return e;
 }
 

@@ -30,26 +30,48 @@ uint64_t Connection::first_request_id() {
 }
 
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
-  Bytes sealed;
-  if (token_) {  // wire-protocol.md section 7: the session's token ends every request's header
-    sealed.reserve(header.size() + kTokenSize);
-    sealed.assign(header.begin(), header.end());
-    sealed.insert(sealed.end(), token_->begin(), token_->end());
-    header = sealed;
+  for (int resent = 0;; ++resent) {
+    Bytes sealed;
+    ByteView h = header;
+    if (token_) {  // wire-protocol.md section 7: the session's token ends every request's header
+      sealed.reserve(header.size() + kTokenSize);
+      sealed.assign(header.begin(), header.end());
+      sealed.insert(sealed.end(), token_->begin(), token_->end());
+      h = sealed;
+    }
+    if (type != MsgType::hello && type != MsgType::auth && lost_before_sending()) {
+      XC_TRY(reconnect());
+      continue;  // sealed again with the new session's token
+    }
+    auto f = roundtrip(type, h, data);
+    XC_TRY(f);
+    if (f->type == MsgType::result && type != MsgType::hello && type != MsgType::auth) {
+      auto r = decode_result(f->header);
+      if (r.ok() && r->status == ReplyStatus::restarting) {
+        if (resent == kResends)
+          return Error(Errc::unreachable, peer() + ": the node answered 'restarting' " + std::to_string(kResends + 1) +
+                                              " times in a row: " + r->message)
+              .hint("its kernels keep failing; its log says which");
+        XC_TRY(reconnect());
+        continue;
+      }
+    }
+    if (f->type == MsgType::result && reply_type != MsgType::result) {
+      // A node that cannot parse a request answers with a result carrying bad_request.
+      auto r = decode_result(f->header);
+      if (r.ok() && r->status == ReplyStatus::unauthenticated) return denied(r->message);
+      std::string why = r.ok() ? r->message : "unexpected reply";
+      return Error(Errc::malformed, peer() + ": the node refused the request: " + why);
+    }
+    if (f->type != reply_type)
+      return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(reply_type)) +
+                                        ", got " + std::to_string(int(f->type)));
+    return f;
   }
-  auto f = roundtrip(type, header, data);
-  XC_TRY(f);
-  if (f->type == MsgType::result && reply_type != MsgType::result) {
-    // A node that cannot parse a request answers with a result carrying bad_request.
-    auto r = decode_result(f->header);
-    if (r.ok() && r->status == ReplyStatus::unauthenticated) return denied(r->message);
-    std::string why = r.ok() ? r->message : "unexpected reply";
-    return Error(Errc::malformed, peer() + ": the node refused the request: " + why);
-  }
-  if (f->type != reply_type)
-    return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(reply_type)) +
-                                      ", got " + std::to_string(int(f->type)));
-  return f;
+}
+
+Status Connection::reconnect() {
+  return Error(Errc::unreachable, peer() + ": the node is replacing its worker, and this connection cannot reconnect");
 }
 
 Error Connection::denied(const std::string& why) const {
@@ -60,6 +82,8 @@ Error Connection::denied(const std::string& why) const {
 }
 
 Status Connection::handshake(const SigningKey* identity, const std::string& identity_path) {
+  token_.reset();  // a connection made again starts without a session
+  identity_id_.clear();
   auto nonce = auth::random_nonce();
   XC_TRY(nonce);
   auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address(), *nonce}), {});

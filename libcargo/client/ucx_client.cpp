@@ -81,14 +81,40 @@ public:
       hp.flags = UCP_AM_FLAG_WHOLE_MSG;
       if (auto s = UCX->ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
     }
-    auto ep = net::connect_ep(w_->worker(), host_port, &UcxConnection::on_error, this);
+    o_ = o;
+    return attach();
+  }
+
+protected:
+  // The node went away between requests (a worker replaced after a kernel failed): the next
+  // request, not yet sent, goes to a new connection.
+  bool lost_before_sending() const override { return failed_ && !closed_ && handshaken(); }
+  Status reconnect() override {
+    const auto give_up = Clock::now() + std::chrono::milliseconds(o_.retry_ms);
+    for (;;) {
+      unanswered_ = true;  // the old worker is ending: no graceful close
+      drop();
+      auto s = attach();
+      if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+private:
+  // A new endpoint on this worker, and the handshake over it.
+  Status attach() {
+    failed_ = unanswered_ = false;
+    fail_status_ = UCS_OK;
+    auto ep = net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
     XC_TRY(ep);
     ep_ = *ep;
-    timeout_ms_ = o.connect_timeout_ms;
-    auto hs = handshake(o.identity_key.get(), o.identity.empty() ? auth::default_identity_path() : o.identity);
-    timeout_ms_ = o.reply_timeout_ms;
+    timeout_ms_ = o_.connect_timeout_ms;
+    auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
+    timeout_ms_ = o_.reply_timeout_ms;
     return hs;
   }
+
+public:
 
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
@@ -204,6 +230,13 @@ private:
   }
 
   void close() override {
+    closed_ = true;
+    drop();
+  }
+
+private:
+  // Closes the endpoint; the connection may be made again (reconnect).
+  void drop() {
     if (!ep_) {
       failed_ = true;
       return;
@@ -228,6 +261,7 @@ private:
   }
 
   std::unique_ptr<net::UcxWorker> w_;
+  ConnectOptions o_;  // for reconnect()
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
   int timeout_ms_ = 5000;
@@ -236,6 +270,7 @@ private:
   std::optional<uint64_t> expect_id_;  // the request id the reply must carry
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   bool unanswered_ = false;  // a request went unanswered past its time limit
+  bool closed_ = false;      // close() was called: no more requests
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   ucs_status_t fail_status_ = UCS_OK;

@@ -27,6 +27,8 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::sandbox: return "sandbox";
     case ReplyStatus::out_of_range: return "out_of_range";
     case ReplyStatus::unauthenticated: return "unauthenticated";
+    case ReplyStatus::interrupted: return "interrupted";
+    case ReplyStatus::restarting: return "restarting";
   }
   return "unknown";
 }

@@ -19,6 +19,12 @@ std::shared_ptr<Job> JobQueue::take_ready() {
   return j;
 }
 
+std::vector<std::shared_ptr<Job>> JobQueue::take_all() {
+  std::vector<std::shared_ptr<Job>> all(std::make_move_iterator(jobs_.begin()), std::make_move_iterator(jobs_.end()));
+  jobs_.clear();
+  return all;
+}
+
 std::vector<std::shared_ptr<Job>> JobQueue::expire(Clock::time_point now) {
   held_.erase(std::remove_if(held_.begin(), held_.end(), [](const auto& j) { return j->ready.load(); }), held_.end());
   std::vector<std::shared_ptr<Job>> late;

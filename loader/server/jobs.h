@@ -33,6 +33,9 @@ struct Job {
   Clock::time_point since;         // when its header came (the transfer deadline)
   uint64_t length = 0;             // its data's length
   std::optional<Charge> charge;    // its share of its connection's and key's limits
+  // Set by whoever answers it first: its executor with its result, the monitor with a
+  // time-out, or a worker about to be replaced with `interrupted` (exactly one reply).
+  std::atomic<bool> answered{false};
 };
 
 class JobQueue {
@@ -46,6 +49,9 @@ public:
   // receive failed, so they are kept (hold) until then.
   std::vector<std::shared_ptr<Job>> expire(Clock::time_point now);
   void hold(std::shared_ptr<Job> job) { held_.push_back(std::move(job)); }
+  // Every request still queued, arrived or arriving, taken off the queue (a worker about to
+  // be replaced answers them).
+  std::vector<std::shared_ptr<Job>> take_all();
   size_t size() const { return jobs_.size(); }
   size_t held() const { return held_.size(); }
 

@@ -325,6 +325,7 @@ struct UcxServer::Impl {
     if (type == MsgType::auth && client) return self->authenticate(param->reply_ep, *client, hv), UCS_OK;
     if (!self->opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
       return self->deny(has_ep ? param->reply_ep : nullptr, client, type, hv), UCS_OK;
+    if (self->restart) return self->unrun(has_ep ? param->reply_ep : nullptr, type, hv), UCS_OK;  // this worker is ending
     if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
       RequestOrigin origin(client ? client->origin.get() : nullptr);
@@ -602,7 +603,8 @@ struct UcxServer::Impl {
   }
 
   // Runs one request; a kernel fault comes back here as a "crashed" result.
-  Step execute(Slot& s, Job& j) {
+  // *failed: a kernel fault stopped it (its reply is this step, whatever else happens).
+  Step execute(Slot& s, Job& j, bool* failed) {
     if (j.failed) return Step{handler->bad_request("the request's header or data could not be received (over " +
                                                    std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
                               reply_to_of(j.type, j.header)};
@@ -613,6 +615,8 @@ struct UcxServer::Impl {
           r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false) : handler->forward(j.header, j.data, false);
         }))
       return std::move(*r);
+    j.answered = true;  // before failure_reply asks for the restart: the worker's end must not answer it too
+    *failed = true;
     return Step{failure_reply(s, request_id_of(j.type, j.header), false, about(j.type, j.header, j.origin.get())),
                 reply_to_of(j.type, j.header)};
   }
@@ -684,17 +688,19 @@ struct UcxServer::Impl {
         me.since = steady_ns();
         me.phase = 1;
         monitor->wake();
-        Step r = execute(me, *j);
+        bool failed = false;
+        Step r = execute(me, *j, &failed);
         int expected = 1;
         const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
         me.since = 0;
         me.phase = 0;
         me.job.store(nullptr);
+        const bool mine = failed || !j->answered.exchange(true);  // else answered `interrupted` meanwhile
         if (still_leader) {
-          deliver(eps.live(j->ep, j->serial), std::move(r));
+          if (mine) deliver(eps.live(j->ep, j->serial), std::move(r));
           continue;
         }
-        post(j->ep, j->serial, std::move(r));  // the new leader sends it
+        if (mine) post(j->ep, j->serial, std::move(r));  // the new leader sends it
         return;
       }
       if (posted) continue;
@@ -720,6 +726,30 @@ struct UcxServer::Impl {
     return !posted.empty();
   }
 
+  // The reply to a request whose kernel was running when the worker had to end.
+  Step interrupted(MsgType type, ByteView header) const {
+    ResultMsg m;
+    m.request_id = request_id_of(type, header);
+    m.status = ReplyStatus::interrupted;
+    m.node_id = opt.node_id;
+    m.message = "the kernel was running when another kernel's failure made the node replace its worker; it may have "
+                "partly run (its writes to node memory stay)";
+    return Step{{MsgType::result, encode(m), {}}, reply_to_of(type, header)};
+  }
+  // A request this worker will not run because it is ending: `restarting`, which the client
+  // sends again to the next worker; a forward, whose chain already ran elsewhere, tells its
+  // client `interrupted`.
+  void unrun(ucp_ep_h ep, MsgType type, ByteView header) {
+    if (type == MsgType::forward) return deliver(nullptr, interrupted(type, header));
+    if (!ep) return;
+    ResultMsg m;
+    m.request_id = request_id_of(type, header);
+    m.status = ReplyStatus::restarting;
+    m.node_id = opt.node_id;
+    m.message = "the node is replacing its worker after a kernel failed; this request did not run: send it again";
+    send(ep, {MsgType::result, encode(m), {}});
+  }
+
   // After a kernel crash or time-out: the replies are sent, then the worker process ends
   // at once (threads still inside kernels cannot be stopped any other way) and the
   // supervisor starts a fresh one.
@@ -730,6 +760,27 @@ struct UcxServer::Impl {
       UCX->ucp_listener_destroy(listener);
       listener = nullptr;
     }
+    // Every request taken in gets its one reply: those whose kernels run in other executors
+    // `interrupted` (they cannot be stopped but by the end of this process), the rest
+    // `restarting` (they ran no kernel, and what they did ends with this worker: the client
+    // sends them again to the next one), as do those that arrive from now on (on_request).
+    for (const auto& slot : slots)
+      if (std::shared_ptr<Job> j = slot->job.load(); j && !j->answered.exchange(true)) {
+        if (j->type != MsgType::invoke && j->type != MsgType::forward) {  // a push, say: its work ends with this worker
+          unrun(eps.live(j->ep, j->serial), j->type, j->header);
+          continue;
+        }
+        log("interrupted invoke: " + handler->describe(j->type, j->header) + (j->origin ? ", " + *j->origin : "") +
+            ": its kernel was running when another kernel's failure ended the worker");
+        deliver(eps.live(j->ep, j->serial), interrupted(j->type, j->header));
+      }
+    uint64_t unrun_jobs = 0;
+    for (std::shared_ptr<Job>& j : jobs.take_all()) {
+      unrun(eps.live(j->ep, j->serial), j->type, j->header);
+      ++unrun_jobs;
+      jobs.hold(std::move(j));  // a transfer still arriving writes into it until the process ends
+    }
+    if (unrun_jobs) log("answered " + std::to_string(unrun_jobs) + " queued requests 'restarting': they did not run");
     // Replies still to send include one an executor posts just after setting `restart` (a
     // deposed leader whose kernel crashed): keep taking them from the outbox.
     const auto deadline = Clock::now() + timing::kFlushReplies;
@@ -787,7 +838,7 @@ struct UcxServer::Impl {
     set_incident(what);
     if (inline_run) {
       ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread logs and answers (failure_reply)
-    } else if (std::shared_ptr<Job> j = s.job.load()) {
+    } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
       const std::string a = about(j->type, j->header, j->origin.get());
       log("failed invoke: " + what + a + "; restarting the worker");
       set_incident(what + a);

@@ -45,3 +45,13 @@ XC_ENTRY int hang(xc_ctx *ctx, const void *in, size_t in_len) {
   volatile uint64_t n = 0;
   for (;;) n++;
 }
+
+/* Runs about n * 2^20 loop iterations (input: u64 n), then replies n: a kernel still running
+ * when another one fails. */
+XC_ENTRY int slow(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t n = 0;
+  if (in_len == 8) memcpy(&n, in, 8);
+  volatile uint64_t acc = 0;
+  for (uint64_t i = 0; i < (n << 20); ++i) acc += i;
+  return xc_reply(ctx, &n, 8);
+}

@@ -71,6 +71,13 @@ protected:
   // names it in messages) when the node asks for it or accepts it; implementations call it
   // once connected.
   Status handshake(const SigningKey* identity, const std::string& identity_path);
+  // A new connection to the same node, handshake included, for a request the node answered
+  // `restarting` (it was replacing its worker): retried while the connection is refused,
+  // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).
+  virtual Status reconnect();
+  // The connection was lost after its last reply, before the next request was sent: that
+  // request can go to a new connection (reconnect) at no risk of running twice.
+  virtual bool lost_before_sending() const { return false; }
   // One-sided reads, for transports that offer them.
   virtual bool can_get_one_sided() const { return false; }
   virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
@@ -79,7 +86,10 @@ protected:
   virtual Bytes reply_address() const { return {}; }
 
 private:
+  // Sends a request and returns its reply; one answered `restarting` is sent again on a new
+  // connection, up to kResends times (it did not run: wire-protocol.md section 5.1).
   Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
+  static constexpr int kResends = 5;
   Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
   wire::HelloReply node_;

@@ -62,8 +62,10 @@ enum class ReplyStatus : uint16_t {
   sandbox = 15,         // the sandbox stopped the kernel (a system call of its own); the node recovered
   out_of_range = 16,    // a region read's bytes are not all inside the region
   unauthenticated = 17, // the connection has not authenticated, or its key may not do this
+  interrupted = 18,     // this kernel was running when another one's failure replaced the worker; it may have partly run
+  restarting = 19,      // the node is replacing its worker: this request did not run; send it again on a new connection
 };
-inline constexpr uint16_t kMaxStatus = 17;
+inline constexpr uint16_t kMaxStatus = 19;
 
 // What a loader asks of its clients (hello_reply's `auth`).
 enum class AuthMode : uint16_t {

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A kernel's failure costs only its own caller: node memory survives worker restarts, a
+# kernel running beside the failed one is answered `interrupted`, and a second client's
+# invocations during a storm of crashes and time-outs all come back right.
+# usage: storm_test.sh XCARGO SOURCE_DIR TLS CRASHES TIMEOUTS   (TLS: the UCX_TLS value)
+X=$1
+SRC=$2
+export UCX_TLS=$3
+export UCX_NET_DEVICES=lo
+CRASHES=${4:-100}
+TIMEOUTS=${5:-20}
+LOADER=$(dirname "$X")/xcargo-loader
+BENCH=$(dirname "$X")/xcargo-load-bench
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+pids=()
+trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
+
+mkdir trust clients
+"$X" keygen -o me > keygen.txt && cp me.pub clients/ && cp me.pub trust/
+export XCARGO_IDENTITY=$TMP/me
+"$X" build "$SRC/tests/kernels/memory.c" -o memory.xcargo --key me 2> build.txt
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key me 2>> build.txt
+
+# start NAME ARGS...: a loader whose address is in NAME.addr, its log in NAME.log.
+start() {
+  local name=$1
+  shift
+  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" --trust trust --clients clients --log "$TMP/$name.log" "$@" 2> "$name.stderr" &
+  pids+=($!)
+  disown $!
+  diagnose "$TMP/$name.log"
+  wait_file "$name.addr" || echo "FAIL: the loader did not start: $(tail -n 3 "$name.stderr" "$name.log")"
+}
+
+# The user's view (issue 14): a region written, another entry crashes, the region is there.
+start a --timeout 30
+a=$(cat a.addr)
+expect 0 '^4242$' -- "$X" run memory.xcargo --entry put --arg u64:4242 --result u64 --to "$a"
+expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
+expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$a"
+expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
+eventually 10 "the new worker says it kept the region" grep -q 'node memory: 1 regions kept from the previous worker' a.log
+
+# A kernel running in another executor when one crashes: its caller is told `interrupted`,
+# not that its own kernel crashed, and at once (not at a time-out).
+clients_before=$(grep -c 'accepted client' a.log)
+"$X" run memory.xcargo --entry slow --arg u64:4000 --to "$a" > slow.txt 2>&1 &
+slow=$!
+eventually 30 "the slow kernel's client connected" lines_at_least $((clients_before + 1)) 'accepted client' a.log
+sleep 1  # its invocation follows at once; the kernel runs for seconds
+expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$a"
+wait "$slow"
+rc=$?
+checks=$((checks + 1))
+if [ "$rc" -ne 3 ] || ! grep -q 'interrupted: the kernel was running when another kernel' slow.txt; then
+  echo "FAIL: a kernel running beside a crash is reported interrupted (exit $rc):"
+  sed 's/^/    | /' slow.txt
+  failures=$((failures + 1))
+fi
+check "the worker logged the interrupted run" grep -q 'interrupted invoke: .*/slow' a.log
+expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
+
+# The storm: one client crashes its kernel CRASHES times and runs it past the limit TIMEOUTS
+# times; the other invokes hello/add at least 10000 times meanwhile. Every result is right,
+# the region reads back as written before the storm, and no request is lost.
+start b --timeout 0.5
+"$BENCH" --to "$(cat b.addr)" --cargo hello.xcargo --clients 1 -n 10000 --storm memory.xcargo \
+  --crashes "$CRASHES" --timeouts "$TIMEOUTS" > storm.json 2> storm.err
+rc=$?
+cat storm.json >&2; cp storm.json /tmp/storm_last.json
+field() { python3 -c "import json,sys; print(json.load(open('storm.json'))['$1'])" 2>&1; }
+checks=$((checks + 1))
+[ "$rc" -eq 0 ] || { echo "FAIL: the storm bench failed (exit $rc): $(tail -3 storm.err)"; failures=$((failures + 1)); }
+check "the storm crashed the kernel $CRASHES times" test "$(field storm_crashed)" = "$CRASHES"
+check "the storm timed out $TIMEOUTS times" test "$(field storm_timed_out)" = "$TIMEOUTS"
+check "the region written before the storm reads back unchanged" test "$(field region_after)" = 4242
+check "the second client did at least 10000 invocations" test "$(field invocations)" -ge 10000
+check "none of them was lost or wrong" test "$(field lost)-$(field mismatched)" = "0-0"
+# A synchronous client has one request out when a worker ends: at most one resend per end.
+check "resends were at most one per worker that ended" \
+  test "$(( $(field interrupted) + $(field unanswered) ))" -le "$(( CRASHES + TIMEOUTS ))"
+eventually 10 "the supervisor replaced the worker each time" lines_at_least "$(( CRASHES + TIMEOUTS ))" 'worker restarted; listening on' b.log ||
+  echo "    | $(grep -c 'worker restarted' b.log) restarts, $(grep -c 'worker stopped' b.log) stops, $(grep -c 'could not start' b.log) failed starts"
+eventually 10 "every new worker kept the region" lines_at_least "$(( CRASHES + TIMEOUTS ))" 'node memory: 1 regions kept' b.log
+check "the loader still serves" "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat b.addr)"
+finish

@@ -12,8 +12,6 @@ LOADER=$(dirname "$X")/xcargo-loader
 BENCH=$(dirname "$X")/xcargo-load-bench
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
-pids=()
-trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
 
 mkdir trust clients
 me_id=$("$X" keygen -o me | awk '/^key id/ {print $3}') && cp me.pub clients/

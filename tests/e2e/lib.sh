@@ -4,7 +4,10 @@ set -u
 failures=0
 checks=0
 TMP=$(mktemp -d /tmp/xcargo-e2e-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# Processes a test starts in the background (loaders): add their pids to `pids`; they and
+# their children (workers) are killed when the test ends, and TMP is removed.
+pids=()
+trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
 
 # expect CODE REGEX -- CMD...: CMD exits with CODE and its stderr+stdout matches REGEX (ERE).
 expect() {
@@ -92,7 +95,6 @@ measure() {
 
 # in_cluster_dir: run in $TMP with a scripts/cluster directory there; the cluster, and the
 # processes listed in pids, are stopped when the test ends.
-pids=()
 in_cluster_dir() {
   cd "$TMP" || exit 1
   export XCARGO_CLUSTER_DIR=$TMP/cluster

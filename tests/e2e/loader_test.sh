@@ -8,8 +8,6 @@ export UCX_NET_DEVICES=lo  # tests keep all traffic on the loopback interface
 LOADER=$(dirname "$X")/xcargo-loader
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 
 # start_loader NAME ARGS...: starts a loader on a free port, waits (bounded) for its ready file.
 # Time bounds below are ceilings for a slow machine busy with other work (sanitizer builds,

@@ -13,8 +13,6 @@ LOADER=$(dirname "$X")/xcargo-loader
 BENCH=$(dirname "$X")/xcargo-load-bench
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
-pids=()
-trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
 
 mkdir trust clients
 "$X" keygen -o me > keygen.txt && cp me.pub clients/ && cp me.pub trust/

@@ -84,6 +84,7 @@ Error Connection::denied(const std::string& why) const {
 Status Connection::handshake(const SigningKey* identity, const std::string& identity_path) {
   token_.reset();  // a connection made again starts without a session
   identity_id_.clear();
+  ++session_;
   auto nonce = auth::random_nonce();
   XC_TRY(nonce);
   auto f = request(MsgType::hello, MsgType::hello_reply, encode(Hello{kVersion, kVersion, reply_address(), *nonce}), {});
@@ -187,14 +188,22 @@ Result<RemoteRegion> Connection::region(const std::string& name) {
   if (r->status != ReplyStatus::ok)
     return Error(Errc::remote, peer() + ": region '" + name + "': " + status_name(r->status))
         .hint("'xcargo ls --to " + peer() + "' lists the node's regions");
-  return RemoteRegion{name, r->address, r->length, std::move(r->rkey)};
+  return RemoteRegion{name, r->address, r->length, std::move(r->rkey), session_};
 }
 
 Status Connection::get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) {
   if (offset > region.length || len > region.length - offset)
     return Error(Errc::invalid_argument, peer() + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
                                              std::to_string(len) + " are past its " + std::to_string(region.length));
-  if (one_sided(region)) return get_one_sided(region, offset, out, len);
+  if (one_sided(region)) {
+    // Its address and key belong to the worker that gave them; a new one (after a kernel
+    // failure replaced it) maps the region elsewhere, under another key.
+    if (region.session != session_)
+      return Error(Errc::unreachable, peer() + ": region '" + region.name + "': its address and key are from an earlier "
+                                                 "connection; the node's worker was replaced since")
+          .hint("ask for the region again (Connection::region) and read with what it returns");
+    return get_one_sided(region, offset, out, len);
+  }
   const uint64_t id = next_id_++;
   auto f = request(MsgType::region_read, MsgType::region_data, encode(RegionRead{id, offset, len, region.name}), {});
   XC_TRY(f);

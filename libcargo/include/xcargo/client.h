@@ -22,6 +22,7 @@ struct RemoteRegion {
   std::string name;
   uint64_t address = 0, length = 0;
   Bytes rkey;  // the node's packed UCX remote key; empty unless the node allows one-sided reads
+  uint64_t session = 0;  // the connection's handshake it came from: a key is good only there
 };
 
 struct InvokeReply {
@@ -100,6 +101,7 @@ private:
   std::string identity_id_;
   uint16_t verbs_ = 0;
   std::optional<wire::SessionToken> token_;  // once authenticated: ends every request's header
+  uint64_t session_ = 0;  // handshakes so far: a reconnect starts a new session
 };
 
 struct LocalOptions {

@@ -93,13 +93,15 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   ec.max_forward_input = cfg.max_input;
   ec.quick_ns = uint64_t(cfg.inline_us) * 1000;
   ec.log = log;
-  auto engine = Engine::create(ec, std::move(*store));
-  XC_TRY(engine);
   for (const std::string& spec : cfg.regions) {  // NAME=SIZE, checked when the flags were read
     const auto eq = spec.rfind('=');
-    auto r = (*engine)->regions().create(spec.substr(0, eq), std::stoull(spec.substr(eq + 1)));
-    if (!r.ok()) return Error(r.error().code(), "--region " + spec + ": " + r.error().message());
+    ec.regions.emplace_back(spec.substr(0, eq), std::stoull(spec.substr(eq + 1)));
   }
+  auto engine = Engine::create(ec, std::move(*store));
+  XC_TRY(engine);
+  for (const auto& [name, size] : ec.regions)  // kept from the last worker, or made now: open left room
+    if (auto r = (*engine)->regions().create(name, size); !r.ok())
+      return Error(r.error().code(), "--region " + name + "=" + std::to_string(size) + ": " + r.error().message());
   return engine;
 }
 

@@ -205,7 +205,9 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       flush_log();
       return 0;
     }
-    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return 0;
+    // A worker's exit is a stop only when this process was asked to stop (above): a kernel
+    // can make its own worker exit 0 (SIGTERM to itself, exit_group), which must not take
+    // the loader down.
     if (addr.empty()) {
       if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
       // A restart that could not start (e.g. the port not yet free), or a start that hung:

@@ -97,7 +97,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
   e->impl_->trust = std::move(trust);
   e->impl_->cache = std::move(*cache);
   e->impl_->jit = std::move(*jit);
-  auto regions = Regions::open(e->impl_->config.max_region_bytes, e->impl_->config.node_memory_fd);
+  auto regions = Regions::open(e->impl_->config.max_region_bytes, e->impl_->config.node_memory_fd, e->impl_->config.regions);
   XC_TRY(regions);
   e->impl_->regions = std::move(*regions);
   return e;

@@ -32,6 +32,7 @@ struct EngineConfig {
   uint64_t max_forward_input = 0;   // xc_forward's input limit; 0: it fails (not in a cluster)
   uint64_t max_region_bytes = 4ull << 30;  // all of the node's memory regions together
   int node_memory_fd = -1;  // Regions::create_memory's, shared by every worker; -1: the engine's own
+  std::vector<std::pair<std::string, uint64_t>> regions;  // the admin's (--region): first in node memory
   uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
   uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log

@@ -76,7 +76,8 @@ Result<int> Regions::create_memory(uint64_t max_total_bytes) {
   return fd;
 }
 
-Result<std::unique_ptr<Regions>> Regions::open(uint64_t max_total_bytes, int memory_fd) {
+Result<std::unique_ptr<Regions>> Regions::open(uint64_t max_total_bytes, int memory_fd,
+                                               const std::vector<std::pair<std::string, uint64_t>>& configured) {
   std::unique_ptr<Regions> r(new Regions());
   r->max_total_ = max_total_bytes;
   r->size_ = object_size(max_total_bytes);
@@ -98,27 +99,43 @@ Result<std::unique_ptr<Regions>> Regions::open(uint64_t max_total_bytes, int mem
   table.magic = Table::kMagic;  // a kernel may have written over it: what it says is checked below
   table.max_total = max_total_bytes;
   // Adopt what an earlier worker left, entry by entry, refusing whatever does not describe a
-  // region of its own inside the object.
+  // region of its own inside the object: the configured regions first, then the others while
+  // room remains for the configured ones still missing.
+  std::map<std::string, uint64_t, std::less<>> wanted(configured.begin(), configured.end());
+  auto missing = [&](uint64_t* bytes) {
+    size_t n = 0;
+    *bytes = 0;
+    for (const auto& [name, len] : wanted)
+      if (!r->regions_.count(name)) ++n, *bytes += len;
+    return n;
+  };
   std::vector<std::pair<uint64_t, uint64_t>> taken;  // [offset, end) of adopted regions
-  for (Table::Entry& e : table.entries) {
-    if (e.state.load(std::memory_order_acquire) != Table::kCommitted) {
-      e.state.store(0);
-      continue;
+  for (int pass = 0; pass < 2; ++pass)
+    for (Table::Entry& e : table.entries) {
+      if (e.state.load(std::memory_order_acquire) != Table::kCommitted) {
+        e.state.store(0);
+        continue;
+      }
+      const uint64_t off = e.offset, len = e.length;
+      const std::string name(e.name, std::min<size_t>(e.name_length, sizeof e.name));
+      const auto w = wanted.find(name);
+      if ((pass == 0) != (w != wanted.end())) continue;  // configured names in the first pass
+      uint64_t reserve = 0;
+      const size_t places = pass == 1 ? missing(&reserve) : 0;
+      const bool fits = e.name_length <= sizeof e.name && valid_name(name) && len > 0 && off >= kDataStart &&
+                        off % page() == 0 && len <= r->size_ && off <= r->size_ - round_up(len, page()) &&
+                        (w == wanted.end() || w->second == len) && reserve <= max_total_bytes - r->total_ &&
+                        len <= max_total_bytes - r->total_ - reserve && r->regions_.size() + places < kMaxRegions &&
+                        !r->regions_.count(name) &&
+                        std::none_of(taken.begin(), taken.end(), [&](const auto& t) { return off < t.second && t.first < off + len; });
+      if (!fits || !r->map(name, off, len).ok()) {
+        e.state.store(0);
+        ++r->dropped_;
+        continue;
+      }
+      taken.emplace_back(off, off + round_up(len, page()));
+      ++r->adopted_;
     }
-    const uint64_t off = e.offset, len = e.length;
-    const std::string name(e.name, std::min<size_t>(e.name_length, sizeof e.name));
-    const bool fits = e.name_length <= sizeof e.name && valid_name(name) && len > 0 && off >= kDataStart &&
-                      off % page() == 0 && len <= r->size_ && off <= r->size_ - round_up(len, page()) &&
-                      len <= max_total_bytes - r->total_ && !r->regions_.count(name) &&
-                      std::none_of(taken.begin(), taken.end(), [&](const auto& t) { return off < t.second && t.first < off + len; });
-    if (!fits || !r->map(name, off, len).ok()) {
-      e.state.store(0);
-      ++r->dropped_;
-      continue;
-    }
-    taken.emplace_back(off, off + round_up(len, page()));
-    ++r->adopted_;
-  }
   return r;
 }
 

@@ -40,7 +40,12 @@ public:
   // does not own it), or, with -1, in a memory object of its own. Regions an earlier process
   // left in the table are adopted as they are; entries that do not describe a region that
   // fits (a table a kernel wrote over) are dropped and counted in dropped().
-  [[nodiscard]] static Result<std::unique_ptr<Regions>> open(uint64_t max_total_bytes, int memory_fd = -1);
+  // `configured` (the admin's --region NAME=SIZE) come first: an entry of that name with
+  // another size is dropped, and other entries are adopted only while room (bytes and
+  // places) remains for the configured regions not yet there, so that creating them after
+  // open always succeeds.
+  [[nodiscard]] static Result<std::unique_ptr<Regions>> open(uint64_t max_total_bytes, int memory_fd = -1,
+                                                             const std::vector<std::pair<std::string, uint64_t>>& configured = {});
   ~Regions();
   Regions(const Regions&) = delete;
   Regions& operator=(const Regions&) = delete;

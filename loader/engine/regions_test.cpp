@@ -138,3 +138,61 @@ TEST_CASE("regions without a supervisor's memory have an object of their own", "
   CHECK(!(*r)->create("bad/name", 1).ok());
   CHECK(!(*r)->create("zero", 0).ok());
 }
+
+TEST_CASE("the admin's regions come first: a table a kernel filled cannot keep them out", "[regions]") {
+  const std::vector<std::pair<std::string, uint64_t>> configured = {{"counter", 4096}};
+  auto fd = Regions::create_memory(kLimit);
+  REQUIRE(fd.ok());
+  SECTION("an entry of the configured name with another size") {
+    {
+      auto r = Regions::open(kLimit, *fd);
+      REQUIRE(r.ok());
+      REQUIRE((*r)->create("counter", 8192).ok());  // as a kernel could have made it
+    }
+    auto r = Regions::open(kLimit, *fd, configured);
+    REQUIRE(r.ok());
+    CHECK((*r)->dropped() == 1);
+    auto c = (*r)->create("counter", 4096);
+    REQUIRE(c.ok());
+    CHECK((*c)->length == 4096);
+  }
+  SECTION("every place in the table taken") {
+    {
+      auto r = Regions::open(kLimit, *fd);
+      REQUIRE(r.ok());
+      for (size_t i = 0; i < kMaxRegions; ++i) REQUIRE((*r)->create("junk" + std::to_string(i), 1).ok());
+    }
+    auto r = Regions::open(kLimit, *fd, configured);
+    REQUIRE(r.ok());
+    CHECK((*r)->adopted() == kMaxRegions - 1);
+    CHECK((*r)->create("counter", 4096).ok());
+  }
+  SECTION("all the bytes taken") {
+    {
+      auto r = Regions::open(kLimit, *fd);
+      REQUIRE(r.ok());
+      REQUIRE((*r)->create("hog", kLimit).ok());
+    }
+    auto r = Regions::open(kLimit, *fd, configured);
+    REQUIRE(r.ok());
+    CHECK((*r)->dropped() == 1);
+    CHECK((*r)->create("counter", 4096).ok());
+  }
+  SECTION("the configured region itself is kept with its bytes") {
+    {
+      auto r = Regions::open(kLimit, *fd, configured);
+      REQUIRE(r.ok());
+      auto c = (*r)->create("counter", 4096);
+      REQUIRE(c.ok());
+      (*c)->base[0] = 7;
+      REQUIRE((*r)->create("other", 4096).ok());
+    }
+    auto r = Regions::open(kLimit, *fd, configured);
+    REQUIRE(r.ok());
+    CHECK((*r)->adopted() == 2);
+    auto c = (*r)->create("counter", 4096);
+    REQUIRE(c.ok());
+    CHECK((*c)->base[0] == 7);
+  }
+  ::close(*fd);
+}

@@ -132,6 +132,15 @@ check "nothing written by the escape kernels" test ! -e /tmp/xcargo-escaped
 threads0=$(ls "/proc/$(worker)/task" | wc -l)
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_thread --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 check "the worker has no more threads than before" test "$(ls "/proc/$(worker)/task" | wc -l)" -le "$threads0"
+# A kernel that makes its worker exit 0 (SIGTERM to itself, exit_group) does not stop the
+# loader: the worker is replaced, and the supervisor says so.
+for entry in term_self exit0; do
+  "$X" run adv.xcargo --entry "escape_$entry" --arg "u64:$SYSCALL" --to "$NODE" > "escape_$entry.txt" 2>&1
+  expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"  # "fine"
+done
+check "the supervisor outlived the workers that exited 0" kill -0 "$SUPERVISOR"
+eventually 10 "the supervisor logged those workers' ends and replaced them" \
+  lines_at_least 2 'worker stopped: exited with status 0; restarting it' "$XCARGO_CLUSTER_DIR/node-0.log"
 
 # The JIT cache: only the compile service writes it (the attack that found this overwrote
 # another cargo's entry, which a later loader ran as a disk cache hit). A bitcode-only victim

@@ -62,6 +62,10 @@ public:
     peer_ = host_port;
     if (auto addr = net::parse_host_port(host_port, nullptr); !addr.ok()) return addr.take_error();
     one_sided_ = o.one_sided;
+    // UCX writes its own errors to stdout (a refused connect while a node restarts), where
+    // they would mix with a program's output; this library reports failures itself. A user
+    // who wants UCX's lines sets UCX_LOG_LEVEL.
+    ::setenv("UCX_LOG_LEVEL", "fatal", 0);
     auto w = net::UcxWorker::create(false, one_sided_);
     XC_TRY(w);
     w_ = std::move(*w);

@@ -65,7 +65,7 @@ public:
     // UCX writes its own errors to stdout (a refused connect while a node restarts), where
     // they would mix with a program's output; this library reports failures itself. A user
     // who wants UCX's lines sets UCX_LOG_LEVEL.
-    ::setenv("UCX_LOG_LEVEL", "fatal", 0);
+    net::default_ucx_log_level("fatal");
     auto w = net::UcxWorker::create(false, one_sided_);
     XC_TRY(w);
     w_ = std::move(*w);

@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <mutex>
 #include <string>
 
@@ -33,6 +35,11 @@ const UcxApi* ucx_api(const char** why) {
   });
   if (why) *why = error.c_str();
   return loaded;
+}
+
+void default_ucx_log_level(const char* level) {
+  if (std::getenv("UCX_LOG_LEVEL")) return;
+  if (const UcxApi* api = ucx_api()) (void)api->ucs_global_opts_set_value("LOG_LEVEL", level);
 }
 
 }  // namespace xcargo::net

@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
 
 #include <memory>
 #include <string>
@@ -25,7 +26,7 @@ namespace xcargo::net {
   X(ucp_listener_create) X(ucp_listener_destroy) X(ucp_listener_query) X(ucp_conn_request_query)                  \
   X(ucp_worker_get_address) X(ucp_worker_release_address) X(ucp_ep_rkey_unpack) X(ucp_rkey_destroy) X(ucp_get_nbx) \
   X(ucp_context_print_info) X(ucs_status_string) X(ucp_mem_map) X(ucp_mem_unmap)        \
-  X(ucp_rkey_pack) X(ucp_rkey_buffer_release)
+  X(ucp_rkey_pack) X(ucp_rkey_buffer_release) X(ucs_global_opts_set_value)
 
 struct UcxApi {
 #define XC_UCX_MEMBER(name) decltype(&::name) name;
@@ -35,6 +36,11 @@ struct UcxApi {
 
 // The loaded functions, or nullptr (with *why set) when UCX's libraries cannot be loaded.
 const UcxApi* ucx_api(const char** why = nullptr);
+
+// Sets UCX's log level for this process unless the user chose one with UCX_LOG_LEVEL.
+// Works whether or not UCX is already loaded (a program may link it directly): setting the
+// variable instead would be read too late then, and UCX would warn that it went unused.
+void default_ucx_log_level(const char* level);
 
 }  // namespace xcargo::net
 

@@ -53,9 +53,9 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       else if (key == "user") c.user = v.as<std::string>();
       else if (key == "log") c.log = v.as<std::string>();
       else if (key == "log_max_size") c.log_max_size = v.as<uint64_t>();
-      else if (key == "sandbox" || key == "one_sided_regions" || key == "trusted_network" || key == "allow_anyone") {
+      else if (key == "sandbox" || key == "one_sided_regions" || key == "trusted_network" || key == "allow_anyone" || key == "standby") {
         bool& flag = key == "sandbox" ? c.sandbox : key == "one_sided_regions" ? c.one_sided_regions
-                   : key == "trusted_network" ? c.trusted_network : c.allow_anyone;
+                   : key == "trusted_network" ? c.trusted_network : key == "standby" ? c.standby : c.allow_anyone;
         try {
           flag = v.as<bool>();
         } catch (const YAML::Exception&) {
@@ -88,7 +88,7 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
       }
       else
         return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox one-sided-regions trusted-network clients allow-anyone node-key user log log-max-size");
+            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox standby one-sided-regions trusted-network clients allow-anyone node-key user log log-max-size");
     } catch (const YAML::Exception&) {
       return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ||
                          key == "clients" || key == "node_key" || key == "user" || key == "log" ? "a string"

@@ -29,8 +29,10 @@ struct LoaderConfig {
   uint32_t max_hops = 1000000;  // forwards a computation may take before it is stopped
   Cluster nodes;            // read from `cluster` at start (not a setting)
   int node_memory_fd = -1;  // the supervisor's node memory, which workers inherit (not a setting)
+  int kept_cargos_fd = -1;  // the supervisor's kept cargos, which workers inherit (not a setting)
   std::vector<std::string> regions;  // NAME=SIZE: memory regions created at start
   bool sandbox = true;      // seccomp filters on the worker (loader/SECURITY.md)
+  bool standby = true;      // a standby worker waits to replace the serving one (loader/README.md)
   bool one_sided_regions = false;  // clients may ucp_get regions (UCX RMA on; loader/SECURITY.md)
   bool trusted_network = false;    // required with one_sided_regions over software-emulated RMA
   std::string clients;     // authorized client keys: a directory of .pub files or a key-list file

@@ -78,12 +78,14 @@ int serve_stdio(Handler& handler) {
 
 // The engine as the settings describe it, trusting cfg.trust; log receives its lines.
 // Bitcode variants are compiled by `compile` (the compile service, which owns the cache).
+// open_regions false: node memory waits for Engine::open_regions (a standby worker).
 Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(std::string_view)>& log,
-                                            Compiler compile) {
+                                            Compiler compile, bool open_regions = true) {
   auto store = TrustStore::load(cfg.trust);
   XC_TRY(store);
   EngineConfig ec;
   ec.node_memory_fd = cfg.node_memory_fd;
+  ec.kept_cargos_fd = cfg.kept_cargos_fd;
   ec.compile = std::move(compile);
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
@@ -97,12 +99,8 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
     const auto eq = spec.rfind('=');
     ec.regions.emplace_back(spec.substr(0, eq), std::stoull(spec.substr(eq + 1)));
   }
-  auto engine = Engine::create(ec, std::move(*store));
-  XC_TRY(engine);
-  for (const auto& [name, size] : ec.regions)  // kept from the last worker, or made now: open left room
-    if (auto r = (*engine)->regions().create(name, size); !r.ok())
-      return Error(r.error().code(), "--region " + name + "=" + std::to_string(size) + ": " + r.error().message());
-  return engine;
+  ec.open_regions = open_regions;
+  return Engine::create(ec, std::move(*store));
 }
 
 // SIZE in bytes or with a K, M or G suffix; false if it is not one, or over 2^46.
@@ -335,18 +333,36 @@ Result<int> start_compiler(const LoaderConfig& cfg) {
   return fd;
 }
 
-int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char* incident, size_t incident_size, int compiler_fd) {
-  auto log = [](std::string_view line) { log_line(line); };
+// Blocks until the supervisor says go (true), or its end of go_fd closes or the loader is
+// stopping (false).
+bool wait_for_go(int go_fd) {
+  char c;
+  for (;;) {
+    const ssize_t n = ::read(go_fd, &c, 1);
+    if (n == 1) return !g_stop;
+    if (n < 0 && errno == EINTR && !g_stop) continue;
+    return false;
+  }
+}
+
+int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
+               int compiler_fd) {
+  // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
+  // quietly (the serving worker logs what changed).
+  static std::atomic<bool> serving{false};
+  auto log = [](std::string_view line) { log_line(serving ? std::string(line) : "standby: " + std::string(line)); };
+  auto note = [](const std::string& line) {
+    if (serving) log_line(line);
+  };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, compiler_fd, cfg.node_memory_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
   if (!confined.ok()) return fail(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail(s.error());
-  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit));
+  // Node memory is opened when this worker takes over: until then the one it replaces may
+  // still change the table.
+  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false);
   if (!engine.ok()) return fail(engine.error());
-  if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
-    log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
-             (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
   ServerOptions so;
   so.listen = cfg.listen;
@@ -366,6 +382,8 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
     if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
   AuthGate gate(*access.node_key, std::move(clients));
   so.gate = &gate;
+  so.listen_at_start = false;
+  so.on_port_released = [addr_fd] { (void)!::write(addr_fd, "ending\n", 7); };  // the next worker may listen now
   auto server = UcxServer::start(so, handler, log, incident, incident_size);
   if (!server.ok()) return fail(server.error());
   // Every thread this worker will have starts between the two steps of the lock-down: after
@@ -383,9 +401,9 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
         if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
           clients_stamp = now;
           if (auto c = auth::AuthorizedKeys::load(cfg.clients); !c.ok()) {
-            log_line("clients: not reloaded (the old keys stay): " + c.error().message());
+            note("clients: not reloaded (the old keys stay): " + c.error().message());
           } else {
-            log_line("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
+            note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
             gate.set_keys(std::move(*c));
           }
         }
@@ -394,12 +412,12 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
       stamp = now;
       auto t = TrustStore::load(cfg.trust);
       if (!t.ok()) {
-        log_line("trust: not reloaded (the old keys and rules stay): " + t.error().message());
+        note("trust: not reloaded (the old keys and rules stay): " + t.error().message());
         continue;
       }
       const size_t keys = t->size(), rules = t->rules().size();
       const size_t revoked = (*engine)->update_trust(std::move(*t));
-      log_line("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
+      note("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
                " loaded cargos no longer trusted; " + std::to_string(rules) + " cargo rules");
     }
   });
@@ -411,9 +429,39 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, char*
     watcher.join();
     return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
   }
+  // What earlier workers kept, loaded now: the clients that pushed it need not push again.
+  size_t refused = 0;
+  if (size_t loaded = (*engine)->load_kept(&refused, timing::kPreloadBudget); loaded || refused)
+    log("kept cargos: " + std::to_string(loaded) + " loaded from earlier workers" +
+             (refused ? "; " + std::to_string(refused) + " refused" : ""));
+  // Ready: wait to take over.
+  (void)!::write(addr_fd, "standby\n", 8);
+  auto stand_down = [&](int rc) {
+    g_stop = true;
+    watcher.join();
+    flush_log();
+    return rc;
+  };
+  if (!wait_for_go(go_fd)) {
+    (*server)->run(g_stop);  // returns at once: g_stop is set
+    return stand_down(0);
+  }
+  ::prctl(PR_SET_NAME, "xcargo-loader");  // the serving worker now (supervisor.cpp)
+  serving = true;
+  (*engine)->keep_cargos(true);
+  if (auto s = (*engine)->open_regions(); !s.ok()) {
+    fail(s.error());
+    return stand_down(2);
+  }
+  if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
+    log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
+             (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
+  if (auto s = (*server)->listen(timing::kTakeOverListen); !s.ok()) {
+    fail(s.error());
+    return stand_down(2);
+  }
   const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined
   (void)!::write(addr_fd, line.data(), line.size());
-  ::close(addr_fd);
   (*server)->run(g_stop);
   g_stop = true;
   watcher.join();
@@ -467,6 +515,9 @@ int main(int argc, char** argv) {
   std::string max_memory;
   auto* max_memory_opt = app.add_option("--max-memory", max_memory, "Address-space limit of the process that runs kernels, "
                                         "in bytes or with K, M, G (0: none; default 8G)")->type_name("SIZE");
+  bool no_standby = false;
+  auto* no_standby_flag = app.add_flag("--no-standby", no_standby, "Keep no standby worker: a worker ended by a kernel's "
+                                       "failure is replaced by one started then (slower; saves a process)");
   bool no_sandbox = false;
   auto* no_sandbox_flag = app.add_flag("--no-sandbox", no_sandbox, "Run kernels without the seccomp filters (to diagnose a problem; "
                                        "loader/SECURITY.md)");
@@ -520,6 +571,7 @@ int main(int argc, char** argv) {
   if (*max_memory_opt && !parse_size(max_memory, cfg.max_memory))
     return fail(Error(Errc::invalid_argument, "--max-memory " + max_memory + ": expected a size").hint("for example --max-memory 4G, or 0 for no limit"));
   if (*no_sandbox_flag) cfg.sandbox = false;
+  if (*no_standby_flag) cfg.standby = false;
   if (*one_sided_flag) cfg.one_sided_regions = true;
   if (*clients) cfg.clients = flags.clients;
   if (*allow_anyone_flag) cfg.allow_anyone = true;
@@ -566,10 +618,15 @@ int main(int argc, char** argv) {
     auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
     if (!memory.ok()) return fail(memory.error());
     cfg.node_memory_fd = *memory;
+    // So do the cargos workers loaded (verified again by the worker that loads them).
+    auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
+    if (!kept.ok()) return fail(kept.error());
+    cfg.kept_cargos_fd = *kept;
     SupervisorOptions so;
     so.listen = cfg.listen;
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
+    so.standby = cfg.standby;
     if (!cfg.log.empty())
       if (auto s = log_to_file(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +
@@ -577,10 +634,10 @@ int main(int argc, char** argv) {
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     auto rc = supervise(
         so, g_stop,
-        [&](const std::string& listen, int addr_fd, char* incident, size_t incident_size, int compiler_fd) {
+        [&](const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd) {
           LoaderConfig wc = cfg;
           wc.listen = listen;
-          return run_worker(wc, *access, addr_fd, incident, incident_size, compiler_fd);
+          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
     close_log();

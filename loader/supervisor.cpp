@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "log.h"
@@ -28,29 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kIncidentSize = 4096;
-
-// Reads the worker's "HOST:PORT" line; empty if the worker exits first or says nothing
-// before `limit` (then *timed_out).
-std::string read_address(int fd, std::chrono::milliseconds limit, bool* timed_out) {
-  std::string s;
-  const auto deadline = Clock::now() + limit;
-  char c;
-  pollfd p{fd, POLLIN, 0};
-  *timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      *timed_out = true;
-      return "";
-    }
-    const int r = ::poll(&p, 1, int(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) continue;  // the deadline, checked above
-    if (r < 0 || ::read(fd, &c, 1) != 1) return "";
-    if (c == '\n') return s;
-    s.push_back(c);
-  }
-}
 
 // What a worker that does not start is doing: each thread's name, state and system call
 // (from /proc; what cannot be read is left out).
@@ -112,6 +91,158 @@ void end_process(pid_t pid) {
   }
 }
 
+// What waitpid said about a worker, for the log.
+std::string exit_reason(int ws) {
+  return WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
+                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
+}
+
+// One worker process, its compile service, and the supervisor's ends of their pipes. A
+// worker says "standby" once it is ready but for listening, takes over when it reads a byte
+// from `go`, then says "HOST:PORT\tHOW-CONFINED" once it serves. Anything it writes after
+// that, or the end of the pipe, means it is ending: its listener is closed or it is dead.
+struct Child {
+  pid_t pid = -1, compiler = -1;
+  int from = -1, go = -1;
+  char* incident = nullptr;  // its own page: a line saying why it is about to stop
+  std::string buf;           // what `from` gave that is not yet a whole line
+  bool ready = false;        // said "standby"
+  bool ending = false;
+  Clock::time_point started{}, ending_since{};
+
+  explicit operator bool() const { return pid > 0; }
+  // Reads what is there (blocking once if `block`); false at the end of the pipe or when
+  // it writes more than a line can hold.
+  bool fill(bool block) {
+    char chunk[512];
+    for (;;) {
+      const ssize_t n = ::read(from, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) return true;  // a signal: the caller looks at stop
+      if (n < 0 && errno == EAGAIN) return true;
+      if (n <= 0) return false;
+      buf.append(chunk, size_t(n));
+      if (buf.size() > kIncidentSize) return false;
+      if (block || size_t(n) < sizeof chunk) return true;
+    }
+  }
+  std::optional<std::string> line() {
+    const size_t nl = buf.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    std::string l = buf.substr(0, nl);
+    buf.erase(0, nl + 1);
+    return l;
+  }
+  // The next line within `limit`; nullopt if the pipe ends first, the limit passes (then
+  // *timed_out) or stop is set.
+  std::optional<std::string> next_line(std::chrono::milliseconds limit, const std::atomic<bool>& stop, bool* timed_out) {
+    const auto deadline = Clock::now() + limit;
+    *timed_out = false;
+    for (;;) {
+      if (auto l = line()) return l;
+      if (stop) return std::nullopt;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        *timed_out = true;
+        return std::nullopt;
+      }
+      pollfd p{from, POLLIN, 0};
+      const int r = ::poll(&p, 1, int(left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r > 0 && !fill(false)) return line();
+    }
+  }
+  // Waits for its exit (after SIGKILL if `kill`; a worker that closed its pipe but still
+  // runs after a few seconds is killed too), ends its compile service, frees the rest.
+  int reap(bool kill) {
+    int ws = 0;
+    if (kill) ::kill(pid, SIGKILL);
+    const auto kill_at = Clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      const pid_t r = ::waitpid(pid, &ws, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR)) break;
+      if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    release();
+    return ws;
+  }
+  void release() {
+    if (compiler > 0) end_process(compiler);
+    if (from >= 0) ::close(from);
+    if (go >= 0) ::close(go);
+    if (incident) ::munmap(incident, kIncidentSize);
+    *this = Child();
+  }
+};
+
+// Forks a worker (and its compile service) that prepares and waits for `go`.
+Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const CompilerMain& compiler) {
+  Child c;
+  int compiler_fd = -1;
+  auto compiler_pid = start_compile_service(compiler, &compiler_fd);
+  XC_TRY(compiler_pid);
+  c.compiler = *compiler_pid;
+  int from[2], go[2];
+  if (::pipe2(from, O_CLOEXEC) != 0) {
+    c.release();
+    ::close(compiler_fd);
+    return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
+  }
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    ::close(from[0]);
+    ::close(from[1]);
+    c.release();
+    ::close(compiler_fd);
+    return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
+  }
+  c.from = from[0];
+  c.go = go[1];
+  c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (c.incident == MAP_FAILED) {
+    c.incident = nullptr;
+    for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+    c.release();
+    return Error(Errc::io, "cannot map an incident page");
+  }
+  c.incident[0] = '\0';
+  ChildLog child_log = log_for_child();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    parent_done(child_log);
+    for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+    c.release();
+    return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    child_stderr(child_log);
+    ::dup2(2, 1);  // its stdout is its log too: the loader's own stdout (a file, say) is out of a kernel's reach
+    ::close(from[0]);
+    ::close(go[1]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
+    // Told apart in ps and pgrep: xcargo-standby until it takes over, then xcargo-loader
+    // (and xcargo-ending once it is about to end).
+    ::prctl(PR_SET_NAME, "xcargo-standby");
+    // Dumpable again, as a process is by default: local UCX peers of the same uid attach its
+    // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    if (::getppid() == 1) _exit(1);
+    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd));
+  }
+  parent_done(child_log);
+  for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+  ::fcntl(c.from, F_SETFL, ::fcntl(c.from, F_GETFL) | O_NONBLOCK);
+  c.pid = pid;
+  c.started = Clock::now();
+  return c;
+}
+
+std::string ms_since(Clock::time_point t) {
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", ms);
+  return b;
+}
+
 }  // namespace
 
 Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,
@@ -119,128 +250,188 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
   // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
-  char* incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (incident == MAP_FAILED) return Error(Errc::io, "cannot map the incident page");
-  incident[0] = '\0';
   std::string listen = options.listen;
   std::deque<Clock::time_point> restarts;
   bool first = true;
-  int failed_starts = 0;
-  for (;;) {
-    int compiler_fd = -1;
-    auto compiler_pid = start_compile_service(compiler, &compiler_fd);
-    XC_TRY(compiler_pid);
-    int pfd[2];
-    if (::pipe2(pfd, O_CLOEXEC) != 0) return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
-    ChildLog child_log = log_for_child();
-    pid_t pid = ::fork();
-    if (pid < 0) return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
-    if (pid == 0) {
-      child_stderr(child_log);
-      ::dup2(2, 1);  // its stdout is its log too: the loader's own stdout (a file, say) is out of a kernel's reach
-      ::close(pfd[0]);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
-      // Dumpable again, as a process is by default: local UCX peers of the same uid attach its
-      // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
-      ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-      if (::getppid() == 1) _exit(1);
-      _exit(worker(listen, pfd[1], incident, kIncidentSize, compiler_fd));
-    }
-    parent_done(child_log);
-    ::close(pfd[1]);
-    ::close(compiler_fd);
-    bool silent = false;  // alive, but said nothing within the limit
-    std::string addr = read_address(pfd[0], timing::kWorkerStartLimit, &silent), confined;
-    ::close(pfd[0]);
-    if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
-      confined = addr.substr(tab + 1);
-      addr.resize(tab);
-    }
-    bool hung = false;
-    if (addr.empty() && !stop && silent) {
-      // Alive but silent: stuck before it could serve (seen once under a sanitizer on a busy
-      // machine). Say where, end it, and try again.
-      hung = true;
-      log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
-               " s; ending it. Its threads: " + describe_threads(pid));
+  int failed_starts = 0, standby_failures = 0;
+  Child cur, standby;
+  std::vector<Child> ending;          // ended or ending, not yet reaped
+  Clock::time_point gap_since{};      // when the last serving worker began to end
+  Clock::time_point standby_at{};     // no new standby before this (after one failed)
+
+  // Reaps what has exited among `ending` (all of them, killing what is left, if `all`).
+  auto reap_ending = [&](bool all) {
+    for (size_t i = 0; i < ending.size();) {
+      Child& c = ending[i];
+      int ws = 0;
+      pid_t r = ::waitpid(c.pid, &ws, WNOHANG);
+      const bool overdue = Clock::now() - c.ending_since > timing::kEndingGrace;
+      if (r == 0 && (all || overdue)) {
+        if (overdue) log_line("worker " + std::to_string(c.pid) + " still runs " + std::to_string(timing::kEndingGrace.count()) + " ms after it began to end; killing it");
+        ::kill(c.pid, SIGKILL);
+        while ((r = ::waitpid(c.pid, &ws, 0)) < 0 && errno == EINTR) {
+        }
+      }
+      if (r != c.pid) {
+        ++i;
+        continue;
+      }
+      // What waitpid says is this process's own finding; the incident page is the worker's
+      // word, which a kernel running in it could have written.
+      std::string why = exit_reason(ws);
+      if (c.incident[0]) why += "; it reported: " + std::string(c.incident, ::strnlen(c.incident, kIncidentSize));
+      if (!stop) log_line("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
       flush_log();
-      ::kill(pid, SIGKILL);
+      c.release();
+      ending.erase(ending.begin() + long(i));
     }
-    if (!addr.empty()) {
+  };
+  // Stops every process: the serving worker gets SIGTERM and time for a running kernel.
+  auto shut_down = [&]() -> Result<int> {
+    const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
+    for (Child* c : {&cur, &standby})
+      if (*c) ::kill(c->pid, SIGTERM);
+    for (Child* c : {&cur, &standby}) {
+      if (!*c) continue;
+      int ws = 0;
+      while (::waitpid(c->pid, &ws, WNOHANG) == 0) {
+        if (Clock::now() > kill_at) ::kill(c->pid, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      c->release();
+    }
+    reap_ending(true);
+    log_line("stopped");
+    flush_log();
+    return 0;
+  };
+
+  for (;;) {
+    if (stop) return shut_down();
+    // 1. A serving worker: the standby, if one is ready; else a new one, made ready now.
+    if (!cur) {
+      Child w;
+      if (standby) {
+        w = std::move(standby);
+        standby = Child();
+      } else {
+        auto c = spawn(listen, worker, compiler);
+        XC_TRY(c);
+        w = std::move(*c);
+      }
+      bool silent = false;  // alive, but said nothing within the limit
+      std::optional<std::string> said;
+      const bool was_ready = w.ready;
+      if (!w.ready) {
+        said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
+        w.ready = said && *said == "standby";
+      }
+      std::string addr, confined;
+      if (w.ready && ::write(w.go, "g", 1) == 1) {
+        said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
+        if (said) addr = *said;
+      }
+      if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
+        confined = addr.substr(tab + 1);
+        addr.resize(tab);
+      }
+      if (stop) {
+        cur = std::move(w);
+        return shut_down();
+      }
+      if (addr.empty()) {
+        // Alive but silent: stuck before it could serve (seen once under a sanitizer on a
+        // busy machine). Say where, end it, and try again.
+        const bool hung = silent;
+        if (hung) {
+          log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
+                   " s; ending it. Its threads: " + describe_threads(w.pid));
+          flush_log();
+        }
+        const int ws = w.reap(hung);
+        if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
+        // A restart that could not start (e.g. the port not yet free), or a start that hung:
+        // retry for a while. After it has served once, never give up: what keeps a worker
+        // from starting may pass (the port held by another process for a while, a trust
+        // directory being edited), and a loader that exits is one a kernel elsewhere on the
+        // host could take down for good.
+        ++failed_starts;
+        if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
+        if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
+          log_line("worker could not start " + std::to_string(failed_starts) +
+                   " times in a row (its own lines say why); retrying every second");
+          flush_log();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(failed_starts < 10 ? 100 : 1000));
+        reap_ending(false);
+        continue;
+      }
+      failed_starts = 0;
       if (first) {
         if (!options.ready_file.empty())
           if (auto s = write_file(options.ready_file, as_bytes(addr + "\n")); !s.ok()) {
-            ::kill(pid, SIGKILL);
+            w.reap(true);
             return Error(Errc::io, options.ready_file + ": " + s.error().message());
           }
         log_line("listening on " + addr + options.started + (confined.empty() ? "" : "; worker " + confined));
-        flush_log();  // lifecycle lines are rare: write them at once
         listen = addr;  // restarts keep the port, even one picked with port 0
         first = false;
       } else {
-        log_line("worker restarted; listening on " + addr);
+        log_line("worker restarted; listening on " + addr + " " + ms_since(gap_since) + " ms after the last one began to end" +
+                 (was_ready ? "" : " (no standby was ready)"));
+      }
+      flush_log();  // lifecycle lines are rare: write them at once
+      cur = std::move(w);
+    }
+    // 2. A standby, started once the serving worker serves (they do not compete to start).
+    if (options.standby && !standby && Clock::now() >= standby_at) {
+      auto c = spawn(listen, worker, compiler);
+      if (c.ok()) {
+        standby = std::move(*c);
+      } else {
+        log_line("cannot start a standby worker: " + c.error().message());
+        standby_at = Clock::now() + std::chrono::seconds(1);
+      }
+    }
+    // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
+    pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby && !standby.ready ? standby.from : -1, POLLIN, 0}};
+    int wait_ms = -1;
+    if (!ending.empty()) wait_ms = 50;
+    else if (options.standby && !standby) wait_ms = int(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(standby_at - Clock::now()).count()));
+    const int r = ::poll(fds, 2, wait_ms);
+    if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("poll failed: ") + std::strerror(errno));
+    if (stop) return shut_down();
+    if (r > 0 && fds[1].revents) {
+      if (!standby.fill(false)) {
+        const int ws = standby.reap(false);
+        ++standby_failures;
+        log_line("standby worker ended before it was needed (" + exit_reason(ws) + "; its own lines say why); another in " +
+                 std::to_string(std::min(100 << std::min(standby_failures, 6), 5000)) + " ms");
         flush_log();
+        standby_at = Clock::now() + std::chrono::milliseconds(std::min(100 << std::min(standby_failures, 6), 5000));
+      } else if (auto l = standby.line()) {
+        standby.ready = *l == "standby";
+        if (standby.ready) standby_failures = 0;
+        else {
+          log_line("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
+          standby.reap(true);
+          standby_at = Clock::now() + std::chrono::seconds(1);
+        }
       }
     }
-    int ws = 0;
-    bool forwarded = false;
-    Clock::time_point kill_at{};
-    for (;;) {
-      pid_t r = ::waitpid(pid, &ws, forwarded ? WNOHANG : 0);
-      if (r == pid) break;
-      if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("waitpid failed: ") + std::strerror(errno));
-      if (stop && !forwarded) {
-        ::kill(pid, SIGTERM);
-        forwarded = true;
-        kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);  // a kernel may still be running
-      }
-      if (forwarded) {
-        if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+    if ((r > 0 && fds[0].revents) || !cur.buf.empty()) {
+      cur.fill(false);  // whatever it says now, or the end of its pipe: it is ending
+      cur.ending = true;
+      cur.ending_since = gap_since = Clock::now();
+      // A worker that keeps dying on its own (not a kernel the worker caught and reported,
+      // which needs a request each time) is in a crash loop: slow down.
+      if (!cur.incident[0]) restarts.push_back(gap_since);
+      while (!restarts.empty() && gap_since - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
+      ending.push_back(std::move(cur));
+      cur = Child();
+      if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    end_process(*compiler_pid);  // each worker gets a fresh one
-    if (stop) {
-      log_line("stopped");
-      flush_log();
-      return 0;
-    }
-    // A worker's exit is a stop only when this process was asked to stop (above): a kernel
-    // can make its own worker exit 0 (SIGTERM to itself, exit_group), which must not take
-    // the loader down.
-    if (addr.empty()) {
-      if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
-      // A restart that could not start (e.g. the port not yet free), or a start that hung:
-      // retry for a while.
-      // After it has served once, never give up: what keeps a worker from starting may pass
-      // (the port held by another process for a while, a trust directory being edited), and
-      // a loader that exits is one a kernel elsewhere on the host could take down for good.
-      ++failed_starts;
-      if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
-      if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
-        log_line("worker could not start " + std::to_string(failed_starts) +
-                 " times in a row (its own lines say why); retrying every second");
-        flush_log();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(failed_starts < 10 ? 100 : 1000));
-      continue;
-    }
-    failed_starts = 0;
-    // What waitpid says is this process's own finding; the incident page is the worker's
-    // word, which a kernel running in it could have written.
-    std::string why = WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
-                                      : "exited with status " + std::to_string(WEXITSTATUS(ws));
-    if (incident[0]) why += "; it reported: " + std::string(incident, ::strnlen(incident, kIncidentSize));
-    log_line("worker stopped: " + why + "; restarting it");
-    flush_log();
-    const bool kernel_incident = incident[0] != '\0';
-    incident[0] = '\0';
-    // A worker that keeps dying on its own (not a kernel the worker caught and reported,
-    // which needs a request each time) is in a crash loop: slow down.
-    const auto now = Clock::now();
-    if (!kernel_incident) restarts.push_back(now);
-    while (!restarts.empty() && now - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
-    if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    reap_ending(false);
   }
 }
 

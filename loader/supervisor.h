@@ -18,12 +18,19 @@ struct SupervisorOptions {
   std::string ready_file;   // receives HOST:PORT once the first worker listens ("" for none)
   std::string started;      // what the first "listening on" line adds (node key, clients)
   double kernel_timeout_s = 10;  // a stopping worker gets this long (plus 2 s) before SIGKILL
+  // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
+  // moment the serving one ends: a restart then costs milliseconds instead of a start.
+  bool standby = true;
 };
 
-// The worker's main: listens on `listen`, writes "HOST:PORT\n" to addr_fd once it serves,
-// and may leave a line in `incident` (a shared page) saying why it is about to stop.
-// compiler_fd is its connection to its compile service.
-using WorkerMain = std::function<int(const std::string& listen, int addr_fd, char* incident, size_t incident_size, int compiler_fd)>;
+// The worker's main. Prepares everything but its listener, writes "standby\n" to addr_fd,
+// waits for a byte on go_fd (its end: stop), then listens on `listen` (retrying while the
+// worker it replaces frees the port) and writes "HOST:PORT\tHOW-CONFINED\n". Once its
+// listener is closed for good (it is about to end) it writes another line. It may leave a line
+// in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
+// connection to its compile service.
+using WorkerMain = std::function<int(const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
+                                     int compiler_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.
 using CompilerMain = std::function<int(int fd)>;
@@ -32,7 +39,7 @@ using CompilerMain = std::function<int(int fd)>;
 // dies); *worker_end receives the other end of their connection. supervise() calls it before
 // each worker; --exec's engine uses it too.
 [[nodiscard]] Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end);
-// Runs workers until `stop` is set (by SIGTERM/SIGINT, which must interrupt waitpid: no
+// Runs workers, each replaced by a standby when it ends, until `stop` is set (by SIGTERM/SIGINT, which must interrupt waitpid: no
 // SA_RESTART). Returns the exit code: 0 on a clean stop, the worker's own code when the
 // first worker never started (a configuration problem); an error when a restart cannot be made.
 [[nodiscard]] Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,

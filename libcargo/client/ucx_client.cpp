@@ -1,4 +1,5 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -95,12 +96,14 @@ protected:
   bool lost_before_sending() const override { return failed_ && !closed_ && handshaken(); }
   Status reconnect() override {
     const auto give_up = Clock::now() + std::chrono::milliseconds(o_.retry_ms);
-    for (;;) {
+    // A standby worker takes over within milliseconds, a newly started one within a few
+    // hundred: try again soon at first, then every 20 ms.
+    for (int tries = 0;; ++tries) {
       unanswered_ = true;  // the old worker is ending: no graceful close
       drop();
       auto s = attach();
       if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(tries, 5), 20)));
     }
   }
 
@@ -291,12 +294,12 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   XC_TRY(identity);
   ConnectOptions o = options;
   o.identity_key = *identity;
-  for (;;) {
+  for (int tries = 0;; ++tries) {
     auto c = std::make_unique<UcxConnection>();
     auto s = c->open(host_port, o);
     if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
     if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50)));
   }
 }
 

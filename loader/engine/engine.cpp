@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <mutex>
 #include <shared_mutex>
 
@@ -71,6 +72,18 @@ struct Engine::Impl {
   DiskCache cache;
   std::unique_ptr<Jit> jit;
   std::unique_ptr<Regions> regions;
+  std::unique_ptr<CargoStore> kept;
+  std::atomic<bool> keeping{false};
+  mutable std::mutex kept_mu;     // guards kept_refused (never held across a load)
+  std::set<Digest> kept_refused;  // kept entries that failed verification
+  bool kept_was_refused(const Digest& d) const {
+    std::lock_guard<std::mutex> l(kept_mu);
+    return kept_refused.count(d) > 0;
+  }
+  void kept_refuse(const Digest& d) {
+    std::lock_guard<std::mutex> l(kept_mu);
+    kept_refused.insert(d);
+  }
   mutable std::shared_mutex mu;  // guards cargos
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
   std::mutex load_mu;            // one load at a time: loads are rare, invocations are not
@@ -81,6 +94,9 @@ struct Engine::Impl {
     if (config.log) config.log(line);
   }
   Result<LoadReport> load(Bytes bytes);
+  // Loads the kept cargo of this digest, if there is one that verifies; true if it loaded.
+  bool load_kept(const Digest& digest);
+  void log_kept(const LoadReport& r) const;
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
 };
 
@@ -97,14 +113,29 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
   e->impl_->trust = std::move(trust);
   e->impl_->cache = std::move(*cache);
   e->impl_->jit = std::move(*jit);
-  auto regions = Regions::open(e->impl_->config.max_region_bytes, e->impl_->config.node_memory_fd, e->impl_->config.regions);
-  XC_TRY(regions);
-  e->impl_->regions = std::move(*regions);
+  if (e->impl_->config.open_regions) XC_TRY(e->open_regions());
+  if (e->impl_->config.kept_cargos_fd >= 0) {
+    auto kept = CargoStore::open(e->impl_->config.kept_cargos_fd, e->impl_->config.limits.max_cargo_size);
+    XC_TRY(kept);
+    e->impl_->kept = std::move(*kept);
+  }
   return e;
+}
+
+Status Engine::open_regions() {
+  const EngineConfig& c = impl_->config;
+  auto regions = Regions::open(c.max_region_bytes, c.node_memory_fd, c.regions);
+  XC_TRY(regions);
+  for (const auto& [name, size] : c.regions)  // kept from the last worker, or made now: open left room
+    if (auto r = (*regions)->create(name, size); !r.ok())
+      return Error(r.error().code(), "region " + name + "=" + std::to_string(size) + ": " + r.error().message());
+  impl_->regions = std::move(*regions);
+  return {};
 }
 
 const HostInfo& Engine::host() const { return impl_->jit->host(); }
 Regions& Engine::regions() { return *impl_->regions; }
+Regions* Engine::regions_if_open() { return impl_->regions.get(); }
 const EngineConfig& Engine::config() const { return impl_->config; }
 
 Result<LoadReport> Engine::Impl::load(Bytes bytes) {
@@ -187,9 +218,38 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->signed_by = report.signed_by = signed_by_text(*cargo);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
+  if (kept && keeping)
+    if (auto s = kept->keep(report.digest, *loaded->bytes); !s.ok()) log("not kept for the next worker: " + s.error().message());
   std::unique_lock lock(mu);
   cargos[report.digest] = std::move(loaded);
   return report;
+}
+
+bool Engine::Impl::load_kept(const Digest& digest) {
+  if (!kept) return false;
+  std::lock_guard<std::mutex> lock(load_mu);
+  // Tried once per worker: a kept entry that fails verification is not verified again at
+  // every request that names it.
+  if (kept_was_refused(digest)) return false;
+  std::optional<Bytes> bytes = kept->find(digest);
+  if (!bytes) return false;
+  auto r = load(std::move(*bytes));
+  if (!r.ok() || r->digest != digest) {  // forged entry: loaded, but not under the digest asked for
+    loads_refused++;
+    kept_refuse(digest);
+    log("refused a kept cargo " + to_hex(digest).substr(0, 16) + ": " +
+        (r.ok() ? "it is " + to_hex(r->digest).substr(0, 16) : r.error().message()));
+    return false;
+  }
+  log_kept(*r);
+  return true;
+}
+
+void Engine::Impl::log_kept(const LoadReport& r) const {
+  if (r.already_loaded) return;
+  log("loaded kept cargo " + r.name + " " + r.version + " digest " + to_hex(r.digest).substr(0, 16) + " variant " + r.variant +
+      (r.jit_compiled ? ", jit compiled" : "") + (r.disk_cache_hit ? ", disk cache hit" : "") + " (pushed to an earlier worker)" +
+      (r.signed_by ? ", " + *r.signed_by : ""));
 }
 
 std::shared_ptr<const std::string> Engine::signed_by(const Digest& digest) const {
@@ -212,10 +272,37 @@ Result<LoadReport> Engine::load(Bytes bytes) {
 }
 
 bool Engine::has(const Digest& digest) const {
-  std::shared_lock lock(impl_->mu);
-  auto it = impl_->cargos.find(digest);
-  return it != impl_->cargos.end() && !it->second->revoked;
+  {
+    std::shared_lock lock(impl_->mu);
+    if (auto it = impl_->cargos.find(digest); it != impl_->cargos.end()) return !it->second->revoked;
+  }
+  return impl_->load_kept(digest) && has(digest);
 }
+
+size_t Engine::load_kept(size_t* refused, std::chrono::milliseconds budget) {
+  size_t loaded = 0;
+  *refused = 0;
+  if (!impl_->kept) return 0;
+  const auto deadline = Clock::now() + budget;
+  for (auto& [digest, bytes] : impl_->kept->all()) {
+    if (Clock::now() > deadline) break;
+    std::lock_guard<std::mutex> lock(impl_->load_mu);
+    auto r = impl_->load(std::move(bytes));
+    if (r.ok() && r->digest == digest) {
+      loaded += !r->already_loaded;
+      impl_->log_kept(*r);
+    } else {
+      ++*refused;
+      impl_->loads_refused++;
+      impl_->kept_refuse(digest);
+      impl_->log("refused a kept cargo " + to_hex(digest).substr(0, 16) + ": " +
+                 (r.ok() ? "it is " + to_hex(r->digest).substr(0, 16) : r.error().message()));
+    }
+  }
+  return loaded;
+}
+
+void Engine::keep_cargos(bool on) { impl_->keeping = on; }
 
 size_t Engine::update_trust(TrustStore trust) {
   std::lock_guard<std::mutex> load_lock(impl_->load_mu);
@@ -249,6 +336,13 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   {
     std::shared_lock lock(mu);
     if (auto it = cargos.find(digest); it != cargos.end()) cargo = it->second;
+  }
+  if (!cargo && kept) {  // kept by an earlier worker: loaded now (not inline: a load takes a while)
+    if (quick_only && !kept_was_refused(digest) && kept->contains(digest)) return std::nullopt;  // an executor loads it
+    if (!quick_only && load_kept(digest)) {
+      std::shared_lock lock(mu);
+      if (auto it = cargos.find(digest); it != cargos.end()) cargo = it->second;
+    }
   }
   if (!cargo) {
     invocations++;

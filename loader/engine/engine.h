@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cargo_store.h"
 #include "codegen.h"
 #include "regions.h"
 #include "select.h"
@@ -33,6 +35,12 @@ struct EngineConfig {
   uint64_t max_region_bytes = 4ull << 30;  // all of the node's memory regions together
   int node_memory_fd = -1;  // Regions::create_memory's, shared by every worker; -1: the engine's own
   std::vector<std::pair<std::string, uint64_t>> regions;  // the admin's (--region): first in node memory
+  // CargoStore::create_memory's (with limits.max_cargo_size), shared by every worker: cargos
+  // loaded by an earlier worker are loaded from it on first use. -1: none.
+  int kept_cargos_fd = -1;
+  // false: create() leaves node memory alone until open_regions() (a standby worker, which must
+  // not touch the table while the worker it will replace still serves).
+  bool open_regions = true;
   uint64_t quick_ns = 20000;        // a run this short counts towards invoke_if_quick
   uint64_t misjudged_ns = 1000000;  // an invoke_if_quick run this long held up others
   std::function<void(std::string_view)> log;  // one line per event and per xc_log
@@ -86,9 +94,16 @@ public:
   static Result<std::unique_ptr<Engine>> create(EngineConfig config, TrustStore trust);
   ~Engine();
 
-  // Verifies and loads a cargo; loading one that is already loaded does nothing.
+  // Verifies and loads a cargo; loading one that is already loaded does nothing. Once
+  // keep_cargos(true), a cargo loaded is also kept (EngineConfig::kept_cargos_fd).
   Result<LoadReport> load(Bytes cargo);
+  // Whether the digest is loaded, or kept by an earlier worker and loads now.
   bool has(const Digest& digest) const;
+  // Loads the cargos an earlier worker kept (verified like a push) until `budget` has passed
+  // (the rest load on first use); returns how many loaded, and how many were refused.
+  size_t load_kept(size_t* refused, std::chrono::milliseconds budget);
+  // Whether loads are kept: only by the worker that serves (a standby only reads).
+  void keep_cargos(bool on);
   // The loaded cargo's LoadReport::signed_by, or null if it is not loaded.
   std::shared_ptr<const std::string> signed_by(const Digest& digest) const;
   // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose
@@ -109,8 +124,12 @@ public:
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;
   const HostInfo& host() const;
-  // The node's memory regions (xc_region), shared by all invocations.
+  // Opens node memory (Regions::open) and creates the configured regions there. create() calls
+  // it unless config.open_regions is false; then call it once, before the first invocation.
+  [[nodiscard]] Status open_regions();
+  // The node's memory regions (xc_region), shared by all invocations; open_regions() ran.
   Regions& regions();
+  Regions* regions_if_open();  // nullptr before open_regions()
   const EngineConfig& config() const;
 
 private:

@@ -2,6 +2,9 @@
 // JIT and disk cache, linking against the allow-list only, invocation results.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -310,4 +313,73 @@ TEST_CASE("a rule of the trust directory stops a loaded cargo, naming the rule, 
   CHECK(e->update_trust(test::vector_trust()) == 0);
   CHECK(e->has(r->digest));
   CHECK(as_i64(e->invoke(r->digest, "add", i64s(1, 2)).output) == 3);
+}
+
+TEST_CASE("a cargo loaded by one engine is loaded from the kept cargos by the next, verified", "[engine][kept]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  auto memory = CargoStore::create_memory(1 << 20);
+  REQUIRE(memory.ok());
+  EngineConfig c;
+  c.kept_cargos_fd = *memory;
+  c.limits.max_cargo_size = 1 << 20;  // what the store was made for
+  Digest digest{};
+  {
+    auto first = Engine::create(c, test::vector_trust());
+    REQUIRE(first.ok());
+    auto r = (*first)->load(cargo);  // not kept: the worker does not serve yet
+    REQUIRE(r.ok());
+    (*first)->keep_cargos(true);
+    auto again = (*first)->load(cargo);  // already loaded: still not kept
+    REQUIRE(again.ok());
+    digest = r->digest;
+  }
+  {
+    auto second = Engine::create(c, test::vector_trust());
+    REQUIRE(second.ok());
+    CHECK_FALSE((*second)->has(digest));
+  }
+  {
+    auto keeper = Engine::create(c, test::vector_trust());
+    REQUIRE(keeper.ok());
+    (*keeper)->keep_cargos(true);
+    REQUIRE((*keeper)->load(cargo).ok());
+  }
+  // Lazily, on first use...
+  auto next = Engine::create(c, test::vector_trust());
+  REQUIRE(next.ok());
+  auto sum = (*next)->invoke(digest, "add", i64s(2, 40));
+  REQUIRE(sum.status == wire::ReplyStatus::ok);
+  CHECK(as_i64(sum.output) == 42);
+  // ... or all at once, before serving.
+  auto standby = Engine::create(c, test::vector_trust());
+  REQUIRE(standby.ok());
+  size_t refused = 9;
+  CHECK((*standby)->load_kept(&refused, std::chrono::seconds(10)) == 1);
+  CHECK(refused == 0);
+  CHECK((*standby)->has(digest));
+  // Kept bytes are verified again: under a trust that no longer holds the signer, refused.
+  EngineConfig untrusting = c;
+  auto stranger = Engine::create(untrusting, TrustStore());
+  REQUIRE(stranger.ok());
+  CHECK((*stranger)->invoke(digest, "add", i64s(2, 40)).status == wire::ReplyStatus::not_loaded);
+  CHECK((*stranger)->load_kept(&refused, std::chrono::seconds(10)) == 0);
+  CHECK(refused == 1);
+  // Bytes damaged in the store (a kernel wrote over them) fail verification.
+  const uint8_t junk[64] = {1, 2, 3};
+  REQUIRE(::pwrite(*memory, junk, sizeof junk, (64 << 10) + 200) == sizeof junk);
+  // Refused once per engine: requests naming it again do not verify it again.
+  std::vector<std::string> lines;
+  EngineConfig logging = c;
+  logging.log = [&lines](std::string_view l) { lines.emplace_back(l); };
+  auto after = Engine::create(logging, test::vector_trust());
+  REQUIRE(after.ok());
+  for (int i = 0; i < 3; ++i) {
+    CHECK((*after)->invoke(digest, "add", i64s(2, 40)).status == wire::ReplyStatus::not_loaded);
+    CHECK_FALSE((*after)->has(digest));
+    CHECK((*after)->invoke_if_quick(digest, "add", i64s(2, 40))->status == wire::ReplyStatus::not_loaded);
+  }
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("refused a kept cargo " + to_hex(digest).substr(0, 16)) == 0);
+  ::close(*memory);
 }

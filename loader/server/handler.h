@@ -55,6 +55,7 @@ public:
   std::optional<Step> forward(ByteView header, ByteView data, bool quick_only);
   // The node's memory regions (the UCX server registers them when one-sided reads are on).
   Regions& regions() { return engine_.regions(); }
+  Regions* regions_if_open() { return engine_.regions_if_open(); }  // nullptr in a standby worker
   // For forwards to nodes that may lack the cargo (Engine::cargo_bytes).
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const { return engine_.cargo_bytes(digest); }
   // The limits a node announces in its hello_reply.

@@ -18,8 +18,6 @@ bool ShmProbe::needed(const std::vector<std::string>& transports) {
 Result<std::unique_ptr<ShmProbe>> ShmProbe::start(const Options& options) {
   std::unique_ptr<ShmProbe> p(new ShmProbe());
   p->opt_ = options;
-  if (const size_t colon = options.address.rfind(':'); colon != std::string::npos && options.address.compare(0, colon, "0.0.0.0") == 0)
-    p->opt_.address = "127.0.0.1" + options.address.substr(colon);
   auto w = net::UcxWorker::create();
   XC_TRY(w);
   p->w_ = std::move(*w);
@@ -38,8 +36,23 @@ Result<std::unique_ptr<ShmProbe>> ShmProbe::start(const Options& options) {
     return UCS_OK;
   };
   if (ucs_status_t s = UCX->ucp_worker_set_am_recv_handler(p->w_->worker(), &hp); s != UCS_OK) return net::ucx_error("probe handler", s);
-  if (!p->connect()) return Error(Errc::io, "the shared-memory probe cannot connect to " + p->opt_.address);
+  if (!options.address.empty()) {
+    p->aim(options.address);
+    p->opt_.address = p->aimed_;
+    if (!p->connect()) return Error(Errc::io, "the shared-memory probe cannot connect to " + p->opt_.address);
+  }
   return p;
+}
+
+void ShmProbe::aim(const std::string& address) {
+  {
+    std::lock_guard<std::mutex> l(aim_mu_);
+    aimed_ = address;
+    if (const size_t colon = address.rfind(':'); colon != std::string::npos && address.compare(0, colon, "0.0.0.0") == 0)
+      aimed_ = "127.0.0.1" + address.substr(colon);
+  }
+  have_address_ = true;
+  if (w_) w_->wake();
 }
 
 ShmProbe::~ShmProbe() { close(); }
@@ -101,7 +114,13 @@ bool ShmProbe::greet_once(const std::atomic<bool>& quit, const std::atomic<uint6
 void ShmProbe::run(const std::atomic<bool>& quit, const std::atomic<uint64_t>& progress,
                    const std::function<void(const std::string&)>& on_wedged) {
   while (!quit) {
-    if (lost_ && !connect()) {  // the server closed it (it never should): try again later
+    if (opt_.address.empty() && have_address_) {
+      std::lock_guard<std::mutex> l(aim_mu_);
+      opt_.address = aimed_;
+      lost_ = true;  // connect now
+    }
+    if (opt_.address.empty()) {  // not aimed yet: wait for aim()
+    } else if (lost_ && !connect()) {  // the server closed it (it never should): try again later
     } else if (std::string why; ep_ && !greet_once(quit, progress, &why)) {
       on_wedged(why);
       return;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "xcargo/ucx.h"
@@ -24,7 +25,7 @@ namespace xcargo::loader {
 class ShmProbe {
 public:
   struct Options {
-    std::string address;  // the server's HOST:PORT (a wildcard host is reached on 127.0.0.1)
+    std::string address;  // the server's HOST:PORT (a wildcard host is reached on 127.0.0.1); or aim() later
     std::chrono::milliseconds interval{2000};
     std::chrono::milliseconds deadline{10000};
     // Progress calls of the server's worker during `deadline` without which an unanswered
@@ -34,9 +35,12 @@ public:
 
   // Whether the worker's transports include one the probe watches.
   static bool needed(const std::vector<std::string>& transports);
-  // Creates the probe's own UCX context and connects (in the background) to the server.
-  // Call before the sandbox locks down: the context maps shared memory.
+  // Creates the probe's own UCX context and connects (in the background) to the server, if
+  // its address is known. Call before the sandbox locks down: the context maps shared memory.
   static Result<std::unique_ptr<ShmProbe>> start(const Options& options);
+  // The server's address, once it listens (a standby worker listens when it takes over):
+  // run() connects to it then. Call once, from any thread.
+  void aim(const std::string& address);
   ~ShmProbe();
 
   // Whether a hello came from this probe (its nonce, random per worker): the server keeps
@@ -57,6 +61,9 @@ private:
   bool greet_once(const std::atomic<bool>& quit, const std::atomic<uint64_t>& progress, std::string* why);
 
   Options opt_;
+  std::mutex aim_mu_;
+  std::string aimed_;                    // from aim(), for run()'s thread
+  std::atomic<bool> have_address_{false};
   std::unique_ptr<net::UcxWorker> w_;
   ucp_ep_h ep_ = nullptr;
   wire::Nonce nonce_{};

@@ -14,6 +14,17 @@ using namespace std::chrono_literals;
 // start takes well under a second, a few under a sanitizer on a busy machine).
 inline constexpr std::chrono::milliseconds kWorkerStartLimit = 30000ms;
 
+// A standby worker taking over retries listening this long while the port is still held
+// (the worker it replaces closes its listener before it says it is ending, or dies).
+inline constexpr std::chrono::milliseconds kTakeOverListen = 2000ms;
+// A worker that said it is ending (or closed its pipe) is killed if it still runs after this:
+// its replies take at most kFlushReplies + kLingerReplies.
+inline constexpr std::chrono::milliseconds kEndingGrace = 2000ms;
+
+// A standby loads kept cargos for at most this long before it says it is ready; the rest
+// load on first use (a kernel could fill the store to keep standbys from being ready).
+inline constexpr std::chrono::milliseconds kPreloadBudget = 1000ms;
+
 // A compile job (one bitcode variant) running longer is stopped and its cargo refused.
 inline constexpr std::chrono::seconds kCompileLimit = 120s;
 
@@ -23,6 +34,10 @@ inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.
 inline constexpr std::chrono::milliseconds kIdleWait = 200ms;
+// For this long after accepting a connection, an idle leader wakes every millisecond to
+// poll: without it, the first requests on a new tcp connection sometimes waited the whole
+// kIdleWait (UCX 1.13 did not signal the worker's event fd; seen after worker restarts).
+inline constexpr std::chrono::milliseconds kWaryAfterConnect = 500ms;
 // How often the thread that turns the stop signal into quit looks at the flag.
 inline constexpr std::chrono::milliseconds kStopPoll = 50ms;
 

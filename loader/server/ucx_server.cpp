@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -127,6 +129,9 @@ struct UcxServer::Impl {
   };
   std::deque<Posted> outbox;
   std::atomic<bool> restart{false};
+  // Until then the idle leader sleeps at most 1 ms at a time: UCX 1.13 over tcp does not always
+  // wake a waiting worker for the first messages of a new connection (kWaryAfterConnect).
+  Clock::time_point wary_until{};
   std::atomic<bool> quit{false};
   bool started = false;              // start_threads ran
   std::vector<std::thread> threads;  // what start_threads started; run() joins them
@@ -180,6 +185,7 @@ struct UcxServer::Impl {
       return;
     }
     Client& c = self->eps.add(*ep, from, Clock::now());
+    self->wary_until = Clock::now() + timing::kWaryAfterConnect;
     if (why.empty()) return;
     Connections::doom(c, Clock::now());
     if (self->rejected++ % 1000 == 0)
@@ -711,7 +717,7 @@ struct UcxServer::Impl {
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
       if (Clock::now() - last_activity < opt.spin) continue;
-      w->progress_or_wait(int(timing::kIdleWait.count()));
+      w->progress_or_wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
     }
   }
 
@@ -754,11 +760,13 @@ struct UcxServer::Impl {
   // at once (threads still inside kernels cannot be stopped any other way) and the
   // supervisor starts a fresh one.
   void flush_and_quit() {
+    ::prctl(PR_SET_NAME, "xcargo-ending");  // no longer the serving worker in ps and pgrep
     // No new connections to a worker about to go: a client reconnecting at once must reach
     // the next worker, not this one (its transport ports vanish with it).
     if (listener) {
       UCX->ucp_listener_destroy(listener);
       listener = nullptr;
+      if (opt.on_port_released) opt.on_port_released();
     }
     // Every request taken in gets its one reply: those whose kernels run in other executors
     // `interrupted` (they cannot be stopped but by the end of this process), the rest
@@ -868,11 +876,13 @@ UcxServer::~UcxServer() {
   for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
   for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
-  for (const auto& [name, length] : impl_->handler->regions().list())
-    if (Region* r = impl_->handler->regions().find(name); r && r->ucx_memh) {
-      UCX->ucp_mem_unmap(impl_->w->context(), static_cast<ucp_mem_h>(r->ucx_memh));
-      r->ucx_memh = nullptr;
-    }
+  if (Regions* regions = impl_->handler->regions_if_open()) {
+    for (const auto& [name, length] : regions->list())
+      if (Region* r = regions->find(name); r && r->ucx_memh) {
+        UCX->ucp_mem_unmap(impl_->w->context(), static_cast<ucp_mem_h>(r->ucx_memh));
+        r->ucx_memh = nullptr;
+      }
+  }
   impl_->eps.clear();
   impl_->peers->clear();
   impl_->client_eps.clear();
@@ -881,6 +891,23 @@ UcxServer::~UcxServer() {
 }
 
 std::string UcxServer::address() const { return impl_->address; }
+
+Status UcxServer::listen(std::chrono::milliseconds wait) {
+  Impl& m = *impl_;
+  if (m.listener) return {};
+  const auto deadline = Clock::now() + wait;
+  for (;;) {
+    auto listener = net::listen(m.w->worker(), m.opt.listen, &Impl::on_conn, &m, &m.address);
+    if (listener.ok()) {
+      m.listener = *listener;
+      break;
+    }
+    if (Clock::now() >= deadline) return listener.take_error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (m.probe) m.probe->aim(m.address);
+  return {};
+}
 
 Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options, Handler& handler, Log log,
                                                     char* incident, size_t incident_size) {
@@ -933,14 +960,12 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
-  auto listener = net::listen(m.w->worker(), options.listen, &Impl::on_conn, &m, &m.address);
-  XC_TRY(listener);
-  m.listener = *listener;
   if (ShmProbe::needed(m.w->transports())) {
-    auto probe = ShmProbe::start({m.address});
+    auto probe = ShmProbe::start({});  // aimed at the listener once there is one
     XC_TRY(probe);
     m.probe = std::move(*probe);
   }
+  if (options.listen_at_start) XC_TRY(s->listen());
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),
                                         Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [] {

@@ -37,6 +37,12 @@ struct ServerOptions {
   // auth_deadline are closed.
   const AuthGate* gate = nullptr;
   std::chrono::milliseconds auth_deadline{10000};
+  // Whether start() listens; false: listen() does, later (a standby worker, whose port the
+  // worker it replaces still holds until it ends).
+  bool listen_at_start = true;
+  // Runs once a worker that is about to end has closed its listener (its port is free for
+  // the next worker), from the thread that ends it.
+  std::function<void()> on_port_released;
 };
 
 class UcxServer {
@@ -47,6 +53,10 @@ public:
                                                   char* incident, size_t incident_size);
   ~UcxServer();
 
+  // Listens on options.listen (start() did unless listen_at_start was false), retrying for
+  // up to `wait` while the port is still taken. Before run().
+  [[nodiscard]] Status listen(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // HOST:PORT, once it listens.
   std::string address() const;
   // Serves until stop becomes true. After a kernel crash or time-out, once its client has been
   // told, the process ends with _exit(75) instead (threads inside kernels cannot be stopped)

@@ -4,10 +4,10 @@
 // every K invocations (from --extra, round robin) and invoke it once, cold.
 // usage: xcargo-load-bench --to HOST:PORT --cargo hello.xcargo [--clients 8] [-n 100000]
 //        [--push-every 1000] [--extra DIR] (holds extra-*.xcargo, hello built under other names)
-//        [--storm memory.xcargo --crashes 100 --timeouts 20]
+//        [--storm memory.xcargo --crashes 100 --timeouts 20 [--pause-ms 0]]
 // With --storm, one more client writes a region (memory.c's put), then crashes its kernel
 // (boom) and runs it past the time limit (hang) as often as asked, then reads the region
-// back (get); the other clients go on until the storm is over and have done n each. Their
+// back (get), pausing --pause-ms between failures (0: back to back); the other clients go on until the storm is over and have done n each. Their
 // requests answered `interrupted`, lost without an answer, or not loaded (the new worker
 // does not have the cargo yet) are sent again (add is idempotent) and counted.
 // Prints one JSON object: throughput, latency percentiles, lost and mismatched replies.
@@ -145,7 +145,7 @@ void run_client(int id, const std::string& to, const BenchCargo& hello, const st
 }
 
 // memory.c's put(4242), then boom and hang (every crashes/timeouts-th), then get.
-void run_storm(const std::string& to, const BenchCargo& cargo, long crashes, long timeouts, StormResult& out) {
+void run_storm(const std::string& to, const BenchCargo& cargo, long crashes, long timeouts, long pause_ms, StormResult& out) {
   auto c = client::connect(to);
   if (!c.ok()) return void(out.problem = "storm: " + c.error().message());
   auto& conn = **c;
@@ -174,6 +174,7 @@ void run_storm(const std::string& to, const BenchCargo& cargo, long crashes, lon
   for (long k = 0; k < total; ++k) {
     // Time-outs spread among the crashes.
     const bool hang = timeouts > 0 && (k + 1) % std::max(1L, total / timeouts) == 0 && long(out.timed_out) < timeouts;
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     auto r = call(hang ? "hang" : "boom", 0);
     if (r.ok() && r->result.status == wire::ReplyStatus::crashed) ++out.crashed;
     else if (r.ok() && r->result.status == wire::ReplyStatus::timeout) ++out.timed_out;
@@ -200,6 +201,7 @@ int main(int argc, char** argv) {
   const std::string storm_cargo = arg(argc, argv, "--storm");
   const long crashes = std::atol(arg(argc, argv, "--crashes", "100").c_str());
   const long timeouts = std::atol(arg(argc, argv, "--timeouts", "20").c_str());
+  const long pause_ms = std::atol(arg(argc, argv, "--pause-ms", "0").c_str());
   if (to.empty() || cargo.empty() || clients < 1 || n < 1) die("usage: xcargo-load-bench --to HOST:PORT --cargo FILE [--clients C] [-n N]");
   const BenchCargo hello = load_cargo(cargo);
   std::vector<BenchCargo> extra;
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
   if (!storm_cargo.empty()) {
     g_storm_on = true;
     storm_thread = std::thread([&] {
-      run_storm(to, load_cargo(storm_cargo), crashes, timeouts, storm);
+      run_storm(to, load_cargo(storm_cargo), crashes, timeouts, pause_ms, storm);
       g_storm_on = false;
     });
   }

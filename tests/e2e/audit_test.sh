@@ -52,7 +52,7 @@ check "a refusal is logged with the client's address and key" \
 check "a crash is logged with the cargo, its signer and the client" \
   grep -Eq "^${TIME}failed invoke: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); restarting the worker$" node.log
 check "the supervisor logs the restart and names the cargo" \
-  grep -Eq "^${TIME}worker stopped: (exited with status|killed by signal) [0-9]+.*; it reported: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); restarting it$" node.log
+  grep -Eq "^${TIME}worker stopped: (exited with status|killed by signal) [0-9]+.*; it reported: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); (restarting it|replaced by its standby)$" node.log
 check "a time-out is logged with the cargo and the client" \
   grep -Eq "^${TIME}failed invoke: the kernel ran past the time limit .*\(cargo $faults/spin, $SIGNER, $WHO\)" node.log
 eventually 10 "two restarts are logged" lines_at_least 2 "^${TIME}worker restarted; listening on" node.log

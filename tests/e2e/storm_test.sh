@@ -26,6 +26,7 @@ start() {
   shift
   "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" --trust trust --clients clients --log "$TMP/$name.log" "$@" 2> "$name.stderr" &
   pids+=($!)
+  declare -g "pid_$name=$!"
   disown $!
   diagnose "$TMP/$name.log"
   wait_file "$name.addr" || echo "FAIL: the loader did not start: $(tail -n 3 "$name.stderr" "$name.log")"
@@ -37,8 +38,16 @@ a=$(cat a.addr)
 expect 0 '^4242$' -- "$X" run memory.xcargo --entry put --arg u64:4242 --result u64 --to "$a"
 expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
 expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$a"
+pushes=$(grep -c 'accepted push' a.log)
 expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
 eventually 10 "the new worker says it kept the region" grep -q 'node memory: 1 regions kept from the previous worker' a.log
+# The standby took over: it was started before the region existed, and opened node memory
+# only when it took over.
+eventually 10 "a standby worker replaced the crashed one" grep -q 'worker stopped: .*; replaced by its standby' a.log
+check "the standby listened on the same port" grep -q "worker restarted; listening on $a [0-9.]* ms after the last one began to end" a.log
+# The cargo pushed to the crashed worker was kept for the next: 'xcargo run' found it there
+# and did not push it again.
+check "the new worker had the cargo pushed to the old one" test "$(grep -c 'accepted push' a.log)" = "$pushes"
 
 # A kernel running in another executor when one crashes: its caller is told `interrupted`,
 # not that its own kernel crashed, and at once (not at a time-out).
@@ -76,6 +85,7 @@ check "the storm timed out $TIMEOUTS times" test "$(field storm_timed_out)" = "$
 check "the region written before the storm reads back unchanged" test "$(field region_after)" = 4242
 check "the second client did at least 10000 invocations" test "$(field invocations)" -ge 10000
 check "none of them was lost or wrong" test "$(field lost)-$(field mismatched)" = "0-0"
+check "no client had to push its cargo again (each new worker loaded the kept ones)" test "$(field repushed)" = 0
 # A synchronous client has one request out when a worker ends: at most one resend per end.
 check "resends were at most one per worker that ended" \
   test "$(( $(field interrupted) + $(field unanswered) ))" -le "$(( CRASHES + TIMEOUTS ))"
@@ -83,4 +93,21 @@ eventually 10 "the supervisor replaced the worker each time" lines_at_least "$((
   echo "    | $(grep -c 'worker restarted' b.log) restarts, $(grep -c 'worker stopped' b.log) stops, $(grep -c 'could not start' b.log) failed starts"
 eventually 10 "every new worker kept the region" lines_at_least "$(( CRASHES + TIMEOUTS ))" 'node memory: 1 regions kept' b.log
 check "the loader still serves" "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat b.addr)"
+check "standby workers loaded the kept cargos before they were needed" grep -q 'kept cargos: [0-9]* loaded from earlier workers' b.log
+
+# Without a standby (--no-standby), a new worker starts after the crash: the same guarantees.
+start c --no-standby
+c=$(cat c.addr)
+expect 0 '^77$' -- "$X" run memory.xcargo --entry put --arg u64:77 --result u64 --to "$c"
+expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$c"
+expect 0 '^77$' -- "$X" run memory.xcargo --entry get --result u64 --to "$c"
+eventually 10 "without a standby, the supervisor restarted the worker" grep -q 'worker stopped: .*; restarting it' c.log
+check "without a standby, one worker runs" test "$(pgrep -c -P "$pid_c" -x xcargo-loader)" = 1
+
+# Stopping a loader stops its standby too.
+workers() { echo "$(pgrep -c -P "$pid_a" -x xcargo-loader) $(pgrep -c -P "$pid_a" -x xcargo-standby)"; }
+eventually 20 "the loader runs a worker and a standby" test "$(workers)" = "1 1"
+kill -TERM "$pid_a"
+eventually 20 "the loader stopped" bash -c "! kill -0 $pid_a"
+eventually 10 "no worker outlived it" bash -c "! pgrep -f -- '--ready-file [a].addr'"
 finish

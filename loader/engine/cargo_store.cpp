@@ -90,6 +90,16 @@ std::vector<CargoStore::Entry> CargoStore::table() const {
   if (!pread_all(fd_, t.data(), kSlots * sizeof(Entry), 0)) t.assign(kSlots, Entry{});
   for (Entry& e : t)  // what a kernel may have written: anything that cannot be a cargo is no entry
     if (e.state != Entry::kKept || e.length == 0 || e.length > slot_size_ || e.length > kMaxBytes) e.state = 0;
+  // The latest within kMaxBytes together (keep() holds to it; a kernel need not).
+  std::vector<size_t> order(t.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t[a].sequence > t[b].sequence; });
+  uint64_t total = 0;
+  for (size_t i : order) {
+    if (t[i].state != Entry::kKept) continue;
+    if (t[i].length > kMaxBytes - total) t[i].state = 0;
+    else total += t[i].length;
+  }
   return t;
 }
 
@@ -112,16 +122,18 @@ bool CargoStore::contains(const Digest& digest) const {
   return false;
 }
 
-std::vector<std::pair<Digest, Bytes>> CargoStore::all() const {
-  std::vector<std::pair<Digest, Bytes>> out;
+std::vector<Digest> CargoStore::digests() const {
   const std::vector<Entry> t = table();
+  std::vector<size_t> kept;
   for (size_t i = 0; i < t.size(); ++i)
-    if (t[i].state == Entry::kKept)
-      if (auto b = read(t[i], i)) {
-        Digest d;
-        std::memcpy(d.data(), t[i].digest, 32);
-        out.emplace_back(d, std::move(*b));
-      }
+    if (t[i].state == Entry::kKept) kept.push_back(i);
+  std::stable_sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return t[a].sequence > t[b].sequence; });
+  std::vector<Digest> out;
+  for (size_t i : kept) {
+    Digest d;
+    std::memcpy(d.data(), t[i].digest, 32);
+    out.push_back(d);
+  }
   return out;
 }
 

@@ -32,7 +32,10 @@ public:
   // push (a torn or forged entry fails verification, or names another digest).
   std::optional<Bytes> find(const Digest& digest) const;
   bool contains(const Digest& digest) const;  // find() without reading the bytes
-  std::vector<std::pair<Digest, Bytes>> all() const;
+  // The digests kept, the latest first. Entries count within the limits however the table
+  // was written: at most kSlots, each at most a slot, all together at most kMaxBytes (the
+  // oldest beyond that are not entries).
+  std::vector<Digest> digests() const;
 
 private:
   CargoStore() = default;

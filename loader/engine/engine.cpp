@@ -284,20 +284,14 @@ size_t Engine::load_kept(size_t* refused, std::chrono::milliseconds budget) {
   *refused = 0;
   if (!impl_->kept) return 0;
   const auto deadline = Clock::now() + budget;
-  for (auto& [digest, bytes] : impl_->kept->all()) {
+  for (const Digest& digest : impl_->kept->digests()) {  // one at a time: at most kMaxBytes read in all
     if (Clock::now() > deadline) break;
-    std::lock_guard<std::mutex> lock(impl_->load_mu);
-    auto r = impl_->load(std::move(bytes));
-    if (r.ok() && r->digest == digest) {
-      loaded += !r->already_loaded;
-      impl_->log_kept(*r);
-    } else {
-      ++*refused;
-      impl_->loads_refused++;
-      impl_->kept_refuse(digest);
-      impl_->log("refused a kept cargo " + to_hex(digest).substr(0, 16) + ": " +
-                 (r.ok() ? "it is " + to_hex(r->digest).substr(0, 16) : r.error().message()));
+    {
+      std::shared_lock lock(impl_->mu);
+      if (impl_->cargos.count(digest)) continue;
     }
+    if (impl_->load_kept(digest)) ++loaded;
+    else if (impl_->kept_was_refused(digest)) ++*refused;
   }
   return loaded;
 }

@@ -35,7 +35,7 @@ struct Client {
   std::chrono::steady_clock::time_point since;  // when it connected (or was refused)
   AuthGate::Session session;
   bool doomed = false;               // refused: closed at a sweep, after kRefusalLinger
-  bool probe = false;                // the worker's own ShmProbe: never authenticates, not logged
+  bool probe = false;                // the worker's own SelfProbe: never authenticates, not logged
   bool closing = false;              // its client does not read its replies: closed at the next sweep
   std::shared_ptr<Usage> usage = std::make_shared<Usage>();  // its requests in flight
   std::shared_ptr<Usage> key_usage;  // its key's, once authenticated with one

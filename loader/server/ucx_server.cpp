@@ -28,7 +28,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "peers.h"
-#include "shm_probe.h"
+#include "self_probe.h"
 #include "timing.h"
 #include "xcargo/cluster.h"
 #include "xcargo/ucx.h"
@@ -118,7 +118,7 @@ struct UcxServer::Impl {
   JobQueue jobs;
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe
-  std::unique_ptr<ShmProbe> probe;
+  std::unique_ptr<SelfProbe> probe;
 
   // Replies from threads that are no longer leader, and the restart request.
   std::mutex outbox_mu;
@@ -216,6 +216,15 @@ struct UcxServer::Impl {
       log("closed the connection from " + peer + ": not authenticated within " + std::to_string(opt.auth_deadline.count() / 1000) + " s");
   }
 
+  // Whether hv is the probe's hello; if so, its connection counts as the probe's.
+  bool probe_hello(Client& c, ByteView hv) {
+    auto h = decode_hello(hv);
+    if (!h.ok() || !probe || !probe->is_probe(*h)) return false;
+    c.probe = true;
+    c.doomed = false;
+    return true;
+  }
+
   // hello and auth, answered at once: the connection's authentication (AuthGate).
   void greet(ucp_ep_h ep, Client& c, ByteView header) {
     auto h = decode_hello(header);
@@ -311,7 +320,9 @@ struct UcxServer::Impl {
     }
     ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
     Client* client = has_ep ? self->eps.find(param->reply_ep) : nullptr;
-    if (client && client->doomed) return UCS_OK;
+    // A refused connection's requests go unanswered, but for the worker's own probe's hello
+    // (it may connect while one host crowds the node).
+    if (client && client->doomed && !(type == MsgType::hello && self->probe_hello(*client, hv))) return UCS_OK;
     // On an authenticated connection every request ends with its session token. UCX names a
     // message's connection by an id its sender writes, so a message without the token may
     // be another peer claiming this connection: it is dropped unanswered, so that nothing is
@@ -896,15 +907,26 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
   Impl& m = *impl_;
   if (m.listener) return {};
   const auto deadline = Clock::now() + wait;
+  // UCX logs each failed bind: quiet while the port is still held (restored after).
+  char level[32] = "";
+  bool quiet = false;
+  Status listening;
   for (;;) {
     auto listener = net::listen(m.w->worker(), m.opt.listen, &Impl::on_conn, &m, &m.address);
     if (listener.ok()) {
       m.listener = *listener;
       break;
     }
-    if (Clock::now() >= deadline) return listener.take_error();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (Clock::now() >= deadline) {
+      listening = listener.take_error();
+      break;
+    }
+    if (!quiet && UCX->ucs_global_opts_get_value("LOG_LEVEL", level, sizeof level) == UCS_OK)
+      quiet = UCX->ucs_global_opts_set_value("LOG_LEVEL", "fatal") == UCS_OK;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  if (quiet) (void)UCX->ucs_global_opts_set_value("LOG_LEVEL", level);
+  XC_TRY(listening);
   if (m.probe) m.probe->aim(m.address);
   return {};
 }
@@ -960,11 +982,9 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
-  if (ShmProbe::needed(m.w->transports())) {
-    auto probe = ShmProbe::start({});  // aimed at the listener once there is one
-    XC_TRY(probe);
-    m.probe = std::move(*probe);
-  }
+  auto probe = SelfProbe::start({});  // aimed at the listener once there is one
+  XC_TRY(probe);
+  m.probe = std::move(*probe);
   if (options.listen_at_start) XC_TRY(s->listen());
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),

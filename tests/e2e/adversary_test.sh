@@ -141,6 +141,21 @@ done
 check "the supervisor outlived the workers that exited 0" kill -0 "$SUPERVISOR"
 eventually 10 "the supervisor logged those workers' ends and replaced them" \
   lines_at_least 2 'worker stopped: exited with status 0; (replaced by its standby|restarting it)' "$XCARGO_CLUSTER_DIR/node-0.log"
+# A kernel that closes its worker's listening sockets (the attack that found this left a node
+# deaf to new clients for good): the worker's probe finds that no new client is answered, and
+# the worker is replaced.
+expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+eventually 90 "a worker whose listening sockets a kernel closed is replaced" \
+  grep -q "no new connection to the worker's listener was answered" "$XCARGO_CLUSTER_DIR/node-0.log"
+eventually 60 "new clients are served again" "$X" run faults.xcargo --entry ok --to "$NODE"
+# Junk in the kept-cargos table (the attack that found this made standbys read 32 x 256 MiB
+# and die of it, and a crash then cost 30 s): the next worker reads at most 256 MiB of it,
+# refuses it once, and serves.
+expect 0 '^32$' -- "$X" run adv.xcargo --entry escape_junk_kept --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+expect 3 'crashed' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+expect 3 'crashed' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+eventually 30 "the next workers refused the junk" grep -q 'refused a kept cargo [0-9a-f]*: not an xcargo file' "$XCARGO_CLUSTER_DIR/node-0.log"
+expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"
 
 # The JIT cache: only the compile service writes it (the attack that found this overwrote
 # another cargo's entry, which a later loader ran as a disk cache hit). A bitcode-only victim

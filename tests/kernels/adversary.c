@@ -25,10 +25,12 @@ static long raw_syscall(long nr, long a, long b, long c) {
 
 #if defined(__aarch64__)
 enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172, NR_GETPPID = 173,
-       NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94 };
+       NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
+       NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
-       NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231 };
+       NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
+       NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -212,4 +214,59 @@ XC_ENTRY int escape_open(xc_ctx *ctx, const void *in, size_t in_len) {
 /* A new file where anyone may write. */
 XC_ENTRY int escape_write_file(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, open_close(libc_syscall(in, in_len), "/tmp/xcargo-escaped", 01 | 0100 /* O_WRONLY|O_CREAT */));
+}
+
+/* Deaf: closes every listening socket of its own worker (the attack that found this left the
+ * node deaf to new clients for good); replies how many it closed. The worker's probe must
+ * find that no new client is answered, and the worker be replaced. */
+XC_ENTRY int escape_deafen(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  long closed = 0;
+  for (long fd = 3; fd < 1024; ++fd) {
+    int listening = 0;
+    unsigned int len = sizeof listening;
+    if (sys(NR_GETSOCKOPT, fd, 1L /* SOL_SOCKET */, 30L /* SO_ACCEPTCONN */, &listening, &len) == 0 && listening == 1) {
+      sys(NR_CLOSE, fd);
+      ++closed;
+    }
+  }
+  return reply_long(ctx, closed);
+}
+
+/* Junk for the next worker: every entry of the kept-cargos table (its memfd is among the
+ * worker's descriptors) claims 256 MiB of a made-up digest, whose bytes are zeros. The attack
+ * that found this made standbys read 32 x 256 MiB and die of it. Replies how many entries it
+ * wrote. */
+XC_ENTRY int escape_junk_kept(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  const char *want = "/memfd:xcargo-kept-cargos";
+  long kept = -1;
+  for (long fd = 0; fd < 256 && kept < 0; ++fd) {
+    char path[64], link[128];
+    proc_path(path, sys(NR_GETPID), "fd/");
+    char *end = path;
+    while (*end) ++end;
+    char digits[24];
+    int n = 0;
+    long v = fd;
+    do digits[n++] = (char)('0' + v % 10); while ((v /= 10) > 0);
+    while (n) *end++ = digits[--n];
+    *end = 0;
+    long r = sys(NR_READLINKAT, -100L, path, link, 127L);
+    if (r <= 0) continue;
+    link[r] = 0;
+    int i = 0;
+    while (want[i] && link[i] == want[i]) ++i;
+    if (!want[i]) kept = fd;
+  }
+  if (kept < 0) return reply_long(ctx, -1);
+  long written = 0;
+  for (uint64_t i = 0; i < 32; ++i) {
+    unsigned char e[56] = {'C', 'R', 'G', 'O'};
+    uint64_t length = 256ull << 20, sequence = 1000000 + i;
+    for (int k = 0; k < 8; ++k) e[8 + k] = (unsigned char)(length >> (8 * k)), e[16 + k] = (unsigned char)(sequence >> (8 * k));
+    for (int k = 0; k < 32; ++k) e[24 + k] = (unsigned char)(i * 131 + k * 7 + 0x5a);
+    written += sys(NR_PWRITE64, kept, e, 56L, (long)(56 * i)) == 56;
+  }
+  return reply_long(ctx, written);
 }

@@ -1,5 +1,5 @@
 // xcargo-shm-wedge: does to a loader's shared-memory receive queue what a client killed in
-// the middle of a send does: takes a slot and never fills it (loader/server/shm_probe.h).
+// the middle of a send does: takes a slot and never fills it (loader/server/self_probe.h).
 //
 // usage: xcargo-shm-wedge --to HOST:PORT --pid WORKER_PID
 // Connects over shared memory (UCX_TLS must allow it), says hello so that UCX maps the

@@ -26,7 +26,7 @@ namespace xcargo::net {
   X(ucp_listener_create) X(ucp_listener_destroy) X(ucp_listener_query) X(ucp_conn_request_query)                  \
   X(ucp_worker_get_address) X(ucp_worker_release_address) X(ucp_ep_rkey_unpack) X(ucp_rkey_destroy) X(ucp_get_nbx) \
   X(ucp_context_print_info) X(ucs_status_string) X(ucp_mem_map) X(ucp_mem_unmap)        \
-  X(ucp_rkey_pack) X(ucp_rkey_buffer_release) X(ucs_global_opts_set_value)
+  X(ucp_rkey_pack) X(ucp_rkey_buffer_release) X(ucs_global_opts_set_value) X(ucs_global_opts_get_value)
 
 struct UcxApi {
 #define XC_UCX_MEMBER(name) decltype(&::name) name;

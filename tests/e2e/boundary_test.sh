@@ -43,7 +43,7 @@ down
 if [ "$TLS" = shm ]; then
   up
   expect 0 'wedged the receive FIFO' -- "$BIN/xcargo-shm-wedge" --to "$NODE" --pid "$WORKER"
-  eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 'receive queue is wedged' "$LOG"
+  eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 "no new connection to the worker's listener was answered" "$LOG"
   eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -x xcargo-loader -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'"
   down
 fi

@@ -109,5 +109,13 @@ workers() { echo "$(pgrep -c -P "$pid_a" -x xcargo-loader) $(pgrep -c -P "$pid_a
 eventually 20 "the loader runs a worker and a standby" test "$(workers)" = "1 1"
 kill -TERM "$pid_a"
 eventually 20 "the loader stopped" bash -c "! kill -0 $pid_a"
-eventually 10 "no worker outlived it" bash -c "! pgrep -f -- '--ready-file [a].addr'"
+# Processes of that loader still running (not zombies waiting for init): PID:STATE:NAME.
+leftovers() {
+  local p s
+  for p in $(pgrep -f -- '--ready-file [a].addr'); do
+    [ -r "/proc/$p/stat" ] && s=$(awk '{print $3}' "/proc/$p/stat") || continue
+    [ -n "$s" ] && [ "$s" != Z ] && echo "$p:$s:$(cat "/proc/$p/comm")"
+  done
+}
+eventually 10 "no worker outlived it" test -z "$(leftovers)" || echo "    | still running: $(leftovers)"
 finish

@@ -1,0 +1,26 @@
+# Cross-building for aarch64 Linux with clang-16 and lld against an arm64 Debian sysroot
+# (scripts/aarch64-sysroot makes one): cmake -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+# -DXCARGO_SYSROOT=DIR.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES XCARGO_SYSROOT)  # try_compile projects need it too
+if(NOT XCARGO_SYSROOT)
+  set(XCARGO_SYSROOT "$ENV{XCARGO_SYSROOT}")
+endif()
+if(NOT EXISTS "${XCARGO_SYSROOT}/usr/include/aarch64-linux-gnu")
+  message(FATAL_ERROR "XCARGO_SYSROOT (${XCARGO_SYSROOT}) is not an arm64 sysroot: run scripts/aarch64-sysroot")
+endif()
+set(CMAKE_SYSROOT "${XCARGO_SYSROOT}")
+set(CMAKE_C_COMPILER clang-16)
+set(CMAKE_CXX_COMPILER clang++-16)
+set(CMAKE_C_COMPILER_TARGET aarch64-linux-gnu)
+set(CMAKE_CXX_COMPILER_TARGET aarch64-linux-gnu)
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-fuse-ld=lld")
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-fuse-ld=lld")
+set(CMAKE_FIND_ROOT_PATH "${XCARGO_SYSROOT}")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "${XCARGO_SYSROOT}")
+set(ENV{PKG_CONFIG_LIBDIR} "${XCARGO_SYSROOT}/usr/lib/aarch64-linux-gnu/pkgconfig:${XCARGO_SYSROOT}/usr/share/pkgconfig")

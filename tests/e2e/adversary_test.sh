@@ -63,7 +63,7 @@ adversary adv.xcargo cycle hop_limit 20
 killed_clients 3
 sleep 1
 measure w "the worker's pid" worker
-measure fds0 "the worker's descriptors" proc_fds "$w"
+measure fds0 "the worker's descriptors" fewest_fds "$w"
 measure rss0 "the worker's memory" proc_rss_kb "$w"
 adversary adv.xcargo alloc_all ok "$REPS"
 "$X" run adv.xcargo --entry alloc_all --result u64 --to "$NODE" > got.txt 2>/dev/null
@@ -74,7 +74,7 @@ killed_clients "$((REPS / 20))"
 adversary adv.xcargo alloc_all ok 10
 sleep 1
 check "the same worker served all of it" test "$(worker)" = "$w"
-if measure fds1 "the worker's descriptors" proc_fds "$w" && measure rss1 "the worker's memory" proc_rss_kb "$w"; then
+if measure fds1 "the worker's descriptors" fewest_fds "$w" && measure rss1 "the worker's memory" proc_rss_kb "$w"; then
   echo "worker: $fds0 -> $fds1 descriptors, RSS $rss0 -> $rss1 kB over $REPS repetitions of each and $((REPS / 20)) killed clients"
   check "no descriptors leak in the worker ($fds0 -> $fds1)" test "$fds1" -le "$fds0"
   if [ -z "$ASAN" ]; then  # AddressSanitizer keeps freed memory in quarantine: no measure there
@@ -87,7 +87,7 @@ fi
 "$SRC/scripts/cluster" down >/dev/null
 cluster_up "$RESTART_LIMIT"
 adversary faults.xcargo segfault crashed 1 'signal 11'
-measure sfds0 "the supervisor's descriptors" proc_fds "$SUPERVISOR"
+measure sfds0 "the supervisor's descriptors" fewest_fds "$SUPERVISOR"
 measure srss0 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"
 adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
 adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
@@ -210,7 +210,7 @@ check "the victim's entry stays" test -e "$VICTIM_ENTRY"
 rm "$XCARGO_CLUSTER_DIR/trust/revoked.txt" "$XCARGO_CLUSTER_DIR/trust/doomed.pub"
 expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
 
-if measure sfds1 "the supervisor's descriptors" proc_fds "$SUPERVISOR" &&
+if measure sfds1 "the supervisor's descriptors" fewest_fds "$SUPERVISOR" &&
    measure srss1 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"; then
   echo "supervisor: $sfds0 -> $sfds1 descriptors, RSS $srss0 -> $srss1 kB over $((RESTART_REPS * 15)) restarts"
   check "no descriptors leak in the supervisor ($sfds0 -> $sfds1)" test "$sfds1" -le "$sfds0"

@@ -76,6 +76,18 @@ wait_file() {
 # nothing and return 1 when the process is not there, so that a reading that could not be
 # taken fails its check (measure) instead of being shown as a number.
 proc_fds() { [ -d "/proc/$1/fd" ] && ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# fewest_fds PID: the fewest descriptors of 5 readings 0.5 s apart: what a loader holds for
+# a moment (its probe's connection every 2 s, the pipe of a worker that is ending) is not a
+# leak, and one reading may catch it.
+fewest_fds() {
+  local least="" n i
+  for i in 1 2 3 4 5; do
+    n=$(proc_fds "$1") || return 1
+    { [ -z "$least" ] || [ "$n" -lt "$least" ]; } && least=$n
+    [ "$i" -lt 5 ] && sleep 0.5
+  done
+  echo "$least"
+}
 proc_rss_kb() { awk '/^VmRSS/ {print $2; found=1} END {exit !found}' "/proc/$1/status" 2>/dev/null; }
 
 # measure VAR DESCRIPTION CMD...: VAR=$(CMD); a failed or empty reading fails with its reason.

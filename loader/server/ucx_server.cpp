@@ -700,6 +700,10 @@ struct UcxServer::Impl {
       sweep();
       // The oldest request whose data is all here: one still arriving holds up nobody.
       if (std::shared_ptr<Job> j = jobs.take_ready()) {
+        if (restart) {  // a kernel failed since the check above: this one does not run here
+          if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
+          return flush_and_quit();
+        }
         last_activity = Clock::now();
         me.job.store(j);
         me.since = steady_ns();
@@ -855,6 +859,9 @@ struct UcxServer::Impl {
     const std::string what = "the kernel ran past the time limit of " + limit_text();
     const bool inline_run = s.phase.load() == 3;
     set_incident(what);
+    // Ending before the reply leaves: a client that gets it and sends at once must be
+    // answered `restarting`, not have its next kernel run in this worker.
+    restart = true;
     if (inline_run) {
       ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread logs and answers (failure_reply)
     } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
@@ -869,7 +876,6 @@ struct UcxServer::Impl {
     } else {
       log("failed invoke: " + what + "; restarting the worker");
     }
-    restart = true;
     w->wake();
   }
 };

@@ -5,9 +5,11 @@ failures=0
 checks=0
 TMP=$(mktemp -d /tmp/xcargo-e2e-XXXXXX)
 # Processes a test starts in the background (loaders): add their pids to `pids`; they and
-# their children (workers) are killed when the test ends, and TMP is removed.
+# their children (workers) are killed when the test ends, and TMP is removed (kept, and
+# named, when XCARGO_KEEP_TMP is set: for looking at a failure's logs).
 pids=()
-trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; rm -rf "$TMP"' EXIT
+remove_tmp() { if [ -n "${XCARGO_KEEP_TMP:-}" ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi; }
+trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; remove_tmp' EXIT
 
 # expect CODE REGEX -- CMD...: CMD exits with CODE and its stderr+stdout matches REGEX (ERE).
 expect() {
@@ -110,7 +112,7 @@ measure() {
 in_cluster_dir() {
   cd "$TMP" || exit 1
   export XCARGO_CLUSTER_DIR=$TMP/cluster
-  trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+  trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; remove_tmp' EXIT
 }
 
 # diagnose FILE...: finish prints the last lines of each FILE if a check failed (a loader's

@@ -90,7 +90,8 @@ check "no client had to push its cargo again (each new worker loaded the kept on
 check "resends were at most one per worker that ended" \
   test "$(( $(field interrupted) + $(field unanswered) ))" -le "$(( CRASHES + TIMEOUTS ))"
 eventually 10 "the supervisor replaced the worker each time" lines_at_least "$(( CRASHES + TIMEOUTS ))" 'worker restarted; listening on' b.log ||
-  echo "    | $(grep -c 'worker restarted' b.log) restarts, $(grep -c 'worker stopped' b.log) stops, $(grep -c 'could not start' b.log) failed starts"
+  echo "    | $(grep -c 'worker restarted' b.log) restarts, $(grep -c 'worker stopped' b.log) stops, $(grep -c 'could not start' b.log) failed starts;" \
+    "workers that failed more than one kernel: $(grep 'failed invoke' b.log | awk '{print $2}' | sort | uniq -d | tr '\n' ' ')"
 eventually 10 "every new worker kept the region" lines_at_least "$(( CRASHES + TIMEOUTS ))" 'node memory: 1 regions kept' b.log
 check "the loader still serves" "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat b.addr)"
 check "standby workers loaded the kept cargos before they were needed" grep -q 'kept cargos: [0-9]* loaded from earlier workers' b.log

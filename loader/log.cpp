@@ -48,6 +48,7 @@ struct Log {
   std::condition_variable cv;
   std::string buf;
   bool started = false;  // the flusher thread runs in this process
+  bool direct = false;   // log_directly(): each line is written at once, by its caller
   size_t dropped = 0;
   int pid = 0;           // this process's, for the prefix (0: not known yet)
   bool journal = false;  // systemd's journal stamps lines itself
@@ -303,6 +304,7 @@ Log& the_log() {
                        new (&c.mu) std::mutex();
                        new (&c.cv) std::condition_variable();
                        c.started = false;
+                       c.direct = false;  // a worker's lines are many: batched again
                        c.pid = 0;
                        if (g_sink) {
                          ::close(g_sink->read_fd);
@@ -331,9 +333,25 @@ void start_log() {
   }
 }
 
-void log_line(std::string_view line) {
-  start_log();
+void log_directly() {
   Log& g = the_log();
+  std::lock_guard<std::mutex> l(g.mu);
+  g.direct = true;
+}
+
+void log_line(std::string_view line) {
+  Log& g = the_log();
+  if (g.direct) {
+    std::string out;
+    {
+      std::lock_guard<std::mutex> l(g.mu);
+      g.prefix();
+      g.buf.append(line).append(1, '\n');
+      out.swap(g.buf);
+    }
+    return g.write_out(out);
+  }
+  start_log();
   std::lock_guard<std::mutex> l(g.mu);
   const bool was_empty = g.buf.empty();
   if (g.buf.size() + line.size() > kMaxBuffered) {

@@ -19,6 +19,11 @@ void log_line(std::string_view line);
 void start_log();
 // Writes everything queued; call before _exit().
 void flush_log();
+// From now on this process writes each line at once, and starts no thread for it (children
+// forked later batch theirs again). For the supervisor: its lines are few, and a process
+// without threads forks safely (qemu-user 7.2, which runs the aarch64 loader in the tests,
+// aborts a child forked beside another thread as soon as the child starts one).
+void log_directly();
 
 // --log FILE: from now on, stderr (fd 2, which workers and the compile service inherit when
 // they are forked) is a pipe that a thread of this process copies into FILE, appending. When

@@ -627,6 +627,7 @@ int main(int argc, char** argv) {
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
     so.standby = cfg.standby;
+    log_directly();
     if (!cfg.log.empty())
       if (auto s = log_to_file(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A mixed cluster: x86-64 loaders beside an aarch64 loader (cross-built, run under
+# qemu-user) over tcp. One signed cargo gives the same answers on both architectures, from
+# native objects and from bitcode; computations forward themselves across architectures in
+# both directions; the pointer chase ends where it ends on one architecture; a cargo without
+# code for aarch64 is refused there with a message that says what it has and what is needed.
+# usage: mixed_test.sh XCARGO SOURCE_DIR AARCH64_BIN   (AARCH64_BIN: scripts/build-aarch64's DIR/bin)
+X=$1
+SRC=$2
+A64=$3
+BIN=$(dirname "$X")
+source "$(dirname "$0")/lib.sh"
+in_cluster_dir
+if [ ! -x "$A64/xcargo-loader-qemu" ]; then
+  echo "FAIL: no aarch64 loader in $A64"
+  echo "hint: scripts/build-aarch64 builds it (scripts/test does)"
+  exit 1
+fi
+
+expect 0 '3 loaders up over tcp \(node 0: x86_64, node 1: aarch64, node 2: x86_64\)' -- \
+  "$SRC/scripts/cluster" up --arch x86_64,aarch64,x86_64 --bin "$BIN" --bin-aarch64 "$A64" -- --timeout 30
+source "$XCARGO_CLUSTER_DIR/env"
+C=$XCARGO_CLUSTER_DIR/cluster.yaml
+KEY=$XCARGO_CLUSTER_DIR/signer.key
+LOG=$XCARGO_CLUSTER_DIR
+diagnose "$LOG/node-0.log" "$LOG/node-1.log" "$LOG/node-2.log"
+addr() { grep address "$C" | sed -n "$(($1 + 1))p" | awk '{print $2}'; }
+"$X" build "$SRC/tests/kernels/numeric.c" -o numeric.xcargo --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/tests/kernels/numeric.c" -o numeric-bc.xcargo -t bitcode --name numeric-bc --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/tests/kernels/numeric.c" -o numeric-x86.xcargo -t x86_64 --name numeric-x86 --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/tests/kernels/hops.c" -o hops.xcargo --key "$KEY" 2> build.err || cat build.err
+
+# The same answers: each node's native object, then bitcode JIT-compiled by each node.
+run_on() { "$X" run "$1" --entry "$2" --arg u32:"$3" --result u64 --cluster "$C" --node "$4" 2> "run-$4.err"; }
+x86=$(run_on numeric.xcargo mix 500 0)
+arm=$(run_on numeric.xcargo mix 500 1)
+check "the x86-64 node ran its x86_64 object" grep -q 'variant x86_64' run-0.err
+check "the aarch64 node ran its aarch64 object" grep -q 'variant aarch64' run-1.err
+check "x86_64 and aarch64 objects agree ($x86 / $arm)" test -n "$x86" -a "$x86" = "$arm"
+x86_bc=$(run_on numeric-bc.xcargo mix 500 0)
+arm_bc=$(run_on numeric-bc.xcargo mix 500 1)
+check "the aarch64 node JIT-compiled bitcode for aarch64" grep -q 'accepted push: numeric-bc .* variant bitcode, jit compiled' "$LOG/node-1.log"
+check "bitcode gives the same answer on both ($x86_bc / $arm_bc)" test "$x86_bc" = "$x86" -a "$arm_bc" = "$x86"
+expect 0 'numeric-bc +0\.1\.0 +bitcode' -- "$X" ls --to "$(addr 1)"
+
+# Forwarding across architectures: 0 (x86-64) -> 1 (aarch64) -> 2 (x86-64), and from 1.
+expect 0 '^012$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 0
+check "the cargo followed itself to the aarch64 node, verified there" \
+  grep -q 'accepted forwarded cargo: hops .* variant aarch64 from node 0' "$LOG/node-1.log"
+check "and on to an x86-64 node" grep -q 'accepted forwarded cargo: hops .* variant x86_64 from node 1' "$LOG/node-2.log"
+expect 0 '^120$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 1
+expect 0 '^201$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 2
+
+# The pointer chase over the mixed cluster ends where the client's own reads end.
+"$X" build "$SRC/examples/pointer-chase/setup.c" -o setup.xcargo --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/examples/pointer-chase/walk.c" -o walk.xcargo --key "$KEY" 2> build.err || cat build.err
+summary() { sed -E 's/.*"last": ([0-9]+), "elements": ([0-9]+), "checksum": ([0-9]+).*/\1 \2 \3/'; }
+xrdma=$("$BIN/xcargo-chase" run --cluster "$C" --mode xrdma --length 600 --seed 7 --setup setup.xcargo --walk walk.xcargo --repeat 1 2> chase.err | summary)
+get=$("$BIN/xcargo-chase" run --cluster "$C" --mode get --length 600 --seed 7 --repeat 1 2>> chase.err | summary)
+check "the walk visits all 600 elements ($xrdma)" test "$(echo "$xrdma" | awk '{print $2}')" = 600
+check "the walk ends where the client's reads end ($xrdma / $get)" test "$xrdma" = "$get"
+check "the walk ran on the aarch64 node too" grep -q 'accepted forward: .*/walk.* -> ' "$LOG/node-1.log"
+
+# No variant for aarch64 and no bitcode: refused, saying what the cargo has and the node needs.
+expect 1 'no variant runs on this node \(aarch64-unknown-linux-gnu.*\); the cargo has x86_64 \(x86_64-unknown-linux-gnu\)' -- \
+  "$X" run numeric-x86.xcargo --entry mix --cluster "$C" --node 1
+expect 0 "^$x86\$" -- "$X" run numeric-x86.xcargo --entry mix --arg u32:500 --result u64 --cluster "$C" --node 0
+
+expect 0 'stopped 3 loaders' -- "$SRC/scripts/cluster" down
+finish

@@ -9,13 +9,18 @@
 
 namespace xcargo::cli {
 
+namespace {
+// "aarch64" from "aarch64-unknown-linux-gnu".
+std::string arch_of(const std::string& triple) { return triple.substr(0, triple.find('-')); }
+}  // namespace
+
 Runner add_ls(CLI::App& app) {
   struct Opts {
     std::string to;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node, and its memory regions");
+  CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node and the variant each runs, its memory regions, and the node's architecture");
   cmd->add_option("--to", o->to, "The node")->required()->type_name("HOST:PORT");
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
   return [o] {
@@ -26,7 +31,8 @@ Runner add_ls(CLI::App& app) {
     auto stats = (*c)->stats();
     if (!stats.ok()) return report(stats.error());
     if (o->json) {
-      nlohmann::json j = {{"node", o->to}, {"node_id", (*c)->node().node_id}, {"cargos", nlohmann::json::array()},
+      nlohmann::json j = {{"node", o->to}, {"node_id", (*c)->node().node_id}, {"triple", list->triple}, {"arch", arch_of(list->triple)},
+                          {"cpu", list->cpu}, {"prefer", list->prefer}, {"cargos", nlohmann::json::array()},
                           {"regions", nlohmann::json::array()}, {"stats", nlohmann::json::object()}};
       for (const auto& r : list->regions) j["regions"].push_back({{"name", r.name}, {"length", r.length}});
       for (const auto& l : list->cargos)
@@ -37,6 +43,8 @@ Runner add_ls(CLI::App& app) {
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
     }
+    std::printf("node %s: %s (%s), JIT for cpu %s; runs %s\n\n", o->to.c_str(), arch_of(list->triple).c_str(), list->triple.c_str(),
+                list->cpu.c_str(), list->prefer == "bitcode" ? "bitcode first" : "native objects first");
     std::printf("%-16s %-20s %-10s %-18s %12s  %s\n", "digest", "name", "version", "running", "invocations", "entries");
     for (const auto& l : list->cargos) {
       std::string entries;

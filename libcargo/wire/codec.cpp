@@ -422,6 +422,7 @@ Bytes encode_listing(const Listing& listing) {
   }
   o.u32(uint32_t(listing.regions.size()));
   for (const auto& r : listing.regions) o.str(r.name).u64(r.length);
+  o.str(listing.triple).str(listing.cpu).str(listing.prefer);
   return o.take();
 }
 
@@ -455,6 +456,9 @@ Result<Listing> decode_listing(ByteView data) {
     r.length = in.u64();
     listing.regions.push_back(std::move(r));
   }
+  listing.triple = in.str(kMaxName);
+  listing.cpu = in.str(kMaxName);
+  listing.prefer = in.str(kMaxName);
   return done(in, std::move(listing));
 }
 

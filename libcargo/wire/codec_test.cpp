@@ -191,6 +191,9 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   list.cargos = {{some_digest(), 42, "hello", "0.1.0", "x86_64", {"bitcode", "x86_64"}, {"add", "greet"}},
                  {Digest{}, 0, "empty", "1", "bitcode", {}, {}}};
   list.regions = {{"chase", 1 << 20}};
+  list.triple = "aarch64-unknown-linux-gnu";
+  list.cpu = "generic";
+  list.prefer = "native";
   auto l = decode_listing(encode_listing(list));
   REQUIRE(l.ok());
   REQUIRE(l->cargos.size() == 2);
@@ -199,6 +202,12 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   REQUIRE(l->regions.size() == 1);
   CHECK(l->regions[0].name == "chase");
   CHECK(l->regions[0].length == 1u << 20);
+  CHECK(l->triple == "aarch64-unknown-linux-gnu");
+  CHECK(l->cpu == "generic");
+  CHECK(l->prefer == "native");
+  Bytes no_node = encode_listing(list);  // a version 3 listing: no node record
+  no_node.resize(no_node.size() - (2 + 25 + 2 + 7 + 2 + 6));
+  CHECK_FALSE(decode_listing(no_node).ok());
   check_strict(encode_listing(list), decode_listing);
   Bytes huge_count = encode_listing({});
   huge_count[3] = 0x7f;

@@ -285,6 +285,9 @@ Reply Handler::list(ByteView header) {
   for (const auto& c : engine_.list())
     out.cargos.push_back({c.digest, c.invocations, c.name, c.version, c.variant, c.variants, c.entries});
   for (const auto& [name, length] : engine_.regions().list()) out.regions.push_back({name, length});
+  out.triple = engine_.host().triple.substr(0, kMaxName);
+  out.cpu = engine_.host().cpu.substr(0, kMaxName);
+  out.prefer = engine_.config().prefer == Prefer::bitcode ? "bitcode" : "native";
   return {MsgType::list_reply, encode(RequestOnly{q->request_id}), encode_listing(out)};
 }
 

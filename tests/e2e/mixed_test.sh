@@ -42,6 +42,10 @@ arm_bc=$(run_on numeric-bc.xcargo mix 500 1)
 check "the aarch64 node JIT-compiled bitcode for aarch64" grep -q 'accepted push: numeric-bc .* variant bitcode, jit compiled' "$LOG/node-1.log"
 check "bitcode gives the same answer on both ($x86_bc / $arm_bc)" test "$x86_bc" = "$x86" -a "$arm_bc" = "$x86"
 expect 0 'numeric-bc +0\.1\.0 +bitcode' -- "$X" ls --to "$(addr 1)"
+expect 0 'node 127\.0\.0\.1:[0-9]+: aarch64 \(aarch64-unknown-linux-gnu\), JIT for cpu [a-z0-9_.-]+; runs native objects first' -- "$X" ls --to "$(addr 1)"
+expect 0 'numeric +0\.1\.0 +aarch64 ' -- "$X" ls --to "$(addr 1)"
+expect 0 'node 127\.0\.0\.1:[0-9]+: x86_64 \(x86_64-' -- "$X" ls --to "$(addr 0)"
+expect 0 '"arch": "aarch64"' -- "$X" ls --to "$(addr 1)" --json
 
 # Forwarding across architectures: 0 (x86-64) -> 1 (aarch64) -> 2 (x86-64), and from 1.
 expect 0 '^012$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 0

@@ -20,7 +20,7 @@
 
 namespace xcargo::wire {
 
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
 inline constexpr size_t kMaxHeader = 8192;        // no header is longer
 inline constexpr size_t kMaxName = 64;            // entry and variant names
@@ -185,6 +185,9 @@ struct RegionListing {
 struct Listing {  // list_reply's data
   std::vector<CargoListing> cargos;
   std::vector<RegionListing> regions;
+  // Version 4: the node itself. triple: what its native objects must be built for (LLVM's
+  // process triple); cpu: what it JIT-compiles bitcode for; prefer: "native" or "bitcode".
+  std::string triple, cpu, prefer;
 };
 struct RegionQuery {
   uint64_t request_id = 0;

@@ -29,6 +29,7 @@ nlohmann::json cargo_json(const Cargo& cargo, const std::string& file, bool chec
   j["entries"] = m.entries;
   j["toolchain"] = nlohmann::json::object();
   for (const auto& [tool, ver] : m.toolchain) j["toolchain"][tool] = ver;
+  j["fp"] = m.fp.empty() ? "contract" : m.fp;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : m.variants) {
     nlohmann::json jv;
@@ -72,6 +73,8 @@ std::string cargo_text(const Cargo& cargo, const std::string& file, bool checked
   std::vector<std::string> tools;
   for (const auto& [tool, ver] : m.toolchain) tools.push_back(tool + " " + ver);
   add("toolchain  " + join(tools, "; "));
+  add(m.fp == "strict" ? "fp         strict: no fused multiply-adds; every variant gives bit-identical results"
+                       : "fp         contract: variants may round differently (fused multiply-adds where a target has them)");
   const SectionEntry& ms = cargo.container().sections[0];
   add("manifest   " + std::to_string(ms.stored_size) + " bytes stored, " + std::to_string(ms.raw_size) + " raw");
   add("variants");

@@ -15,6 +15,7 @@ Runner add_build(CLI::App& app) {
   struct Opts {
     std::vector<std::string> sources, targets, includes, defines;
     std::string out, name, version = "0.1.0", opt = "2", key;
+    std::string fp = "contract";
     unsigned jobs = 1;
     int level = 19;
     bool verbose = false;
@@ -29,6 +30,13 @@ Runner add_build(CLI::App& app) {
                   "Variant to build, repeatable: bitcode, x86_64[:CPU], aarch64[:CPU], riscv64[:CPU]\n"
                   "(default: bitcode x86_64 aarch64)")->type_name("TARGET");
   cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str()->type_name("LEVEL");
+  cmd->add_option("--fp", o->fp,
+                  "Floating point: contract (a*b+c may become one fused multiply-add where a target has one,\n"
+                  "so variants may round differently) or strict (never: every variant, native or JIT-compiled\n"
+                  "on any node, gives bit-identical results; recorded in the manifest)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"contract", "strict"}))
+      ->type_name("MODE");
   cmd->add_option("-I", o->includes, "Add an include directory")->type_name("DIR");
   cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)")->type_name("MACRO");
   cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written")->type_name("KEY");
@@ -59,7 +67,7 @@ Runner add_build(CLI::App& app) {
       if (!k.ok()) return report(k.error());
       key = std::move(*k);
     }
-    CompileRequest req{o->sources, o->targets, o->opt, o->includes, o->defines, o->jobs, o->verbose};
+    CompileRequest req{o->sources, o->targets, o->opt, o->includes, o->defines, o->jobs, o->verbose, o->fp == "strict"};
     auto compiled = compile_kernels(req);
     if (!compiled.ok()) return report(compiled.error());
     Manifest m;
@@ -67,6 +75,7 @@ Runner add_build(CLI::App& app) {
     m.version = o->version;
     m.entries = compiled->entries;
     m.toolchain = compiled->toolchain;
+    if (o->fp == "strict") m.fp = "strict";
     std::vector<std::string> variant_names;
     for (const auto& p : compiled->payloads) variant_names.push_back(p.variant.name);
     auto bytes = write_cargo(std::move(m), std::move(compiled->payloads), WriteOptions{o->level});

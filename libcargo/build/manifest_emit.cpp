@@ -36,6 +36,7 @@ std::string emit_manifest(const Manifest& m) {
       .add("entries", names(m.entries))
       .add("toolchain", std::move(toolchain))
       .add("variants", std::move(variants));
+  if (!m.fp.empty()) root.add("fp", Node::of(m.fp));
   return canon::emit(root);
 }
 

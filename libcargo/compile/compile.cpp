@@ -70,6 +70,9 @@ std::vector<std::string> common_flags(const CompileRequest& req, Lang lang) {
                                 "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-fno-common",
                                 "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-addrsig",
                                 "-Wno-unused-command-line-argument", "-Wno-override-module"};
+  // No fused multiply-add unless asked for in the source: an FMA rounds once where a
+  // multiply and an add round twice, and only some targets (and CPUs) have one.
+  if (req.fp_strict) f.push_back("-ffp-contract=off");
   if (lang == Lang::c) f.push_back("-std=c17");
   if (lang == Lang::cxx) {
     for (const char* x : {"-std=c++17", "-fno-exceptions", "-fno-rtti", "-nostdinc++", "-fno-threadsafe-statics"})
@@ -106,6 +109,14 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     XC_TRY(t);
     for (const auto& other : targets)
       if (other.name == t->name) return Error(Errc::invalid_argument, "target '" + t->name + "' is given twice");
+    targets.push_back(std::move(*t));
+  }
+  // --fp strict checks the sources' bitcode for what -ffp-contract=off cannot stop (a
+  // `#pragma STDC FP_CONTRACT ON`, fast-math flags): built for that alone if no variant is.
+  size_t check_only = targets.size();
+  if (req.fp_strict && std::none_of(targets.begin(), targets.end(), [](const Target& t) { return t.kind == VariantKind::bitcode; })) {
+    auto t = parse_target("bitcode");
+    XC_TRY(t);
     targets.push_back(std::move(*t));
   }
 
@@ -187,6 +198,11 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     else if (scan->entries != result.entries)
       return Error(Errc::compile, t.name + ": entry points differ from " + targets[0].name + "'s")
           .hint("an XC_ENTRY inside an #if that depends on the architecture?");
+    if (req.fp_strict && !scan->fp_fusion.empty())
+      return Error(Errc::compile, "--fp strict: " + scan->fp_fusion + " would let variants round differently")
+          .hint("remove `#pragma STDC FP_CONTRACT ON` and fast-math options (-ffast-math, -ffp-contract=fast) from the sources")
+          .hint("or build without --fp strict, accepting that x86_64, aarch64 and JIT-compiled results may differ in the last bits");
+    if (ti == check_only) continue;  // built for the check above only
     XC_TRY(check_imports(*scan, t));
     if (producer.empty()) producer = scan->producer;
     Payload p;

@@ -3,7 +3,10 @@
 #include "compile/symbols.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Operator.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
@@ -95,6 +98,13 @@ Result<SymbolScan> scan_bitcode(llvm::MemoryBufferRef buf, const std::string& wh
     if (f.isDeclaration()) {
       imports.insert(f.getName().str());
       continue;
+    }
+    for (const llvm::Instruction& i : llvm::instructions(f)) {
+      if (!scan.fp_fusion.empty()) break;
+      if (auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&i); call && call->getIntrinsicID() == llvm::Intrinsic::fmuladd)
+        scan.fp_fusion = f.getName().str() + ": llvm.fmuladd (a multiply and an add the compiler may fuse)";
+      else if (llvm::isa<llvm::FPMathOperator>(i) && (i.hasAllowContract() || i.hasAllowReassoc() || i.hasApproxFunc()))
+        scan.fp_fusion = f.getName().str() + ": fast-math flags (operations the compiler may fuse or reorder)";
     }
     if (std::string_view(f.getSection()) != abi::kEntrySection) continue;
     if (f.hasLocalLinkage()) return static_entry(what, f.getName().str());

@@ -14,6 +14,9 @@ struct SymbolScan {
   std::vector<std::string> entries;  // global functions in the XC_ENTRY section, sorted
   std::vector<std::string> imports;  // undefined symbols, sorted, LLVM intrinsics left out
   std::string producer;              // compiler identification (.comment / llvm.ident)
+  // Bitcode only: where the module lets a code generator fuse or reorder floating-point
+  // operations (llvm.fmuladd, fast-math flags), e.g. "horner: llvm.fmuladd"; empty if nowhere.
+  std::string fp_fusion;
 };
 
 Result<SymbolScan> scan_symbols(ByteView payload, VariantKind kind, const std::string& what);

@@ -197,6 +197,12 @@ Result<Manifest> parse_root(const Node& root) {
     }
   }
 
+  if (const Node* fp = m->get("fp")) {
+    if (fp->type != Node::Type::string || fp->string != "strict")
+      return bad("fp must be the string \"strict\" (or absent)").hint("xcargo build --fp strict writes it");
+    out.fp = fp->string;
+  }
+
   const Node* variants = m->get("variants");
   if (!variants || variants->type != Node::Type::sequence || variants->sequence.empty())
     return bad("'variants' must be a non-empty list");

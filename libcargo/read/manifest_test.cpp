@@ -45,6 +45,18 @@ TEST_CASE("an emitted manifest parses back to the same manifest", "[manifest]") 
   CHECK(emit_manifest(*m) == y);
 }
 
+TEST_CASE("fp: \"strict\" round-trips; any other value is a manifest error", "[manifest]") {
+  // Canonical order: 'fp' between 'format' and 'name'.
+  auto m = parse_manifest(edit(valid_yaml(), "name: \"small\"\n", "fp: \"strict\"\nname: \"small\"\n"));
+  REQUIRE(m.ok());
+  CHECK(m->fp == "strict");
+  CHECK(parse_manifest(emit_manifest(*m)).ok());
+  CHECK(emit_manifest(*m).find("fp: \"strict\"\n") != std::string::npos);
+  CHECK(parse_manifest(valid_yaml())->fp.empty());
+  CHECK(error_of(edit(valid_yaml(), "name: \"small\"\n", "fp: \"fast\"\nname: \"small\"\n")) == Errc::manifest);
+  CHECK(error_of(edit(valid_yaml(), "name: \"small\"\n", "fp: 1\nname: \"small\"\n")) == Errc::manifest);
+}
+
 TEST_CASE("versions that look like numbers stay strings", "[manifest]") {
   Manifest m = test::small_manifest();
   m.version = "1.0";

@@ -3,18 +3,19 @@
 
 namespace xcargo::loader {
 
-std::string cache_key(const Digest& digest, const Variant& v, const HostInfo& h) {
+std::string cache_key(const Digest& digest, const Variant& v, const HostInfo& h, bool fp_strict) {
   std::string features;
   for (const auto& f : h.features) features += f + ",";
   std::string key = "xcargo-jit-v1\n" + to_hex(digest) + "\n" + v.name + "\n" + to_hex(v.sha256) + "\n" + h.triple +
-                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\nO2\n";
+                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\nO2\n" + (fp_strict ? "fp strict\n" : "");
   return to_hex(sha256(as_bytes(key)));
 }
 
 Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, const Cargo& cargo, const Variant& v) {
   CompiledObject out;
   out.cache_enabled = cache.enabled();
-  const std::string key = cache_key(cargo.digest(), v, jit.host());
+  const bool fp_strict = cargo.manifest().fp == "strict";
+  const std::string key = cache_key(cargo.digest(), v, jit.host(), fp_strict);
   if (auto hit = cache.get(key, &out.cache_damaged)) {
     out.object = std::move(*hit);
     out.cache_hit = true;
@@ -22,7 +23,7 @@ Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, 
   }
   auto payload = cargo.variant_payload(v);
   XC_TRY(payload);
-  auto compiled = jit.compile_bitcode(*payload, cargo.manifest().name + " " + v.name);
+  auto compiled = jit.compile_bitcode(*payload, cargo.manifest().name + " " + v.name, fp_strict);
   XC_TRY(compiled);
   out.object = std::move(*compiled);
   std::vector<KeyId> signers;

@@ -24,8 +24,8 @@ struct CompiledObject {
 using Compiler = std::function<Result<CompiledObject>(const Cargo& cargo, const Variant& variant)>;
 
 // The cache key: everything the object depends on (cargo, variant, host CPU and features,
-// LLVM version, optimisation level).
-std::string cache_key(const Digest& cargo, const Variant& variant, const HostInfo& host);
+// LLVM version, optimisation level, the cargo's floating-point mode).
+std::string cache_key(const Digest& cargo, const Variant& variant, const HostInfo& host, bool fp_strict = false);
 
 Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, const Cargo& cargo, const Variant& variant);
 

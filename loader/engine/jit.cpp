@@ -8,7 +8,9 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
+#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Operator.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -99,12 +101,32 @@ Result<std::unique_ptr<Jit>> Jit::create() {
   return j;
 }
 
-Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what) const {
+namespace {
+
+// --fp strict: what lets a compiler round differently from the source's operations goes.
+void make_fp_strict(llvm::Module& m) {
+  for (llvm::Function& f : m) {
+    for (const char* a : {"unsafe-fp-math", "no-infs-fp-math", "no-nans-fp-math", "approx-func-fp-math",
+                          "no-signed-zeros-fp-math"})
+      f.removeFnAttr(a);
+    for (llvm::Instruction& i : llvm::instructions(f))
+      if (llvm::isa<llvm::FPMathOperator>(i)) i.copyFastMathFlags(llvm::FastMathFlags());
+  }
+}
+
+}  // namespace
+
+Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict) const {
   llvm::LLVMContext ctx;
   auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
   if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
   XC_TRY(bitcode::check_module(**mod, what));  // before any pass sees it
-  auto tm = impl_->jtmb.createTargetMachine();
+  orc::JITTargetMachineBuilder jtmb = impl_->jtmb;
+  if (fp_strict) {
+    make_fp_strict(**mod);
+    jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;  // llvm.fmuladd: fmul, then fadd
+  }
+  auto tm = jtmb.createTargetMachine();
   if (!tm) return Error(Errc::unsupported, what + ": no code generator for this host: " + message(tm.takeError()));
   llvm::Module& m = **mod;
   m.setTargetTriple((*tm)->getTargetTriple().str());

@@ -25,8 +25,11 @@ public:
   static void on_fatal_error(void (*handler)(const char* reason));
 
   // Compiles a bitcode payload for this host's CPU and features at -O2 into an ELF object.
-  // Portable (le64) modules are retargeted to the host triple first.
-  Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what) const;
+  // Portable (le64) modules are retargeted to the host triple first. fp_strict (a cargo
+  // built with --fp strict): no floating-point operation is fused or reassociated, whatever
+  // the module's fast-math flags and attributes say, and llvm.fmuladd is a multiply and an
+  // add, each rounded; the object then rounds like every other variant of the cargo.
+  Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict = false) const;
 
   // The object's undefined symbols, for the allow-list check before anything is linked.
   Result<std::vector<std::string>> undefined_symbols(ByteView object, const std::string& what) const;

@@ -6,6 +6,10 @@
 //   invalid-ir  a module the IR verifier rejects (a value used before it is defined)
 //   fatal       valid IR that makes LLVM's code generator stop the process (an aarch64
 //               intrinsic, which x86-64 instruction selection cannot select)
+//   fmuladd-strict  not hostile: a manifest saying `fp: strict` over bitcode that asks for
+//               fused multiply-adds (llvm.fmuladd, `contract` flags), which `xcargo build
+//               --fp strict` refuses to make; loaders must still round each operation. `run`
+//               is numeric.c's horner for n = 1000 and replies with the result's bits.
 // usage: xcargo-hostile-bitcode OUT.xcargo KEY KIND
 #include <cstdio>
 #include <cstdlib>
@@ -30,13 +34,26 @@ const std::map<std::string, std::string> kIr = {
     {"invalid-ir", kEntry + "  %a = add i32 %b, 1\n  %b = add i32 %a, 1\n  ret i32 0\n}\n"},
     {"fatal", "declare i32 @llvm.aarch64.sdiv.i32(i32, i32)\n" + kEntry +
                   "  %t = trunc i64 %n to i32\n  %r = call i32 @llvm.aarch64.sdiv.i32(i32 %t, i32 3)\n  ret i32 %r\n}\n"},
+    {"fmuladd-strict",
+     "declare double @llvm.fmuladd.f64(double, double, double)\n"
+     "declare i32 @xc_reply(ptr, ptr, i64)\n" + kEntry +
+         "entry:\n  %slot = alloca i64\n  br label %loop\n"
+         "loop:\n  %k = phi i32 [0, %entry], [%k1, %loop]\n"
+         "  %x = phi double [0x3FB999999999999A, %entry], [%x1, %loop]\n"   // 0.1
+         "  %a = phi double [0x3FF000001AD7F29B, %entry], [%a1, %loop]\n"   // 1.0000001
+         "  %x1 = call double @llvm.fmuladd.f64(double %x, double %a, double 0x3F50624DD2F1A9FC)\n"  // 1e-3
+         "  %am = fmul contract double %a, 0x3FEFFFFFCA501ACB\n"            // 0.9999999
+         "  %a1 = fadd contract double %am, 0x3E112E0BE826D695\n"           // 1e-9
+         "  %k1 = add i32 %k, 1\n  %done = icmp eq i32 %k1, 1000\n  br i1 %done, label %exit, label %loop\n"
+         "exit:\n  %bits = bitcast double %x1 to i64\n  store i64 %bits, ptr %slot\n"
+         "  %r = call i32 @xc_reply(ptr %c, ptr %slot, i64 8)\n  ret i32 %r\n}\n"},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4 || !kIr.count(argv[3])) {
-    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|fatal\n");
+    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|fatal|fmuladd-strict\n");
     return 2;
   }
   const std::string out = argv[1], ll = out + ".ll", bc = out + ".bc";
@@ -50,7 +67,11 @@ int main(int argc, char** argv) {
   m.name = std::string("hostile-") + argv[3];
   m.version = "1";
   m.entries = {"run"};
-  Payload p{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"run", "run"}}, {}}, *bytes};
+  const bool strict = std::string(argv[3]) == "fmuladd-strict";
+  if (strict) m.fp = "strict";
+  Payload p{{"bitcode", VariantKind::bitcode, 0, "le64-unknown-unknown", "generic", 0, {}, {{"run", "run"}},
+             strict ? std::vector<std::string>{"xc_reply"} : std::vector<std::string>{}},
+            *bytes};
   auto cargo = write_cargo(m, {p});
   if (!cargo.ok()) return std::fprintf(stderr, "%s\n", cargo.error().message().c_str()), 1;
   auto signed_cargo = sign_cargo(*cargo, *key);

@@ -30,6 +30,7 @@ struct CompileRequest {
   std::vector<std::string> defines;
   unsigned jobs = 1;                 // compiler processes run at once
   bool verbose = false;              // print each command to stderr
+  bool fp_strict = false;            // -ffp-contract=off everywhere: every variant rounds alike
 };
 
 struct CompileResult {

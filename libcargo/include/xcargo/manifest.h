@@ -39,6 +39,10 @@ struct Manifest {
   std::vector<std::string> entries;  // entry point names, sorted
   std::vector<std::pair<std::string, std::string>> toolchain;  // tool -> version, in order
   std::vector<Variant> variants;
+  // Floating point: "" (absent: a compiler may contract a*b+c into a fused multiply-add where
+  // the target has one, so variants may round differently) or "strict" (no variant may: every
+  // variant gives bit-identical results; loaders JIT-compile its bitcode without fusing).
+  std::string fp;
 
   const Variant* find_variant(std::string_view name) const;
 };

@@ -4,10 +4,12 @@
 # native objects and from bitcode; computations forward themselves across architectures in
 # both directions; the pointer chase ends where it ends on one architecture; a cargo without
 # code for aarch64 is refused there with a message that says what it has and what is needed.
-# usage: mixed_test.sh XCARGO SOURCE_DIR AARCH64_BIN   (AARCH64_BIN: scripts/build-aarch64's DIR/bin)
+# usage: mixed_test.sh XCARGO SOURCE_DIR AARCH64_BIN TLS   (AARCH64_BIN: scripts/build-aarch64's
+# DIR/bin; TLS: tcp or shm, as scripts/cluster takes it)
 X=$1
 SRC=$2
 A64=$3
+TLS=${4:-tcp}
 BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
 in_cluster_dir
@@ -17,14 +19,18 @@ if [ ! -x "$A64/xcargo-loader-qemu" ]; then
   exit 1
 fi
 
-expect 0 '3 loaders up over tcp \(node 0: x86_64, node 1: aarch64, node 2: x86_64\)' -- \
-  "$SRC/scripts/cluster" up --arch x86_64,aarch64,x86_64 --bin "$BIN" --bin-aarch64 "$A64" -- --timeout 30
+expect 0 "3 loaders up over $TLS \\(node 0: x86_64, node 1: aarch64, node 2: x86_64\\)" -- \
+  "$SRC/scripts/cluster" up --arch x86_64,aarch64,x86_64 --tls "$TLS" --bin "$BIN" --bin-aarch64 "$A64" -- --timeout 30
 source "$XCARGO_CLUSTER_DIR/env"
 C=$XCARGO_CLUSTER_DIR/cluster.yaml
 KEY=$XCARGO_CLUSTER_DIR/signer.key
 LOG=$XCARGO_CLUSTER_DIR
 diagnose "$LOG/node-0.log" "$LOG/node-1.log" "$LOG/node-2.log"
 addr() { grep address "$C" | sed -n "$(($1 + 1))p" | awk '{print $2}'; }
+if [ "$TLS" = shm ]; then  # UCX between an x86-64 process and one under qemu-aarch64: shared memory works
+  UCX_LOG_LEVEL=info "$X" ls --to "$(addr 1)" > ucx-info.out 2>&1
+  check "a client talks to the aarch64 node through shared memory" grep -Eq 'am\((sysv|posix)/memory' ucx-info.out
+fi
 "$X" build "$SRC/tests/kernels/numeric.c" -o numeric.xcargo --key "$KEY" 2> build.err || cat build.err
 "$X" build "$SRC/tests/kernels/numeric.c" -o numeric-bc.xcargo -t bitcode --name numeric-bc --key "$KEY" 2> build.err || cat build.err
 "$X" build "$SRC/tests/kernels/numeric.c" -o numeric-x86.xcargo -t x86_64 --name numeric-x86 --key "$KEY" 2> build.err || cat build.err
@@ -75,6 +81,9 @@ check "the cargo followed itself to the aarch64 node, verified there" \
   grep -q 'accepted forwarded cargo: hops .* variant aarch64 from node 0' "$LOG/node-1.log"
 check "and on to an x86-64 node" grep -q 'accepted forwarded cargo: hops .* variant x86_64 from node 1' "$LOG/node-2.log"
 expect 0 '^120$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 1
+"$X" run hops.xcargo --entry tour_arch --result str --cluster "$C" --node 0 > arch.out 2> arch.err
+check "each node ran its own architecture's object: $(tr '\n' ';' < arch.out)" \
+  test "$(cat arch.out)" = "$(printf 'node 0: x86_64 object\nnode 1: aarch64 object\nnode 2: x86_64 object')"
 expect 0 '^201$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 2
 
 # The pointer chase over the mixed cluster ends where the client's own reads end.

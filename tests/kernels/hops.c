@@ -26,3 +26,31 @@ XC_ENTRY int to_node(xc_ctx *ctx, const void *in, size_t in_len) {
   if (xc_forward(ctx, node, "tour", "", 0) != 0) return 3;
   return 0;
 }
+
+/* Like tour, but each node appends "node N: WHAT\n", WHAT saying which variant of the cargo
+ * it runs (an object's compiler knows its architecture; portable bitcode does not). */
+XC_ENTRY int tour_arch(xc_ctx *ctx, const void *in, size_t in_len) {
+#if defined(__x86_64__)
+  static const char what[] = "x86_64 object";
+#elif defined(__aarch64__)
+  static const char what[] = "aarch64 object";
+#else
+  static const char what[] = "bitcode, JIT-compiled there";
+#endif
+  char path[1024];
+  if (in_len > sizeof path - 64) return 1;
+  memcpy(path, in, in_len);
+  uint32_t me = xc_node_id(ctx), count = xc_node_count(ctx), visited = 0;
+  for (size_t i = 0; i < in_len; ++i) visited += path[i] == '\n';
+  static const char node[] = "node ";
+  memcpy(path + in_len, node, sizeof node - 1);
+  in_len += sizeof node - 1;
+  path[in_len++] = (char)('0' + me % 10);
+  path[in_len++] = ':';
+  path[in_len++] = ' ';
+  memcpy(path + in_len, what, sizeof what - 1);
+  in_len += sizeof what - 1;
+  path[in_len++] = '\n';
+  if (visited + 1 >= count) return xc_reply(ctx, path, in_len);
+  return xc_forward(ctx, (me + 1) % count, "tour_arch", path, in_len) == 0 ? 0 : 2;
+}

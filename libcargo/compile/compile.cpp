@@ -9,6 +9,7 @@
 #include "compile/process.h"
 #include "compile/symbols.h"
 #include "xcargo/abi.h"
+#include "xcargo/cargo.h"
 #include "xcargo/compile.h"
 #include "xcargo/format.h"
 #include "xcargo/file.h"
@@ -203,6 +204,7 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
           .hint("remove `#pragma STDC FP_CONTRACT ON` and fast-math options (-ffast-math, -ffp-contract=fast) from the sources")
           .hint("or build without --fp strict, accepting that x86_64, aarch64 and JIT-compiled results may differ in the last bits");
     if (ti == check_only) continue;  // built for the check above only
+    if (t.kind == VariantKind::object) XC_TRY(object_loaded_size(*raw, t.name));  // what loaders refuse (spec 7)
     XC_TRY(check_imports(*scan, t));
     if (producer.empty()) producer = scan->producer;
     Payload p;

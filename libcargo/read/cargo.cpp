@@ -158,6 +158,14 @@ Status check_payload(const Bytes& raw, const Variant& v, const std::string& desc
   return {};
 }
 
+}  // namespace
+
+Result<uint64_t> object_loaded_size(ByteView object, const std::string& what) {
+  return elf::loaded_size(object, what, kMaxObjectMemory);
+}
+
+namespace {
+
 // Spec 5.4: an object's undefined symbols are exactly its variant's `imports` (which the
 // manifest check already holds to the allow-list): what the loader links is what was listed.
 Status check_imports(const Bytes& object, const Variant& v, const std::string& desc) {
@@ -315,6 +323,7 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
       if (sha256(*raw) != variant->sha256) return Error(Errc::digest_mismatch, desc + ": digest mismatch");
       XC_TRY(check_payload(*raw, *variant, desc));
       XC_TRY(check_imports(*raw, *variant, desc));
+      XC_TRY(object_loaded_size(*raw, desc));
       continue;
     }
     XC_TRY(check_streaming(stored, s, desc, variant ? &variant->sha256 : nullptr, ds.get(), scratch, head));

@@ -14,7 +14,8 @@ namespace {
 // ELF64 constants and field offsets (System V gABI).
 constexpr size_t kEhdrSize = 64, kShdrSize = 64, kSymSize = 24;
 constexpr size_t kEShoff = 0x28, kEShentsize = 0x3A, kEShnum = 0x3C;
-constexpr size_t kShType = 0x04, kShOffset = 0x18, kShSize = 0x20, kShLink = 0x28, kShEntsize = 0x38;
+constexpr size_t kShType = 0x04, kShFlags = 0x08, kShOffset = 0x18, kShSize = 0x20, kShLink = 0x28, kShEntsize = 0x38;
+constexpr uint64_t kShfAlloc = 0x2;
 constexpr uint32_t kShtSymtab = 2, kShtStrtab = 3;
 constexpr size_t kStName = 0, kStShndx = 6;
 
@@ -72,6 +73,29 @@ Result<std::vector<std::string>> undefined_symbols(ByteView b, const std::string
       return Error(Errc::manifest, what + ": imports more than " + std::to_string(max) + " symbols, over the limit");
   }
   return std::vector<std::string>(names.begin(), names.end());
+}
+
+Result<uint64_t> loaded_size(ByteView b, const std::string& what, uint64_t max) {
+  auto bad = [&](const std::string& msg) { return Error(Errc::malformed, what + ": " + msg); };
+  if (b.size() < kEhdrSize || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0 || b[4] != 2 || b[5] != 1)
+    return bad("not an ELF64 little-endian file");
+  const uint64_t shoff = le::load64(b.data() + kEShoff);
+  const uint16_t shentsize = le::load16(b.data() + kEShentsize), shnum = le::load16(b.data() + kEShnum);
+  if (shnum == 0) return uint64_t(0);
+  if (shentsize != kShdrSize) return bad("e_shentsize is " + std::to_string(shentsize) + ", not 64");
+  if (!within(shoff, uint64_t(shnum) * kShdrSize, b.size())) return bad("the section header table is outside the object");
+  uint64_t total = 0;
+  for (size_t i = 1; i < shnum; ++i) {
+    const uint8_t* sh = b.data() + shoff + i * kShdrSize;
+    if (!(le::load64(sh + kShFlags) & kShfAlloc)) continue;
+    const uint64_t size = le::load64(sh + kShSize);
+    if (size > max || total > max - size)  // no overflow: both at most max
+      return Error(Errc::limit, what + ": needs more than " + std::to_string(max >> 20) +
+                                    " MiB of memory once loaded (its sections, .bss included), over the limit")
+          .hint("keep large data in node memory (xc_region_create), not in static arrays");
+    total += size;
+  }
+  return total;
 }
 
 }  // namespace xcargo::elf

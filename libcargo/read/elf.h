@@ -17,4 +17,9 @@ namespace xcargo::elf {
 // when the object imports more than `max` symbols (the manifest's limit on imports).
 Result<std::vector<std::string>> undefined_symbols(ByteView object, const std::string& what, size_t max);
 
+// The bytes the object occupies once loaded: the sum of its SHF_ALLOC sections' sizes,
+// SHT_NOBITS (.bss) included, which the file does not hold. `limit` (format spec section 7)
+// when over max; `malformed` when the section headers are not inside the object.
+Result<uint64_t> loaded_size(ByteView object, const std::string& what, uint64_t max);
+
 }  // namespace xcargo::elf

@@ -93,3 +93,29 @@ TEST_CASE("malformed symbol tables are refused, truncations never read past the 
     CHECK((r.ok() || r.error().code() == Errc::malformed));
   }
 }
+
+TEST_CASE("the memory an object occupies once loaded, .bss included, is held to the limit", "[elf]") {
+  auto ok = elf::loaded_size(corpus("hello-x86_64.o"), "obj", 64 << 20);
+  REQUIRE(ok.ok());
+  CHECK(*ok > 0);
+  CHECK(*ok < 4096);
+  Bytes b = tiny_elf::object(62, {"xc_reply"});
+  CHECK(*elf::loaded_size(b, "obj", 64 << 20) == 0);  // no SHF_ALLOC section
+  // A 7 GiB .bss: SHT_NOBITS, SHF_ALLOC, none of it in the file.
+  le::store32(shdr(b, 3) + 0x04, 8);
+  le::store64(shdr(b, 3) + 0x08, 0x2 | 0x1);
+  le::store64(shdr(b, 3) + 0x20, 7ull << 30);
+  auto big = elf::loaded_size(b, "obj", 64 << 20);
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().code() == Errc::limit);
+  // Two sections that fit alone but not together; a size that would overflow the sum.
+  le::store64(shdr(b, 3) + 0x20, 40 << 20);
+  le::store64(shdr(b, 2) + 0x08, 0x2);
+  le::store64(shdr(b, 2) + 0x20, 40 << 20);
+  CHECK(elf::loaded_size(b, "obj", 64 << 20).error().code() == Errc::limit);
+  le::store64(shdr(b, 2) + 0x20, ~0ull);
+  CHECK(elf::loaded_size(b, "obj", 64 << 20).error().code() == Errc::limit);
+  le::store64(shdr(b, 3) + 0x20, ~0ull >> 1);
+  le::store64(shdr(b, 2) + 0x20, ~0ull >> 1);
+  CHECK_FALSE(elf::loaded_size(b, "obj", ~0ull >> 1).ok());  // the sum would pass the limit: caught without overflow
+}

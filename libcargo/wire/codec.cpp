@@ -1,4 +1,5 @@
 // Encoders and bounds-checked decoders for the wire protocol's headers, data and frames.
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -113,9 +114,28 @@ public:
     if (failed_) return {};
     if (n > max) return fail("a string of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max)), std::string();
     if (!need(n)) return {};
-    std::string s(reinterpret_cast<const char*>(&b_[pos_]), n);
+    std::string s = displayable(reinterpret_cast<const char*>(&b_[pos_]), n);
     pos_ += n;
     return s;
+  }
+  // A peer's text goes to terminals and logs: control characters (C0, DEL, and C1 as UTF-8)
+  // arrive as the four characters \xNN, never as bytes a terminal would act on.
+  static std::string displayable(const char* p, size_t n) {
+    std::string out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<unsigned char>(p[i]);
+      const bool c1 = c == 0xC2 && i + 1 < n && static_cast<unsigned char>(p[i + 1]) >= 0x80 &&
+                      static_cast<unsigned char>(p[i + 1]) <= 0x9F;
+      if (c >= 0x20 && c != 0x7F && !c1) {
+        out.push_back(char(c));
+        continue;
+      }
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c1 ? static_cast<unsigned char>(p[++i]) : c);
+      out += c1 ? std::string("\\xc2") + esc : std::string(esc);
+    }
+    return out;
   }
   Bytes blob(size_t max) {
     uint16_t n = u16();

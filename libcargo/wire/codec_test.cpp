@@ -205,6 +205,15 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   CHECK(l->triple == "aarch64-unknown-linux-gnu");
   CHECK(l->cpu == "generic");
   CHECK(l->prefer == "native");
+  Listing hostile = list;  // a node's text never reaches a terminal as control characters
+  hostile.triple = "\x1b[31mPWNED\x1b[0m\nforged";
+  hostile.cpu = "a\xc2\x9b" "2Jb\x7f";
+  auto h = decode_listing(encode_listing(hostile));
+  REQUIRE(h.ok());
+  CHECK(h->triple == "\\x1b[31mPWNED\\x1b[0m\\x0aforged");
+  CHECK(h->cpu == "a\\xc2\\x9b" "2Jb\\x7f");
+  hostile.cpu = "caf\xc3\xa9";  // other UTF-8 stays
+  CHECK(decode_listing(encode_listing(hostile))->cpu == "caf\xc3\xa9");
   Bytes no_node = encode_listing(list);  // a version 3 listing: no node record
   no_node.resize(no_node.size() - (2 + 25 + 2 + 7 + 2 + 6));
   CHECK_FALSE(decode_listing(no_node).ok());

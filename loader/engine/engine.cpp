@@ -189,7 +189,9 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
     object = std::move(*payload);
   }
 
-  // The allow-list, checked on what will actually be linked, before any of it is linked.
+  // What linking would allocate (a JIT-compiled object's too), then the allow-list, both on
+  // what will actually be linked, before any of it is linked.
+  XC_TRY(object_loaded_size(object, what));
   auto undefined = jit->undefined_symbols(object, what);
   XC_TRY(undefined);
   std::vector<std::string> forbidden;

@@ -193,6 +193,11 @@ for kind in inline-asm:3:"function 'run' contains inline assembly" module-asm:3:
   "$BIN/xcargo-hostile-bitcode" "hostile-$name.xcargo" "$KEY" "$name"
   expect "${rest%%:*}" "refused the cargo: .*${rest#*:}" -- "$X" run "hostile-$name.xcargo" --entry run --to "$NODE"
 done
+# A 7 GiB static array: its object is refused at build; its bitcode, which only the loader
+# compiles, is refused before linking (linking zeroes it: seconds of work, then a time-out).
+expect 1 'needs more than 64 MiB of memory once loaded' -- "$X" build "$SRC/tests/kernels/bigbss.c" -t x86_64 -o big.xcargo
+"$X" build "$SRC/tests/kernels/bigbss.c" -t bitcode -o bigbc.xcargo --key "$KEY" 2> build.err || cat build.err
+expect 1 'refused the cargo: .*needs more than 64 MiB of memory once loaded' -- "$X" push bigbc.xcargo --to "$NODE"
 check "no hostile bitcode replaced the worker" test "$(worker)" = "$WORKER_BEFORE"
 expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
 

@@ -97,4 +97,9 @@ Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& lim
 // Reads a whole cargo file, refusing files larger than limits.max_cargo_size before reading.
 Result<Bytes> read_cargo_file(const std::string& path, const Limits& limits = {});
 
+// The memory an ELF object occupies once loaded (its SHF_ALLOC sections, .bss included):
+// `limit` over format::kMaxObjectMemory, `malformed` if its section headers are not inside
+// it. load_cargo checks object variants; a loader checks what it JIT-compiled the same way.
+Result<uint64_t> object_loaded_size(ByteView object, const std::string& what);
+
 }  // namespace xcargo

@@ -79,6 +79,8 @@ inline constexpr uint64_t kMaxCargoSize = 256ull * 1024 * 1024;
 inline constexpr size_t kMaxNameLength = 64;
 inline constexpr size_t kMaxEntries = 256;
 inline constexpr size_t kMaxImports = 1024;
+// The memory an object payload occupies once loaded: its SHF_ALLOC sections, .bss included.
+inline constexpr uint64_t kMaxObjectMemory = 64ull * 1024 * 1024;
 // The largest zstd window a frame header may declare (section 7): windowLog 27, 128 MiB.
 inline constexpr unsigned kMaxWindowLog = 27;
 

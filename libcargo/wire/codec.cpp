@@ -70,6 +70,18 @@ Errc errc_of(ErrorKind kind) {
 
 namespace {
 
+// Where s has a control character from `from` on (C0, DEL, or C1 encoded in UTF-8: bytes a
+// terminal acts on), or npos. Peers' text reaches terminals and logs: spec section 1.
+size_t control_char(const std::string& s, size_t from = 0) {
+  for (size_t i = from; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7F) return i;
+    if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 && static_cast<unsigned char>(s[i + 1]) <= 0x9F)
+      return i;
+  }
+  return std::string::npos;
+}
+
 class Out {
 public:
   Out() { b_.reserve(128); }  // most headers: one allocation
@@ -79,8 +91,18 @@ public:
   Out& u64(uint64_t v) { grow(8); le::store64(end(8), v); return *this; }
   Out& raw(ByteView v) { b_.insert(b_.end(), v.begin(), v.end()); return *this; }
   Out& zeros(size_t n) { b_.resize(b_.size() + n, 0); return *this; }
-  // u16 length then the bytes; the caller keeps s within the message's limit.
-  Out& str(const std::string& s) { u16(uint16_t(s.size())); return raw(as_bytes(s)); }
+  // u16 length then the bytes; the caller keeps s within the message's limit. Control
+  // characters, which decoders refuse, are sent as '?' (a message quoting LLVM, say).
+  Out& str(const std::string& s) {
+    u16(uint16_t(s.size()));
+    const size_t at = b_.size();
+    raw(as_bytes(s));
+    for (size_t i = control_char(s); i != std::string::npos; i = control_char(s, i + 1)) {
+      b_[at + i] = '?';
+      if (static_cast<unsigned char>(s[i]) == 0xC2) b_[at + i + 1] = '?';
+    }
+    return *this;
+  }
   Out& blob(ByteView b) { u16(uint16_t(b.size())); return raw(b); }
   Bytes take() { return std::move(b_); }
 
@@ -114,28 +136,11 @@ public:
     if (failed_) return {};
     if (n > max) return fail("a string of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max)), std::string();
     if (!need(n)) return {};
-    std::string s = displayable(reinterpret_cast<const char*>(&b_[pos_]), n);
+    std::string s(reinterpret_cast<const char*>(&b_[pos_]), n);
+    if (const size_t at = control_char(s); at != std::string::npos)
+      return fail("a string holds a control character (byte " + std::to_string(at) + ")"), std::string();
     pos_ += n;
     return s;
-  }
-  // A peer's text goes to terminals and logs: control characters (C0, DEL, and C1 as UTF-8)
-  // arrive as the four characters \xNN, never as bytes a terminal would act on.
-  static std::string displayable(const char* p, size_t n) {
-    std::string out;
-    out.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto c = static_cast<unsigned char>(p[i]);
-      const bool c1 = c == 0xC2 && i + 1 < n && static_cast<unsigned char>(p[i + 1]) >= 0x80 &&
-                      static_cast<unsigned char>(p[i + 1]) <= 0x9F;
-      if (c >= 0x20 && c != 0x7F && !c1) {
-        out.push_back(char(c));
-        continue;
-      }
-      char esc[5];
-      std::snprintf(esc, sizeof esc, "\\x%02x", c1 ? static_cast<unsigned char>(p[++i]) : c);
-      out += c1 ? std::string("\\xc2") + esc : std::string(esc);
-    }
-    return out;
   }
   Bytes blob(size_t max) {
     uint16_t n = u16();

@@ -208,12 +208,18 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   Listing hostile = list;  // a node's text never reaches a terminal as control characters
   hostile.triple = "\x1b[31mPWNED\x1b[0m\nforged";
   hostile.cpu = "a\xc2\x9b" "2Jb\x7f";
-  auto h = decode_listing(encode_listing(hostile));
+  auto h = decode_listing(encode_listing(hostile));  // sent as '?'
   REQUIRE(h.ok());
-  CHECK(h->triple == "\\x1b[31mPWNED\\x1b[0m\\x0aforged");
-  CHECK(h->cpu == "a\\xc2\\x9b" "2Jb\\x7f");
+  CHECK(h->triple == "?[31mPWNED?[0m?forged");
+  CHECK(h->cpu == "a??2Jb?");
   hostile.cpu = "caf\xc3\xa9";  // other UTF-8 stays
   CHECK(decode_listing(encode_listing(hostile))->cpu == "caf\xc3\xa9");
+  hostile.cpu = "abc";
+  Bytes raw = encode_listing(hostile);  // and a peer that sends one anyway is refused
+  raw[raw.size() - 2 - 6 - 3] = 0x1b;   // cpu's first byte ("native" and its length follow)
+  auto refused = decode_listing(raw);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("control character") != std::string::npos);
   Bytes no_node = encode_listing(list);  // a version 3 listing: no node record
   no_node.resize(no_node.size() - (2 + 25 + 2 + 7 + 2 + 6));
   CHECK_FALSE(decode_listing(no_node).ok());

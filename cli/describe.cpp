@@ -1,6 +1,7 @@
 // Formats a cargo's manifest, sections, variants and signers for people and for scripts.
 #include "describe.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace xcargo::cli {
@@ -13,6 +14,30 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : sep) + i;
   return s;
+}
+
+// Which variants run on a node of each architecture (a loader's default, native-first
+// policy), e.g. {"x86_64": "x86_64:x86-64-v3 or x86_64 object", "aarch64": "aarch64 object",
+// "any other": "bitcode, JIT-compiled there"}; in manifest order.
+std::vector<std::pair<std::string, std::string>> runs_on(const Manifest& m) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_arch;
+  bool bitcode = false;
+  for (const auto& v : m.variants) {
+    if (v.kind == VariantKind::bitcode) {
+      bitcode = true;
+      continue;
+    }
+    const std::string arch = v.triple.substr(0, v.triple.find('-'));
+    auto it = std::find_if(by_arch.begin(), by_arch.end(), [&](const auto& a) { return a.first == arch; });
+    if (it == by_arch.end()) by_arch.push_back({arch, {v.name}});
+    else it->second.push_back(v.name);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [arch, names] : by_arch)
+    out.push_back({arch, names.size() == 1 ? names[0] + " object"
+                                           : join(names, " or ") + " object (the most specific the node's CPU runs)"});
+  out.push_back({"any other", bitcode ? "bitcode, JIT-compiled there" : "nothing: refused (no bitcode)"});
+  return out;
 }
 
 }  // namespace
@@ -30,6 +55,8 @@ nlohmann::json cargo_json(const Cargo& cargo, const std::string& file, bool chec
   j["toolchain"] = nlohmann::json::object();
   for (const auto& [tool, ver] : m.toolchain) j["toolchain"][tool] = ver;
   j["fp"] = m.fp.empty() ? "contract" : m.fp;
+  j["runs_on"] = nlohmann::json::object();
+  for (const auto& [arch, what] : runs_on(m)) j["runs_on"][arch] = what;
   j["variants"] = nlohmann::json::array();
   for (const auto& v : m.variants) {
     nlohmann::json jv;
@@ -87,6 +114,8 @@ std::string cargo_text(const Cargo& cargo, const std::string& file, bool checked
                   (unsigned long long)v.raw_size, to_hex(v.sha256).substr(0, 16).c_str());
     add(line);
   }
+  add("runs on    (a loader's default policy: native objects first)");
+  for (const auto& [arch, what] : runs_on(m)) add("  " + arch + (arch == "any other" ? "" : " nodes") + ": " + what);
   add("imports");
   for (const auto& v : m.variants) add("  " + v.name + ": " + (v.imports.empty() ? "(none)" : join(v.imports, " ")));
   add("signatures");

@@ -100,6 +100,9 @@ expect 0 'aarch64 +object +aarch64-unknown-linux-gnu' -- "$X" inspect hello.xcar
 expect 0 'not checked \(pass --trust to check\)' -- "$X" inspect hello.xcargo
 expect 0 'valid, trusted \(k.pub\)' -- "$X" inspect hello.xcargo --trust k.pub
 expect 0 'x86_64: xc_node_id xc_reply' -- "$X" inspect hello.xcargo
+expect 0 'aarch64 nodes: aarch64 object' -- "$X" inspect hello.xcargo
+expect 0 'any other: bitcode, JIT-compiled there' -- "$X" inspect hello.xcargo
+expect 0 '"runs_on": \{' -- "$X" inspect hello.xcargo --json
 "$X" inspect multi.xcargo --json > i.json
 check "inspect --json lists variants with sizes" python3 -c "
 import json; j=json.load(open('i.json'))

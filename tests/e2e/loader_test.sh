@@ -222,12 +222,13 @@ check "the trivial run returned while the long one was still running ($quick ms;
 wait "$long"
 echo "not held up: a trivial run took $quick ms during a long one of $(cat burn.ms) ms ($idle ms before it)"
 
-# Idle, the loader sleeps: well under 2% of a core over a second.
-# (supervisor and worker together: the worker is the supervisor's only child)
+# Idle, the loader sleeps rather than polls (a polling thread takes a whole core, 400 ticks
+# in 4 s): a generous ceiling of 5%, which the self-probe's connection every 2 s, slow
+# under the sanitizers on a busy machine, stays well under (supervisor and worker together).
 cpu() { local w; w=$(pgrep -x xcargo-loader -P "$1" | head -1); echo $(( $(awk '{print $14+$15}' /proc/$1/stat) + $(awk '{print $14+$15}' /proc/$w/stat) )); }
 t0=$(cpu "$node_pid")
-sleep 2
+sleep 4
 t1=$(cpu "$node_pid")
-check "an idle loader uses < 2% CPU ($((t1 - t0)) ticks in 2 s)" test $((t1 - t0)) -le 4
+check "an idle loader sleeps ($((t1 - t0)) ticks of CPU in 4 s, ceiling 20)" test $((t1 - t0)) -le 20
 
 finish

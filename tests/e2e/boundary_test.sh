@@ -44,7 +44,12 @@ if [ "$TLS" = shm ]; then
   up
   expect 0 'wedged the receive FIFO' -- "$BIN/xcargo-shm-wedge" --to "$NODE" --pid "$WORKER"
   eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 "no new connection to the worker's listener was answered" "$LOG"
-  eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -x xcargo-loader -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'"
+  eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -x xcargo-loader -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'" || {
+    # What the loader did meanwhile (its log is started afresh by the next `up`).
+    echo "    | workers now: $(pgrep -x xcargo-loader -P "$SUPERVISOR" | tr '\n' ' ')(was $WORKER); standby: $(pgrep -x xcargo-standby -P "$SUPERVISOR")"
+    "$X" ls --to "$NODE" 2>&1 | tail -3 | sed 's/^/    | ls: /'
+    grep -v 'closed without authenticating' "$LOG" | tail -15 | cut -c1-300 | sed 's/^/    | /'
+  }
   down
 fi
 

@@ -27,7 +27,7 @@ std::vector<std::pair<std::string, std::string>> runs_on(const Manifest& m) {
       bitcode = true;
       continue;
     }
-    const std::string arch = v.triple.substr(0, v.triple.find('-'));
+    const std::string arch = arch_of(v.triple);
     auto it = std::find_if(by_arch.begin(), by_arch.end(), [&](const auto& a) { return a.first == arch; });
     if (it == by_arch.end()) by_arch.push_back({arch, {v.name}});
     else it->second.push_back(v.name);
@@ -41,6 +41,8 @@ std::vector<std::pair<std::string, std::string>> runs_on(const Manifest& m) {
 }
 
 }  // namespace
+
+std::string arch_of(const std::string& triple) { return triple.substr(0, triple.find('-')); }
 
 nlohmann::json cargo_json(const Cargo& cargo, const std::string& file, bool checked) {
   const Manifest& m = cargo.manifest();

@@ -3,16 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "describe.h"
 #include "node_target.h"
 #include "report.h"
 #include "verbs.h"
 
 namespace xcargo::cli {
-
-namespace {
-// "aarch64" from "aarch64-unknown-linux-gnu".
-std::string arch_of(const std::string& triple) { return triple.substr(0, triple.find('-')); }
-}  // namespace
 
 Runner add_ls(CLI::App& app) {
   struct Opts {

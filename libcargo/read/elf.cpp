@@ -22,9 +22,13 @@ constexpr size_t kStName = 0, kStShndx = 6;
 // True if [offset, offset + size) lies within `total`, without overflow.
 bool within(uint64_t offset, uint64_t size, size_t total) { return offset <= total && size <= total - offset; }
 
-}  // namespace
-
-Result<std::vector<std::string>> undefined_symbols(ByteView b, const std::string& what, size_t max) {
+// The section header table, checked to lie inside the object: shnum 0 if it has none.
+struct Sections {
+  const uint8_t* table = nullptr;
+  size_t shnum = 0;
+  const uint8_t* operator[](size_t i) const { return table + i * kShdrSize; }
+};
+Result<Sections> section_headers(ByteView b, const std::string& what) {
   auto bad = [&](const std::string& msg) { return Error(Errc::malformed, what + ": " + msg); };
   if (b.size() < kEhdrSize || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0 || b[4] != 2 || b[5] != 1)
     return bad("not an ELF64 little-endian file");
@@ -32,11 +36,21 @@ Result<std::vector<std::string>> undefined_symbols(ByteView b, const std::string
   const uint16_t shentsize = le::load16(b.data() + kEShentsize), shnum = le::load16(b.data() + kEShnum);
   if (shnum == 0) {
     if (shoff != 0) return bad("extended section numbering (e_shnum 0) is not supported");
-    return std::vector<std::string>{};  // no sections, so no symbol table
+    return Sections{};  // no sections
   }
   if (shentsize != kShdrSize) return bad("e_shentsize is " + std::to_string(shentsize) + ", not 64");
   if (!within(shoff, uint64_t(shnum) * kShdrSize, b.size())) return bad("the section header table is outside the object");
-  auto shdr = [&](size_t i) { return b.data() + shoff + i * kShdrSize; };
+  return Sections{b.data() + shoff, shnum};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> undefined_symbols(ByteView b, const std::string& what, size_t max) {
+  auto bad = [&](const std::string& msg) { return Error(Errc::malformed, what + ": " + msg); };
+  auto sections = section_headers(b, what);
+  XC_TRY(sections);
+  const size_t shnum = sections->shnum;
+  auto shdr = [&](size_t i) { return (*sections)[i]; };
 
   size_t symtab = 0;
   for (size_t i = 1; i < shnum; ++i)
@@ -76,17 +90,11 @@ Result<std::vector<std::string>> undefined_symbols(ByteView b, const std::string
 }
 
 Result<uint64_t> loaded_size(ByteView b, const std::string& what, uint64_t max) {
-  auto bad = [&](const std::string& msg) { return Error(Errc::malformed, what + ": " + msg); };
-  if (b.size() < kEhdrSize || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0 || b[4] != 2 || b[5] != 1)
-    return bad("not an ELF64 little-endian file");
-  const uint64_t shoff = le::load64(b.data() + kEShoff);
-  const uint16_t shentsize = le::load16(b.data() + kEShentsize), shnum = le::load16(b.data() + kEShnum);
-  if (shnum == 0) return uint64_t(0);
-  if (shentsize != kShdrSize) return bad("e_shentsize is " + std::to_string(shentsize) + ", not 64");
-  if (!within(shoff, uint64_t(shnum) * kShdrSize, b.size())) return bad("the section header table is outside the object");
+  auto sections = section_headers(b, what);
+  XC_TRY(sections);
   uint64_t total = 0;
-  for (size_t i = 1; i < shnum; ++i) {
-    const uint8_t* sh = b.data() + shoff + i * kShdrSize;
+  for (size_t i = 1; i < sections->shnum; ++i) {
+    const uint8_t* sh = (*sections)[i];
     if (!(le::load64(sh + kShFlags) & kShfAlloc)) continue;
     const uint64_t size = le::load64(sh + kShSize);
     if (size > max || total > max - size)  // no overflow: both at most max

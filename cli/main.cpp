@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <string_view>
 
 #include "exit_codes.h"
 #include "key_files.h"
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
   CLI::App app{"xcargo: build, sign and check signed multi-architecture code containers (cargos)"};
   app.name("xcargo");
-  app.set_version_flag("--version", std::string("xcargo ") + XCARGO_VERSION_STRING);
+  app.set_version_flag("--version", std::string("xcargo ") + XCARGO_VERSION_STRING,
+                       "Print the version and exit; with -v also where xcargo finds its kernel headers, clang and the loader");
   app.require_subcommand(1);
   app.fallthrough();  // --identity also after the verb
   app.add_option("--identity", g_identity, "Private key that proves who you are to nodes that authenticate clients "
@@ -38,6 +40,13 @@ int main(int argc, char** argv) {
       if (sub->get_name() == v.name) before = sub;
     runners[before] = std::move(r);
   }
+  // --version anywhere before "--" (after a verb too), with -v/--verbose for the details.
+  bool version = false, verbose = false;
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    version = version || std::string_view(argv[i]) == "--version";
+    verbose = verbose || std::string_view(argv[i]) == "-v" || std::string_view(argv[i]) == "--verbose";
+  }
+  if (version) return print_version(verbose);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string verbs;

@@ -1,5 +1,7 @@
 // xcargo build: compiles kernel sources for several targets into one (optionally signed) cargo.
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <optional>
 
 #include "key_files.h"
@@ -14,9 +16,9 @@ namespace xcargo::cli {
 Runner add_build(CLI::App& app) {
   struct Opts {
     std::vector<std::string> sources, targets, includes, defines;
-    std::string out, name, version = "0.1.0", opt = "2", key;
+    std::string out, name, version = "0.1.0", opt = "2", key, depfile;
     std::string fp = "contract";
-    unsigned jobs = 1;
+    unsigned jobs = std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
     int level = 19;
     bool verbose = false;
   };
@@ -40,7 +42,12 @@ Runner add_build(CLI::App& app) {
   cmd->add_option("-I", o->includes, "Add an include directory")->type_name("DIR");
   cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)")->type_name("MACRO");
   cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written")->type_name("KEY");
-  cmd->add_option("-j,--jobs", o->jobs, "Compiler processes to run at once")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("-j,--jobs", o->jobs, "Compiler processes to run at once (default: this machine's cores)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--depfile", o->depfile,
+                  "Also write the files the build read (sources and every header included) as a Makefile-style\n"
+                  "dependency file for OUT, as CMake's DEPFILE and Ninja's depfile read it")
+      ->type_name("FILE");
   cmd->add_option("--zstd-level", o->level, "Compression level, 1-19; 0 stores sections uncompressed")
       ->capture_default_str()
       ->check(CLI::Range(0, 19));
@@ -67,7 +74,8 @@ Runner add_build(CLI::App& app) {
       if (!k.ok()) return report(k.error());
       key = std::move(*k);
     }
-    CompileRequest req{o->sources, o->targets, o->opt, o->includes, o->defines, o->jobs, o->verbose, o->fp == "strict"};
+    CompileRequest req{o->sources, o->targets, o->opt,       o->includes,
+                       o->defines, o->jobs,    o->verbose, o->fp == "strict", !o->depfile.empty()};
     auto compiled = compile_kernels(req);
     if (!compiled.ok()) return report(compiled.error());
     Manifest m;
@@ -86,6 +94,11 @@ Runner add_build(CLI::App& app) {
       bytes = std::move(*signed_bytes);
     }
     if (auto s = write_file(o->out, *bytes); !s.ok()) return report(s.error(), o->out);
+    if (!o->depfile.empty()) {
+      std::string text = make_depfile(o->out, compiled->dependencies);
+      if (auto s = write_file(o->depfile, ByteView(reinterpret_cast<const uint8_t*>(text.data()), text.size())); !s.ok())
+        return report(s.error(), o->depfile);
+    }
     std::string variants, entries;
     for (const auto& v : variant_names) variants += (variants.empty() ? "" : ", ") + v;
     for (const auto& e : compiled->entries) entries += (entries.empty() ? "" : ", ") + e;

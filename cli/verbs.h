@@ -24,6 +24,9 @@ Runner add_run(CLI::App& app);
 Runner add_push(CLI::App& app);
 Runner add_ls(CLI::App& app);
 
+// `xcargo --version`; verbose adds where xcargo finds its kernel headers, clang and the loader.
+int print_version(bool verbose);
+
 // Adding a verb: one verb_NAME.cpp with add_NAME(), and one line here.
 inline constexpr Verb kVerbs[] = {
     {"keygen", add_keygen}, {"build", add_build},     {"sign", add_sign},

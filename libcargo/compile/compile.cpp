@@ -28,11 +28,8 @@ std::string kernel_include_dir() {
   if (const char* dir = std::getenv("XCARGO_KERNEL_INCLUDE"); dir && *dir) return dir;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path installed = exe.parent_path().parent_path() / "share" / "xcargo" / "include";
-    if (fs::exists(installed / "xcargo" / "kernel.h", ec)) return installed.string();
-  }
-  return XCARGO_SOURCE_KERNEL_INCLUDE;
+  if (ec) return XCARGO_KERNEL_INCLUDE_FROM_BIN;  // no /proc: relative to the working directory
+  return (exe.parent_path() / XCARGO_KERNEL_INCLUDE_FROM_BIN).lexically_normal().string();
 }
 
 namespace {
@@ -103,6 +100,10 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
   static const std::set<std::string> kOpt = {"0", "1", "2", "3", "s", "z"};
   if (!kOpt.count(req.opt_level))
     return Error(Errc::invalid_argument, "optimization level '" + req.opt_level + "' is not one of 0 1 2 3 s z");
+  if (std::error_code ec; !fs::exists(fs::path(kernel_include_dir()) / "xcargo" / "kernel.h", ec))
+    return Error(Errc::io, kernel_include_dir() + "/xcargo/kernel.h: the kernel headers are missing")
+        .hint("xcargo looks for them in share/xcargo/include beside its bin directory, as installed")
+        .hint("or set XCARGO_KERNEL_INCLUDE to the directory that holds xcargo/kernel.h");
 
   std::vector<Target> targets;
   for (const auto& spec : req.targets.empty() ? default_targets() : req.targets) {
@@ -152,6 +153,9 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
       c.argv = {llvm_tool("clang")};
       for (auto& f : common_flags(req, langs[si])) c.argv.push_back(std::move(f));
       for (const auto& f : t.clang_flags) c.argv.push_back(f);
+      if (req.dependencies && langs[si] != Lang::ir)
+        for (const std::string& f : {std::string("-MD"), std::string("-MT"), std::string("x"), std::string("-MF"), out + ".d"})
+          c.argv.push_back(f);
       c.argv.push_back(sources[si].filename().string());
       c.argv.push_back("-o");
       c.argv.push_back(out);
@@ -162,6 +166,21 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     }
   }
   XC_TRY(run_commands(compiles, req.jobs, req.verbose));
+  std::set<std::string> dependencies;
+  if (req.dependencies) {
+    for (size_t si = 0; si < sources.size(); ++si) {
+      dependencies.insert(sources[si].string());
+      if (langs[si] == Lang::ir) continue;
+      for (size_t ti = 0; ti < targets.size(); ++ti) {
+        auto text = read_file(tmp.path() + "/t" + std::to_string(ti) + "_s" + std::to_string(si) +
+                              (targets[ti].kind == VariantKind::bitcode ? ".bc.d" : ".o.d"), 16 << 20);
+        if (!text.ok()) return Error(Errc::compile, sources[si].filename().string() + ": clang wrote no dependency file");
+        for (auto& d : parse_depfile(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()),
+                                     sources[si].parent_path().string()))
+          dependencies.insert(std::move(d));
+      }
+    }
+  }
 
   // Several sources become one payload per target.
   std::vector<std::string> payload_files(targets.size());
@@ -217,9 +236,53 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     p.raw = std::move(*raw);
     result.payloads.push_back(std::move(p));
   }
+  result.dependencies.assign(dependencies.begin(), dependencies.end());
   result.toolchain = {{"xcargo", XCARGO_VERSION_STRING}, {"clang", producer.empty() ? "unknown" : producer},
                       {"opt", "O" + req.opt_level}};
   return result;
+}
+
+std::vector<std::string> parse_depfile(std::string_view text, const std::string& dir) {
+  std::vector<std::string> deps;
+  size_t i = text.find(": ");
+  if (i == std::string_view::npos) return deps;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) deps.push_back((fs::path(dir) / cur).lexically_normal().string());
+    cur.clear();
+  };
+  for (i += 2; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      flush();
+      ++i;
+    } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '#')) {
+      cur += text[++i];
+    } else if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') {
+      cur += text[++i];
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      flush();
+    } else {
+      cur += c;
+    }
+  }
+  flush();
+  return deps;
+}
+
+std::string make_depfile(const std::string& target, const std::vector<std::string>& dependencies) {
+  auto escape = [](const std::string& p) {
+    std::string e;
+    for (char c : p) {
+      if (c == ' ' || c == '#') e += '\\';
+      if (c == '$') e += '$';
+      e += c;
+    }
+    return e;
+  };
+  std::string out = escape(target) + ":";
+  for (const auto& d : dependencies) out += " \\\n  " + escape(d);
+  return out + "\n";
 }
 
 }  // namespace xcargo

@@ -133,3 +133,27 @@ TEST_CASE("kernel.h declares exactly the allow-list", "[compile][abi]") {
   const auto& imports = r->payloads[0].variant.imports;
   CHECK(std::set<std::string>(imports.begin(), imports.end()) == allowed);
 }
+
+TEST_CASE("the dependencies are every source and every header any target included", "[compile]") {
+  test::ScratchDir dir;
+  write(dir, "my header.h", "#define K 3\n");
+  write(dir, "only_x86.h", "#define X 1\n");
+  std::string a = write(dir, "a.c",
+                        "#include <xcargo/kernel.h>\n#include \"my header.h\"\n#ifdef __x86_64__\n#include \"only_x86.h\"\n#endif\n"
+                        "XC_ENTRY int k(xc_ctx *c, const void *in, size_t n) { return K - 3; }\n");
+  CompileRequest req{{a}, {"x86_64", "bitcode"}};
+  req.dependencies = true;
+  auto r = compile_kernels(req);
+  REQUIRE(r.ok());
+  std::set<std::string> deps(r->dependencies.begin(), r->dependencies.end());
+  CHECK(deps.count(a));
+  CHECK(deps.count(std::string(dir / "my header.h")));
+  CHECK(deps.count(std::string(dir / "only_x86.h")));  // only the x86_64 compile read it
+  CHECK(deps.count(kernel_include_dir() + "/xcargo/kernel.h"));
+
+  // The depfile escapes what Make and Ninja would split, and reads back as written.
+  std::string text = make_depfile("out dir/c.xcargo", {"/s/my header.h", "/s/$x#.h"});
+  CHECK(text == "out\\ dir/c.xcargo: \\\n  /s/my\\ header.h \\\n  /s/$$x\\#.h\n");
+  CHECK(parse_depfile(text, "/") == std::vector<std::string>{"/s/my header.h", "/s/$x#.h"});
+  CHECK(parse_depfile("x: a.c \\\n  ../inc/b.h\n", "/src/k") == std::vector<std::string>{"/src/k/a.c", "/src/inc/b.h"});
+}

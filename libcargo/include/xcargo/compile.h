@@ -31,13 +31,23 @@ struct CompileRequest {
   unsigned jobs = 1;                 // compiler processes run at once
   bool verbose = false;              // print each command to stderr
   bool fp_strict = false;            // -ffp-contract=off everywhere: every variant rounds alike
+  bool dependencies = false;         // fill CompileResult::dependencies (clang -MD)
 };
 
 struct CompileResult {
   std::vector<std::string> entries;  // sorted
   std::vector<std::pair<std::string, std::string>> toolchain;
   std::vector<Payload> payloads;     // one per target, in target order
+  // With CompileRequest::dependencies: every file the build read (sources, and the headers
+  // any target's compile included), absolute, sorted; what a build system's depfile lists.
+  std::vector<std::string> dependencies;
 };
+
+// A Makefile-style depfile ("TARGET: DEP ..." with spaces, '#' and '$' escaped), as Ninja
+// and CMake's DEPFILE read it.
+std::string make_depfile(const std::string& target, const std::vector<std::string>& dependencies);
+// The prerequisites of a depfile that clang -MD wrote, relative paths resolved against dir.
+std::vector<std::string> parse_depfile(std::string_view text, const std::string& dir);
 
 // Compiles every source for every target, links multiple sources into one payload per
 // target (ld.lld -r / llvm-link), and finds entry points (XC_ENTRY) and imports. Fails with
@@ -47,8 +57,8 @@ Result<CompileResult> compile_kernels(const CompileRequest& request);
 
 // Where the tools are: $XCARGO_LLVM_BIN, else the LLVM 16 bin directory found at build time.
 std::string llvm_tool(const std::string& name);
-// Where <xcargo/kernel.h> is: $XCARGO_KERNEL_INCLUDE, else next to the installed binary,
-// else the source tree's copy.
+// Where <xcargo/kernel.h> is: $XCARGO_KERNEL_INCLUDE, else share/xcargo/include beside the
+// running program's bin directory (an install, or the build tree, which is laid out the same).
 std::string kernel_include_dir();
 
 }  // namespace xcargo

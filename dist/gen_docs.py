@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Man pages and bash completion for xcargo and xcargo-loader, made from their own --help text
+(CLI11's layout), so that neither can drift from the programs.
+
+gen_docs.py --xcargo BIN --loader BIN --version V --out DIR VERB...
+writes DIR/man1/{xcargo,xcargo-VERB,xcargo-loader}.1 and DIR/completions/{xcargo,xcargo-loader}.
+"""
+import argparse
+import os
+import re
+import subprocess
+
+FILE_KINDS = {"FILE", "KEY", "PATH", "CARGO", "SRC"}
+SECTION = re.compile(r"^([A-Z][A-Za-z ]*):$")
+
+
+def help_text(argv):
+    env = dict(os.environ, COLUMNS="100")
+    r = subprocess.run(argv + ["--help"], capture_output=True, text=True, env=env, check=True)
+    return r.stdout
+
+
+def parse(text):
+    """Returns (description lines, usage, {section: [(names, value, description)]}, footer lines)."""
+    lines = text.rstrip("\n").split("\n")
+    desc, usage, sections, footer = [], "", {}, []
+    i = 0
+    while i < len(lines) and not lines[i].startswith("Usage: "):
+        desc.append(lines[i])
+        i += 1
+    if i < len(lines):
+        usage = lines[i][len("Usage: "):]
+        i += 1
+    while i < len(lines):
+        line = lines[i]
+        m = SECTION.match(line)
+        if m:
+            items = sections.setdefault(m.group(1), [])
+            i += 1
+            while i < len(lines) and lines[i].strip():
+                line = lines[i]
+                if line.startswith("  ") and not line.startswith("   "):
+                    head, _, rest = line[2:].partition("  ")
+                    items.append([head.strip(), rest.strip()])
+                elif items:
+                    items[-1][1] = (items[-1][1] + "\n" + line.strip()).strip()
+                i += 1
+            continue
+        if line.strip() or footer:
+            footer.append(line)
+        i += 1
+    entries = {}
+    for name, items in sections.items():
+        entries[name] = []
+        for head, text in items:
+            words = head.split(" ", 1)
+            value = words[1] if len(words) > 1 else ""
+            if value.startswith(("REQUIRED", "Excludes:", "Needs:")):
+                value = ""
+            entries[name].append((words[0], value, head, text))
+    while footer and not footer[-1].strip():
+        footer.pop()
+    return [d for d in desc if d.strip()], usage, entries, footer
+
+
+def roff(s):
+    s = s.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(("\\&" + l if l.startswith((".", "'")) else l) for l in s.split("\n"))
+
+
+def man_page(name, section_title, version, parsed, see_also):
+    desc, usage, sections, footer = parsed
+    out = [f'.TH {name.upper()} 1 "" "xcargo {version}" "{section_title}"',
+           ".SH NAME", f"{roff(name)} \\- {roff(desc[0] if desc else name)}",
+           ".SH SYNOPSIS", f".B {roff(usage.split(' [')[0])}", roff(usage[len(usage.split(' [')[0]):].strip())]
+    if len(desc) > 1:
+        out += [".SH DESCRIPTION", roff(" ".join(desc[1:]))]
+    for title, items in sections.items():
+        out.append(".SH " + title.upper())
+        for _, _, head, text in items:
+            out += [".TP", ".B " + roff(head), roff(text)]
+    if footer:
+        out += [".SH NOTES", ".nf", roff("\n".join(footer)), ".fi"]
+    out += [".SH SEE ALSO", ", ".join(f"\\fB{roff(s)}\\fR(1)" for s in see_also)]
+    return "\n".join(out) + "\n"
+
+
+def choices(value):
+    m = re.search(r"\{([^}]*)\}", value)
+    return m.group(1).split(",") if m else None
+
+
+def completion_cases(func_prefix, options):
+    """case arms completing an option's value: its choices, else file names."""
+    arms = []
+    for names, value, _, _ in options:
+        if not value:
+            continue
+        pattern = "|".join(f"{func_prefix}{n}" for n in names.split(","))
+        c = choices(value)
+        kind = value.split(" ")[0].split("=")[0].split(":")[0]
+        if c:
+            action = f"COMPREPLY=($(compgen -W '{' '.join(c)}' -- \"$cur\"))"
+        elif kind == "DIR":
+            action = 'COMPREPLY=($(compgen -d -- "$cur"))'
+        elif kind in FILE_KINDS:
+            action = 'COMPREPLY=($(compgen -f -- "$cur"))'
+        else:
+            action = "COMPREPLY=()"  # a name, number or address: nothing to offer
+        arms.append(f"    {pattern}) {action}; return ;;")
+    return arms
+
+
+def option_words(options):
+    return " ".join(n for names, _, _, _ in options for n in names.split(","))
+
+
+def xcargo_completion(top, verbs):
+    _, _, sections, _ = top
+    top_opts = sections.get("Options", [])
+    lines = ["# bash completion for xcargo (generated from its --help by dist/gen_docs.py)",
+             "_xcargo() {",
+             '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" verb="" i',
+             "  for ((i = 1; i < COMP_CWORD; i++)); do",
+             f'    case "${{COMP_WORDS[i]}}" in {"|".join(verbs)}) verb="${{COMP_WORDS[i]}}"; break ;; esac',
+             "  done",
+             '  case "$verb:$prev" in']
+    for verb, parsed in verbs.items():
+        lines += completion_cases(f"{verb}:", parsed[2].get("Options", []))
+    lines += completion_cases("*:", top_opts)
+    lines += ["  esac",
+              '  if [[ -z "$verb" ]]; then',
+              f'    COMPREPLY=($(compgen -W "{" ".join(verbs)} {option_words(top_opts)}" -- "$cur")); return',
+              "  fi",
+              '  if [[ "$cur" == -* ]]; then',
+              '    case "$verb" in']
+    for verb, parsed in verbs.items():
+        lines.append(f'      {verb}) COMPREPLY=($(compgen -W "{option_words(parsed[2].get("Options", []))}" -- "$cur")) ;;')
+    lines += ["    esac", "  else", '    COMPREPLY=($(compgen -f -- "$cur"))', "  fi", "}",
+              "complete -o filenames -F _xcargo xcargo", ""]
+    return "\n".join(lines)
+
+
+def loader_completion(parsed):
+    opts = parsed[2].get("Options", [])
+    lines = ["# bash completion for xcargo-loader (generated from its --help by dist/gen_docs.py)",
+             "_xcargo_loader() {",
+             '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
+             '  case "$prev" in']
+    lines += completion_cases("", opts)
+    lines += ["  esac", f'  COMPREPLY=($(compgen -W "{option_words(opts)}" -- "$cur"))', "}",
+              "complete -o filenames -F _xcargo_loader xcargo-loader", ""]
+    return "\n".join(lines)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--xcargo", required=True)
+    ap.add_argument("--loader", required=True)
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("verbs", nargs="+")
+    a = ap.parse_args()
+    top = parse(help_text([a.xcargo]))
+    verbs = {v: parse(help_text([a.xcargo, v])) for v in a.verbs}
+    loader = parse(help_text([a.loader]))
+    listed = [e[0] for e in top[2].get("Subcommands", [])]
+    if sorted(listed) != sorted(a.verbs):
+        raise SystemExit(f"gen_docs.py: xcargo --help lists verbs {listed}, CMake gave {a.verbs}: update dist/CMakeLists.txt")
+    pages = [f"xcargo-{v}" for v in a.verbs]
+    write(f"{a.out}/man1/xcargo.1", man_page("xcargo", "User Commands", a.version, top, pages + ["xcargo-loader"]))
+    for v, parsed in verbs.items():
+        write(f"{a.out}/man1/xcargo-{v}.1", man_page(f"xcargo-{v}", "User Commands", a.version, parsed, ["xcargo"]))
+    write(f"{a.out}/man1/xcargo-loader.1",
+          man_page("xcargo-loader", "System Administration", a.version, loader, ["xcargo", "systemd.service"]))
+    write(f"{a.out}/completions/xcargo", xcargo_completion(top, verbs))
+    write(f"{a.out}/completions/xcargo-loader", loader_completion(loader))
+
+
+if __name__ == "__main__":
+    main()

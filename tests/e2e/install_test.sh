@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# An install as its users meet it: `cmake --install` to a prefix that is then moved, a CMake
+# project outside the tree (find_package(xcargo), xcargo_add_cargo, the client library) that
+# builds a cargo and runs it on the installed loader, header changes rebuilding the cargo
+# (its depfile), pkg-config, man pages and completion made from --help, the systemd unit
+# (systemd-analyze verify), and the installed loader serving as an unprivileged user.
+# usage: install_test.sh XCARGO SOURCE_DIR BUILD_DIR
+X=$1
+SRC=$2
+BUILD=$3
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+chmod 755 "$TMP"  # the unprivileged loader below reads its trust and clients here
+
+# Install, then move the prefix: nothing may depend on where it was installed or built.
+check "cmake --install" cmake --install "$BUILD" --prefix "$TMP/staged" --strip
+# The systemd unit, where it was installed (it names the loader by that absolute path, as
+# systemd wants): systemd accepts it, and finds its program and man page.
+S=$TMP/staged
+expect 0 "^ExecStart=$S/bin/xcargo-loader " -- grep '^ExecStart=' "$S/share/xcargo/systemd/xcargo-loader.service"
+expect 0 '' -- env MANPATH="$S/share/man" systemd-analyze verify "$S/share/xcargo/systemd/xcargo-loader.service"
+check "systemd-analyze verify prints no warning" bash -c \
+  "[ -z \"\$(MANPATH='$S/share/man' systemd-analyze verify '$S/share/xcargo/systemd/xcargo-loader.service' 2>&1)\" ]"
+
+mkdir moved && mv staged moved/xcargo
+P=$TMP/moved/xcargo
+check "no source or build path in the installed files" bash -c "! grep -rlF -e '$SRC/' -e '$BUILD/' '$P'"
+for f in bin/xcargo bin/xcargo-loader include/xcargo/client.h include/xcargo/version.h share/xcargo/include/xcargo/kernel.h \
+         lib/cmake/xcargo/xcargo-config.cmake lib/pkgconfig/xcargo.pc share/man/man1/xcargo-build.1 \
+         share/man/man1/xcargo-loader.1 share/bash-completion/completions/xcargo share/xcargo/loader.example.yaml \
+         share/xcargo/systemd/xcargo-loader.service; do
+  check "installed: $f" test -e "$P/$f"
+done
+check "installed: libxcargo.so" bash -c "ls '$P'/lib*/libxcargo.so"
+expect 0 "kernel headers: $P/share/xcargo/include\$" -- "$P/bin/xcargo" --version -v
+expect 0 "local loader: +$P/bin/xcargo-loader\$" -- "$P/bin/xcargo" --version -v
+expect 0 'clang: +/.*clang: .*clang version 16' -- "$P/bin/xcargo" --version -v
+expect 0 '^xcargo [0-9]+\.[0-9]+\.[0-9]+$' -- "$P/bin/xcargo" build --version
+expect 2 'kernel headers are missing' -- env XCARGO_KERNEL_INCLUDE=$TMP/none "$P/bin/xcargo" build "$SRC/examples/hello/hello.c" -o h.xcargo
+
+# A loader from the install, and a key of the user's.
+mkdir trust clients
+"$P/bin/xcargo" keygen -o k > keygen.out 2>&1 && cp k.pub trust/
+"$P/bin/xcargo" keygen -o me > keygen.out 2>&1 && cp me.pub clients/
+export XCARGO_IDENTITY=$TMP/me
+"$P/bin/xcargo-loader" --listen 127.0.0.1:0 --ready-file loader.addr --trust trust --clients clients --cache cache \
+  --no-standby 2> loader.log &
+pids+=($!)
+diagnose loader.log
+check "the installed loader starts" wait_file loader.addr
+ADDR=$(cat loader.addr)
+
+# The consumer project, copied so the test can edit its header.
+cp -r "$SRC/tests/install/consumer" consumer
+check "consumer: cmake configure (find_package(xcargo))" \
+  cmake -S consumer -B cbuild -G Ninja -DCMAKE_PREFIX_PATH="$P" -DSIGNING_KEY="$TMP/k"
+cmake --build cbuild > cbuild.out 2>&1
+check "consumer: builds its cargo and program" grep -q 'Building cargo scale' cbuild.out
+diagnose cbuild.out
+expect 0 '^130 variant x86_64 \(client library [0-9.]+\)$' -- cbuild/offload "$ADDR" 5
+expect 0 'ok: scale 0.1.0, .*signed by' -- "$P/bin/xcargo" verify cbuild/scale.xcargo --trust k.pub
+expect 0 'no work to do' -- cmake --build cbuild
+sed -i 's/#define FACTOR 3/#define FACTOR 5/' consumer/kernels/scale.h
+expect 0 'Building cargo scale' -- cmake --build cbuild
+expect 0 '^150 variant x86_64' -- cbuild/offload "$ADDR" 5
+
+# pkg-config, for builds that do not use CMake.
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+check "pkg-config knows xcargo" pkg-config --exists xcargo
+libdir=$(pkg-config --variable=libdir xcargo)
+check "pkg-config: a program builds" bash -c "c++ -o pc_offload consumer/offload.cpp -DSCALE_CARGO='\"$TMP/cbuild/scale.xcargo\"' \
+  \$(pkg-config --cflags --libs xcargo) -Wl,-rpath,$libdir"
+expect 0 '^150 variant x86_64' -- ./pc_offload "$ADDR" 5
+
+# Man pages: one per verb, each listing every option its --help lists.
+for verb in keygen build sign verify inspect extract push run ls; do
+  page=$(MANPATH=$P/share/man man -w "xcargo-$verb" 2>&1)
+  check "man xcargo-$verb is found under the prefix" test "$page" = "$P/share/man/man1/xcargo-$verb.1"
+  opts=$("$P/bin/xcargo" "$verb" --help | grep -Eo '^  -[-a-zA-Z0-9,]+' | tr ',' '\n' | tr -d ' ' | sort -u)
+  rendered=$(MANWIDTH=200 man -l "$P/share/man/man1/xcargo-$verb.1" 2>/dev/null)
+  missing=""
+  for o in $opts; do grep -qF -- "$o" <<<"$rendered" || missing+=" $o"; done
+  check "man xcargo-$verb lists every option of --help (missing:$missing)" test -z "$missing"
+done
+expect 0 '--listen HOST:PORT' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-loader.1'"
+
+# Bash completion.
+cat > complete_words <<'SH'
+#!/usr/bin/env bash
+# complete_words COMPLETION_FILE WORD...: what _xcargo offers for the last word
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _xcargo; echo "${COMPREPLY[*]}"
+SH
+chmod +x complete_words
+expect 0 '^build$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo bu
+expect 0 '^contract strict$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --fp ''
+expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --de
+expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
+
+# The loader as a user of its own (what the unit's DynamicUser gives it): no root at all.
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+  mkdir ucache run && chown nobody ucache run && chmod 700 ucache
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --inh-caps=-all \
+    "$P/bin/xcargo-loader" --listen 127.0.0.1:0 --ready-file run/unpriv.addr --trust trust --clients clients \
+    --cache ucache 2> unpriv.log &
+  pids+=($!)
+  diagnose unpriv.log
+  check "the loader starts as nobody" wait_file run/unpriv.addr
+  expect 0 '^150 variant x86_64' -- cbuild/offload "$(cat run/unpriv.addr)" 5
+  expect 0 '^nobody$' -- ps -o user= -p "${pids[-1]}"
+  expect 0 'worker runs as nobody|files: Landlock' -- cat unpriv.log
+fi
+finish

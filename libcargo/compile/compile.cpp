@@ -84,13 +84,43 @@ std::vector<std::string> common_flags(const CompileRequest& req, Lang lang) {
   return f;
 }
 
+// What a port from hosted C or C++ calls most, and what a kernel uses instead.
+const char* alternative_to(const std::string& symbol, const std::string& demangled) {
+  static const std::pair<std::vector<std::string>, const char*> kAlternatives[] = {
+      {{"malloc", "calloc", "realloc", "aligned_alloc", "posix_memalign", "operator new"},
+       "xc_alloc(ctx, n) allocates memory that lives until the invocation ends"},
+      {{"free", "operator delete"}, "memory from xc_alloc needs no free: it ends with the invocation"},
+      {{"printf", "fprintf", "puts", "putchar", "fputs", "fwrite", "write", "perror"},
+       "xc_log(ctx, msg) writes a line to the node's log; xc_reply(ctx, data, len) answers the caller"},
+      {{"__cxa_", "_Unwind_", "__gxx_personality"},
+       "C++ exceptions and thread-safe statics are not available: kernels are built -fno-exceptions"},
+      {{"abort", "exit", "_exit"}, "a kernel ends by returning from its entry (nonzero: an error for the caller)"},
+  };
+  for (const auto& [names, hint] : kAlternatives)
+    for (const auto& n : names)
+      if (symbol == n || demangled.rfind(n, 0) == 0 || (n.back() == '_' && symbol.rfind(n, 0) == 0)) return hint;
+  return nullptr;
+}
+
+// Every import outside the allow-list, at once, as the source names them, with what to use.
 Status check_imports(const SymbolScan& scan, const Target& t) {
-  for (const auto& sym : scan.imports)
-    if (!abi::is_allowed_import(sym))
-      return Error(Errc::import, t.name + ": the kernel imports '" + sym + "', which no xcargo loader provides")
-          .hint("kernels may call only the functions declared in <xcargo/kernel.h>")
-          .hint("a kernel cannot use the system's libc; pass data in and out through the entry's input and xc_reply()");
-  return {};
+  std::vector<std::string> names;
+  std::set<std::string> hints;
+  for (const auto& sym : scan.imports) {
+    if (abi::is_allowed_import(sym)) continue;
+    std::string shown = demangle(sym);
+    if (const char* hint = alternative_to(sym, shown)) hints.insert(hint);
+    names.push_back("'" + shown + "'" + (shown != sym ? " (" + sym + ")" : ""));
+  }
+  if (names.empty()) return {};
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  Error e(Errc::import, t.name + ": the kernel imports " + list + ", which no xcargo loader provides");
+  for (const auto& h : hints) e.hint(h);
+  e.hint("kernels may call only the functions declared in <xcargo/kernel.h> (and the inline ones of its <string.h>, <math.h>, ...)");
+  e.hint("a kernel cannot use the system's libc; pass data in and out through the entry's input and xc_reply()");
+  return e;
 }
 
 }  // namespace

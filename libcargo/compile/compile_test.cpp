@@ -64,6 +64,23 @@ TEST_CASE("a kernel importing a forbidden symbol is refused, naming it", "[compi
   CHECK(r.error().message().find("'system'") != std::string::npos);
 }
 
+TEST_CASE("every forbidden import is named at once, C++ ones demangled, with what to use", "[compile]") {
+  test::ScratchDir dir;
+  auto src = write(dir, "bad.cc",
+                   "#include <xcargo/kernel.h>\nextern \"C\" void *malloc(size_t);\n"
+                   "XC_ENTRY int run(xc_ctx *c, const void *in, size_t n) { int *p = new int[n]; p[0] = malloc(4) != 0; "
+                   "int r = p[0]; delete[] p; return r; }\n");
+  auto r = compile_kernels({{src}, {"x86_64"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::import);
+  const std::string& m = r.error().message();
+  CHECK(m.find("'operator delete[](void*)' (_ZdaPv), 'operator new[](unsigned long)' (_Znam) and 'malloc',") != std::string::npos);
+  std::string hints;
+  for (const auto& h : r.error().hints()) hints += h + "\n";
+  CHECK(hints.find("xc_alloc(ctx, n)") != std::string::npos);
+  CHECK(hints.find("needs no free") != std::string::npos);
+}
+
 TEST_CASE("no entry points, static entries and compile errors are refused", "[compile]") {
   test::ScratchDir dir;
   auto none = write(dir, "none.c", "#include <xcargo/kernel.h>\nint f(void) { return 1; }\n");

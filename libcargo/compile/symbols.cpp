@@ -3,6 +3,7 @@
 #include "compile/symbols.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Demangle/Demangle.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
@@ -121,6 +122,8 @@ Result<SymbolScan> scan_bitcode(llvm::MemoryBufferRef buf, const std::string& wh
 }
 
 }  // namespace
+
+std::string demangle(const std::string& symbol) { return llvm::demangle(symbol); }
 
 Result<SymbolScan> scan_symbols(ByteView payload, VariantKind kind, const std::string& what) {
   llvm::MemoryBufferRef buf(llvm::StringRef(reinterpret_cast<const char*>(payload.data()), payload.size()), what);

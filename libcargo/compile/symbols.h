@@ -19,6 +19,10 @@ struct SymbolScan {
   std::string fp_fusion;
 };
 
+// A symbol as its source wrote it: C++ names demangled ("operator delete[](void*)"), C
+// names as they are.
+std::string demangle(const std::string& symbol);
+
 Result<SymbolScan> scan_symbols(ByteView payload, VariantKind kind, const std::string& what);
 
 }  // namespace xcargo

@@ -131,8 +131,5 @@ std::string cargo_text(const Cargo& cargo, const std::string& file, bool checked
   return out;
 }
 
-nlohmann::json error_json(const Error& error) {
-  return {{"kind", errc_name(error.code())}, {"message", error.message()}, {"hints", error.hints()}};
-}
 
 }  // namespace xcargo::cli

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <map>
 #include <string_view>
+#include <vector>
 
 #include "exit_codes.h"
 #include "key_files.h"
 #include "node_target.h"
+#include "report.h"
 #include "verbs.h"
 #include "xcargo/version.h"
 
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--passphrase-env", g_passphrase_env, "Environment variable holding the passphrase of encrypted keys "
                  "(--key, --identity, keygen --encrypt); default: $XCARGO_PASSPHRASE, else asked on the terminal")
       ->type_name("VAR");
-  app.footer("Run 'xcargo VERB --help' for a verb's options.\n"
+  app.footer("Run 'xcargo VERB --help' (or 'xcargo help VERB') for a verb's options.\n"
              "Exit codes: 0 ok, 1 verification failed, 2 usage or I/O error, 3 remote execution failed,\n"
              "4 could not reach a node, 5 the node did not accept this client's identity.");
   std::map<CLI::App*, Runner> runners;
@@ -40,6 +42,15 @@ int main(int argc, char** argv) {
       if (sub->get_name() == v.name) before = sub;
     runners[before] = std::move(r);
   }
+  // `xcargo help [VERB]` is `xcargo [VERB] --help`.
+  std::vector<char*> args(argv, argv + argc);
+  static char help_flag[] = "--help";
+  if (argc >= 2 && std::string_view(argv[1]) == "help") {
+    args.erase(args.begin() + 1);
+    args.push_back(help_flag);
+    argc = int(args.size());
+    argv = args.data();
+  }
   // --version anywhere before "--" (after a verb too), with -v/--verbose for the details.
   bool version = false, verbose = false;
   for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
@@ -47,6 +58,9 @@ int main(int argc, char** argv) {
     verbose = verbose || std::string_view(argv[i]) == "-v" || std::string_view(argv[i]) == "--verbose";
   }
   if (version) return print_version(verbose);
+  // --json: a usage error is JSON too.
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
+    if (std::string_view(argv[i]) == "--json") set_json_output(true);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     std::string verbs;
@@ -54,11 +68,9 @@ int main(int argc, char** argv) {
       known = known || v.name == std::string(argv[1]);
       verbs += (verbs.empty() ? "" : ", ") + std::string(v.name);
     }
-    if (!known) {
-      std::fprintf(stderr, "xcargo: error: unknown verb '%s'\nhint: verbs are %s; see 'xcargo --help'\n", argv[1],
-                   verbs.c_str());
-      return kExitUsage;
-    }
+    if (!known)
+      return report(xcargo::Error(xcargo::Errc::invalid_argument, "unknown verb '" + std::string(argv[1]) + "'")
+                        .hint("verbs are " + verbs + "; see 'xcargo --help'"));
   }
   try {
     app.parse(argc, argv);
@@ -71,11 +83,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (!what.empty()) what[0] = char(std::tolower(static_cast<unsigned char>(what[0])));
-    std::fprintf(stderr, "xcargo: error: %s\n", what.c_str());
     std::string verb;
     for (CLI::App* sub : app.get_subcommands()) verb = sub->get_name();
-    std::fprintf(stderr, "hint: run 'xcargo %s--help' for usage\n", verb.empty() ? "" : (verb + " ").c_str());
-    return kExitUsage;
+    return report(xcargo::Error(xcargo::Errc::invalid_argument, what).hint("run 'xcargo " + (verb.empty() ? "" : verb + " ") + "--help' for usage"));
   }
   for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
   return kExitUsage;

@@ -7,13 +7,35 @@
 
 namespace xcargo::cli {
 
+namespace {
+bool json_output = false, json_printed = false;
+}  // namespace
+
+void set_json_output(bool on) { json_output = on; }
+
+void print_json(const nlohmann::json& object) {
+  std::printf("%s\n", object.dump(2).c_str());
+  std::fflush(stdout);
+  json_printed = true;
+}
+
+nlohmann::json error_json(const Error& error) {
+  return {{"kind", errc_name(error.code())}, {"message", error.message()}, {"hints", error.hints()}};
+}
+
 int report(const Error& error, const std::string& subject) {
   std::string line = "xcargo: error: ";
   if (!subject.empty()) line += subject + ": ";
   line += error.message();
   std::fprintf(stderr, "%s\n", line.c_str());
   for (const auto& h : error.hints()) std::fprintf(stderr, "hint: %s\n", h.c_str());
-  return exit_code_for(error.code());
+  const int code = exit_code_for(error.code());
+  if (json_output && !json_printed) {
+    nlohmann::json j = {{"ok", false}, {"error", error_json(error)}, {"exit_code", code}};
+    if (!subject.empty()) j["file"] = subject;
+    print_json(j);
+  }
+  return code;
 }
 
 void note(const std::string& message) { std::fprintf(stderr, "xcargo: %s\n", message.c_str()); }

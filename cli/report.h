@@ -1,6 +1,7 @@
 // How the CLI tells the user about errors: "xcargo: error: FILE: what", then "hint:" lines.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "xcargo/error.h"
@@ -12,5 +13,13 @@ namespace xcargo::cli {
 int report(const Error& error, const std::string& subject = "");
 // A one-line notice on stderr: "xcargo: MESSAGE".
 void note(const std::string& message);
+
+// --json: every outcome of the verb is one JSON object on stdout. After this, report() of an
+// error that comes before the verb printed its object prints {"ok": false, "error": {...},
+// "exit_code": N} (with "file": SUBJECT when there is one); the text still goes to stderr.
+void set_json_output(bool on);
+// Prints the verb's JSON object; later reports print no second one.
+void print_json(const nlohmann::json& object);
+nlohmann::json error_json(const Error& error);
 
 }  // namespace xcargo::cli

@@ -21,6 +21,7 @@ Runner add_inspect(CLI::App& app) {
   cmd->footer("Structure, manifest and digests are always checked; signatures only with --trust.\n"
               "Use 'xcargo verify' to decide whether to trust a cargo.");
   return [o] {
+    set_json_output(o->json);
     std::optional<TrustStore> trust;
     if (!o->trust.empty()) {
       auto t = TrustStore::load(o->trust);
@@ -31,7 +32,11 @@ Runner add_inspect(CLI::App& app) {
     if (!bytes.ok()) return report(bytes.error(), o->cargo);
     auto cargo = load_cargo(std::move(*bytes), trust ? &*trust : nullptr);
     if (!cargo.ok()) return report(cargo.error(), o->cargo);
-    if (o->json) std::printf("%s\n", cargo_json(*cargo, o->cargo, trust.has_value()).dump(2).c_str());
+    if (o->json) {
+      nlohmann::json j = cargo_json(*cargo, o->cargo, trust.has_value());
+      j["ok"] = true;
+      print_json(j);
+    }
     else std::fputs(cargo_text(*cargo, o->cargo, trust.has_value()).c_str(), stdout);
     return 0;
   };

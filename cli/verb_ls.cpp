@@ -20,6 +20,7 @@ Runner add_ls(CLI::App& app) {
   cmd->add_option("--to", o->to, "The node")->required()->type_name("HOST:PORT");
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
   return [o] {
+    set_json_output(o->json);
     auto c = connect_node(o->to);
     if (!c.ok()) return report(c.error());
     auto list = (*c)->list();
@@ -36,7 +37,8 @@ Runner add_ls(CLI::App& app) {
                                {"variant", l.variant}, {"variants", l.variants}, {"entries", l.entries},
                                {"invocations", l.invocations}});
       for (const auto& s : *stats) j["stats"][s.name] = s.value;
-      std::printf("%s\n", j.dump(2).c_str());
+      j["ok"] = true;
+      print_json(j);
       return 0;
     }
     std::printf("node %s: %s (%s), JIT for cpu %s; runs %s\n\n", o->to.c_str(), arch_of(list->triple).c_str(), list->triple.c_str(),

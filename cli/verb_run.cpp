@@ -1,6 +1,7 @@
 // xcargo run: runs one entry of a cargo on a node (pushing it first if the node lacks it),
 // or, with no --to, in a private local loader with the same checks.
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -36,10 +37,10 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
   cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
                                      "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE");
-  cmd->add_option("--input", o->input, "Append this file's bytes to the input")->type_name("FILE");
+  cmd->add_option("--input", o->input, "Append this file's bytes to the input ('-': standard input)")->type_name("FILE");
   cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 str hex")
       ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));
-  cmd->add_option("--output", o->output, "Write the raw reply bytes to this file ('-': to standard output, instead of the decoded result)")->type_name("FILE");
+  cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();
   cmd->add_option("--prefer", o->prefer, "Local runs: native objects or bitcode first")->check(CLI::IsMember({"native", "bitcode"}));
@@ -47,6 +48,7 @@ Runner add_run(CLI::App& app) {
   cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
               "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
   return [o] {
+    set_json_output(o->json);
     if (!o->cluster.empty()) {
       auto address = cluster_node_address(o->cluster, o->node);
       if (!address.ok()) return report(address.error());
@@ -80,30 +82,35 @@ Runner add_run(CLI::App& app) {
     const wire::ResultMsg& res = r->result;
     if (!o->output.empty() && res.status == wire::ReplyStatus::ok)
       if (auto s = write_file(o->output, r->output); !s.ok()) return report(s.error(), o->output);
+    // The outcome: the node's status, then whether the reply decodes as --result.
+    std::optional<Error> failed;
+    Result<std::string> value = std::string();
+    if (res.status != wire::ReplyStatus::ok) {
+      Error e(Errc::remote, o->entry + " on " + c.peer() + " failed: " + wire::status_name(res.status) +
+                                (res.message.empty() ? "" : ": " + res.message));
+      if (res.status == wire::ReplyStatus::no_entry) e.hint("'xcargo inspect " + o->cargo + "' lists the entries");
+      failed = std::move(e);
+    } else if (value = decode_result(o->result, r->output); !value.ok()) {
+      failed = value.error();
+    }
     if (o->json) {
-      nlohmann::json j = {{"ok", res.status == wire::ReplyStatus::ok}, {"status", wire::status_name(res.status)},
+      nlohmann::json j = {{"ok", !failed}, {"status", wire::status_name(res.status)},
                           {"node", c.peer()}, {"entry", o->entry}, {"variant", res.variant},
                           {"kernel_return", res.kernel_return}, {"pushed", pushed}, {"output_hex", to_hex(r->output)},
                           {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops},
                           {"kernel_us", double(res.kernel_ns) / 1000}};
       if (!res.message.empty()) j["message"] = res.message;
-      if (res.status == wire::ReplyStatus::ok && o->result != "hex") {
-        auto v = decode_result(o->result, r->output);
-        if (v.ok()) j["value"] = *v;
+      if (failed) {
+        j["error"] = error_json(*failed);
+        j["exit_code"] = exit_code_for(failed->code());
+      } else if (o->result != "hex") {
+        j["value"] = *value;
       }
-      std::printf("%s\n", j.dump(2).c_str());
+      print_json(j);
     }
-    if (res.status != wire::ReplyStatus::ok) {
-      Error e(Errc::remote, o->entry + " on " + c.peer() + " failed: " + wire::status_name(res.status) +
-                                (res.message.empty() ? "" : ": " + res.message));
-      if (res.status == wire::ReplyStatus::no_entry) e.hint("'xcargo inspect " + o->cargo + "' lists the entries");
-      return report(e, o->cargo);
-    }
+    if (failed) return report(*failed, o->cargo);
     if (!o->json) {
-      auto v = decode_result(o->result, r->output);
-      if (!v.ok()) return report(v.error(), o->cargo);
-      const bool raw_on_stdout = o->output == "-" || o->output == "/dev/stdout";  // the bytes alone
-      if (!raw_on_stdout) std::printf("%s\n", v->c_str());
+      if (o->output.empty()) std::printf("%s\n", value->c_str());  // with --output, the file (or '-') has the reply
       const std::string ended = res.hops ? ", forwarded " + std::to_string(res.hops) + (res.hops == 1 ? " time" : " times") +
                                                ", ended on node " + std::to_string(res.node_id)
                                          : "";

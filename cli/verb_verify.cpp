@@ -21,8 +21,9 @@ Runner add_verify(CLI::App& app) {
   cmd->footer("Exit codes: 0 valid and signed by a trusted key; 1 verification failed;\n"
               "2 usage or I/O error (including an unreadable trust store).");
   return [o] {
+    set_json_output(o->json);
     auto fail = [&](const Error& e, const std::string& subject) {
-      if (o->json) std::printf("%s\n", nlohmann::json{{"ok", false}, {"file", o->cargo}, {"error", error_json(e)}}.dump(2).c_str());
+      if (o->json) print_json({{"ok", false}, {"file", o->cargo}, {"error", error_json(e)}, {"exit_code", exit_code_for(e.code())}});
       return report(e, subject);
     };
     auto trust = TrustStore::load(o->trust);
@@ -34,7 +35,7 @@ Runner add_verify(CLI::App& app) {
     if (o->json) {
       nlohmann::json j = cargo_json(*cargo, o->cargo, true);
       j["ok"] = true;
-      std::printf("%s\n", j.dump(2).c_str());
+      print_json(j);
       return 0;
     }
     std::string signers;

@@ -301,6 +301,10 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       c->release();
     }
     reap_ending(true);
+    // The ready file says the loader listens: not any more (unless it names another's).
+    if (!listen.empty() && !options.ready_file.empty() && options.ready_file != "-")
+      if (auto cur = read_file(options.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == listen + "\n")
+        ::unlink(options.ready_file.c_str());
     log_line("stopped");
     flush_log();
     return 0;

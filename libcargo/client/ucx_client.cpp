@@ -60,7 +60,7 @@ public:
   }
 
   Status open(const std::string& host_port, const ConnectOptions& o) {
-    peer_ = host_port;
+    peer_ = host_port.find(':') == std::string::npos ? host_port + ":" + std::to_string(net::kDefaultPort) : host_port;
     if (auto addr = net::parse_host_port(host_port, nullptr); !addr.ok()) return addr.take_error();
     one_sided_ = o.one_sided;
     // UCX writes its own errors to stdout (a refused connect while a node restarts), where

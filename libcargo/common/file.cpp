@@ -19,8 +19,8 @@ namespace xcargo {
 static Error sys_error(const std::string& what) { return Error(Errc::io, what + ": " + std::strerror(errno)); }
 
 Result<Bytes> read_file(const std::string& path, uint64_t max_size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("cannot open");
+  int fd = path == "-" ? ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error(path == "-" ? "cannot read standard input" : "cannot open");
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     Error e = sys_error("cannot stat");

@@ -27,3 +27,26 @@ TEST_CASE("transports are left out of any UCX_TLS", "[ucx]") {
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().message().find("UCX_TLS=cma") != std::string::npos);
 }
+
+TEST_CASE("addresses: HOST:PORT, HOST alone for the default port, IPv6 refused with its reason", "[ucx]") {
+  auto port_of = [](const std::string& hp) -> int {
+    auto a = net::parse_host_port(hp);
+    if (!a.ok()) return -1;
+    return net::to_host_port(reinterpret_cast<const sockaddr*>(&*a)) == "" ? -2 : 0;
+  };
+  auto text = [](const std::string& hp) {
+    auto a = net::parse_host_port(hp);
+    return a.ok() ? net::to_host_port(reinterpret_cast<const sockaddr*>(&*a)) : "error: " + a.error().message();
+  };
+  CHECK(text("127.0.0.1:7500") == "127.0.0.1:7500");
+  CHECK(text("127.0.0.1") == "127.0.0.1:7400");
+  CHECK(text("[::1]:7500").find("IPv6 addresses do not work with this UCX") != std::string::npos);
+  CHECK(text("localhost:0") == "127.0.0.1:0");
+  CHECK(port_of("::1:7400") == -1);       // IPv6 without brackets is ambiguous
+  CHECK(port_of("127.0.0.1:") == -1);
+  CHECK(port_of("[::1]7400") == -1);
+  CHECK(port_of("[::1:7400") == -1);
+  CHECK(port_of("[nothost]:1") == -1);
+  CHECK(port_of("127.0.0.1:65536") == -1);
+  CHECK(port_of(":7400") == -1);
+}

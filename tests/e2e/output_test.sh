@@ -22,7 +22,7 @@ every_verb() {
   expect 0 '' -- "$X" build "$SRC/examples/hello/hello.c" -o "$t" --name hello --key k -t x86_64
   expect 0 '' -- "$X" extract hello.xcargo --variant x86_64 -o "$t"
   expect 0 '' -- "$X" sign hello.xcargo --key k2 -o "$t"
-  expect 0 '^0300000000000000$' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --trust k.pub --output "$t"
+  expect 0 'add ran on local loader' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --trust k.pub --output "$t"
 }
 is_null_device() { [ -c "$1" ] && [ "$(stat -c '%a %t:%T' "$1")" = "666 1:3" ]; }
 

@@ -10,6 +10,7 @@
 namespace xcargo {
 
 // Refuses (Errc::limit) a file larger than max_size before reading it.
+// "-" reads standard input.
 Result<Bytes> read_file(const std::string& path, uint64_t max_size);
 
 // Writes DATA to PATH the way a user of a command-line tool expects:

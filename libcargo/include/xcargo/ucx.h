@@ -50,8 +50,12 @@ void default_ucx_log_level(const char* level);
 
 namespace xcargo::net {
 
-// "HOST:PORT" (IPv4 address or host name) to a socket address.
+// The port loaders listen on when an address names none.
+inline constexpr uint16_t kDefaultPort = 7400;
+// "HOST:PORT" or "HOST" (kDefaultPort) to a socket address; a host name resolves to IPv4.
+// "[IPv6]:PORT" is refused with a reason: UCX 1.13 does not work over IPv6 (README).
 Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len = nullptr);
+// "1.2.3.4:PORT", or "[IPv6]:PORT".
 std::string to_host_port(const sockaddr* addr);
 
 // A ucp context and one worker with Active Messages and wake-up support, for use by one

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The CLI's conventions, as scripts rely on them: --json prints one JSON object for every
+# outcome, with the text mode's exit code; '-' is standard input or output; --output FILE
+# keeps stdout empty; --help, --version and `xcargo help VERB` on every verb; HOST alone
+# means port 7400; the loader's ready file goes when the loader stops.
+# usage: conventions_test.sh XCARGO SOURCE_DIR
+X=$1
+SRC=$2
+LOADER=$(dirname "$X")/xcargo-loader
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+"$X" keygen -o k > keygen.out 2>&1
+"$X" keygen -o other > keygen.out 2>&1
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k > build.out 2>&1
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 > build.out 2>&1
+
+# json_outcome CODE KIND CMD...: CMD exits CODE and prints exactly one JSON object on stdout,
+# with ok false, error.kind KIND and exit_code CODE (KIND '-': any).
+json_outcome() {
+  local code=$1 kind=$2
+  shift 2
+  timeout 60 "$@" > out.json 2> err.txt
+  local rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne "$code" ] || ! python3 - "$code" "$kind" > why.txt 2>&1 <<'PY'
+import json, sys
+code, kind = int(sys.argv[1]), sys.argv[2]
+text = open("out.json").read()
+j = json.loads(text)  # exactly one object: json.loads refuses trailing data
+assert isinstance(j, dict), "not an object"
+assert j["ok"] is False, "ok is not false"
+assert j["exit_code"] == code, f"exit_code {j['exit_code']}"
+assert kind == "-" or j["error"]["kind"] == kind, f"kind {j['error']['kind']}"
+assert j["error"]["message"], "no message"
+PY
+  then
+    echo "FAIL: exit $rc (expected $code), JSON with kind $kind: $*"
+    sed 's/^/    | /' out.json err.txt why.txt | head -20
+    failures=$((failures + 1))
+  fi
+}
+json_outcome 4 unreachable "$X" run hello.xcargo --entry add --to 127.0.0.1:1 --json
+json_outcome 4 unreachable "$X" ls --to 127.0.0.1:1 --json
+json_outcome 1 untrusted "$X" run hello.xcargo --entry add --trust other.pub --json
+json_outcome 3 remote "$X" run faults.xcargo --entry spin --trust k.pub --timeout 1 --json
+json_outcome 3 remote "$X" run faults.xcargo --entry segfault --trust k.pub --json
+json_outcome 3 remote "$X" run hello.xcargo --entry greet --result f64 --trust k.pub --json   # 17 bytes are no f64
+json_outcome 3 remote "$X" run hello.xcargo --entry nope --trust k.pub --json
+json_outcome 2 io "$X" verify missing.xcargo --trust k.pub --json
+json_outcome 1 untrusted "$X" verify hello.xcargo --trust other.pub --json
+json_outcome 2 io "$X" inspect missing.xcargo --json
+json_outcome 2 invalid_argument "$X" run --json
+json_outcome 2 invalid_argument "$X" run hello.xcargo --entry add --arg i64:x --trust k.pub --json
+"$X" run faults.xcargo --entry spin --trust k.pub --timeout 1 --json > spin.json 2> spin.err
+check "a time-out says so in the JSON" grep -q 'ran past the time limit' spin.json
+"$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --trust k.pub --json > ok.json 2> ok.err
+check "a good run: ok true and the value" python3 -c "
+import json; j = json.load(open('ok.json')); assert j['ok'] is True and j['value'] == '42', j"
+
+# '-': standard input and output.
+printf '\x05\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00' > in.bin
+expect 0 '^12$' -- bash -c "'$X' run hello.xcargo --entry add --input - --result i64 --trust k.pub < in.bin 2> run.err"
+expect 0 'ok: hello 0.1.0' -- bash -c "'$X' verify - --trust k.pub < hello.xcargo"
+expect 0 'ok: hello 0.1.0' -- bash -c "'$X' verify <(cat hello.xcargo) --trust k.pub"
+expect 0 'ELF' -- bash -c "'$X' extract hello.xcargo --variant x86_64 -o - 2> extract.err | head -c 4"
+expect 0 '^cargo +hello' -- bash -c "cat hello.xcargo | '$X' inspect -"
+# --output FILE: the reply goes there, and nothing to stdout.
+"$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --output out.bin --trust k.pub > stdout.txt 2> stderr.txt
+check "run --output FILE prints nothing on stdout" test ! -s stdout.txt
+check "run --output FILE writes the reply" test "$(od -An -tx1 out.bin | tr -d ' \n')" = 0300000000000000
+
+# --help, --version and `help VERB` on every verb.
+for verb in keygen build sign verify inspect extract push run ls; do
+  expect 0 "^Usage: xcargo $verb" -- "$X" help "$verb"
+  check "xcargo help $verb is xcargo $verb --help" test "$("$X" help "$verb")" = "$("$X" "$verb" --help)"
+  expect 0 '^xcargo [0-9]+\.[0-9]+\.[0-9]+$' -- "$X" "$verb" --version
+done
+expect 0 '^Usage: xcargo \[OPTIONS\] SUBCOMMAND' -- "$X" help
+expect 2 "unknown verb 'bogus'" -- "$X" help bogus
+
+# Addresses: HOST alone is port 7400; IPv6 is refused with its reason.
+expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
+expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
+
+# The ready file: written once listening, gone once the loader stopped.
+mkdir trust clients && cp k.pub trust/ && cp k.pub clients/
+"$LOADER" --listen 127.0.0.1:0 --ready-file ready.addr --trust trust --clients clients --cache cache 2> loader.log &
+loader=$!
+pids+=($loader)
+diagnose loader.log
+check "the loader writes its ready file" wait_file ready.addr
+kill -TERM "$loader"
+eventually 30 "the loader stops on SIGTERM" bash -c "! kill -0 $loader 2>/dev/null"
+check "a stopped loader leaves no ready file" test ! -e ready.addr
+finish

@@ -60,6 +60,10 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   auto has = c.has(digest);
   XC_TRY(has);
   if (*has) return false;
+  if (const uint64_t max = c.node().max_cargo; max != 0 && cargo.size() > max)
+    return Error(Errc::remote, "limit: the cargo is " + std::to_string(cargo.size()) + " bytes, over " + c.peer() +
+                                   "'s limit of " + std::to_string(max) + " bytes")
+        .hint("the node's max-cargo setting bounds the cargos it accepts");
   auto r = c.push(cargo);
   XC_TRY(r);
   if (r->status == wire::ReplyStatus::ok) return true;

@@ -54,14 +54,16 @@ Runner add_run(CLI::App& app) {
       if (!address.ok()) return report(address.error());
       o->to = *address;
     }
-    Bytes input;
+    Bytes args;
     for (const auto& a : o->args)
-      if (auto s = pack_arg(a, input); !s.ok()) return report(s.error());
+      if (auto s = pack_arg(a, args); !s.ok()) return report(s.error());
+    std::optional<FileBytes> file;  // mapped, not copied: it goes to the node as it is
     if (!o->input.empty()) {
-      auto extra = read_file(o->input, 1ull << 31);
-      if (!extra.ok()) return report(extra.error(), o->input);
-      input.insert(input.end(), extra->begin(), extra->end());
+      auto f = FileBytes::open(o->input, UINT64_MAX);
+      if (!f.ok()) return report(f.error(), o->input);
+      file = std::move(*f);
     }
+    const uint64_t input_size = args.size() + (file ? file->size() : 0);
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);
     // Checked here first (structure and every digest, not trust): a damaged file is reported
@@ -74,6 +76,22 @@ Runner add_run(CLI::App& app) {
     if (!conn.ok()) return report(conn.error());
     client::Connection& c = **conn;
 
+    // Over the node's limit: said here, naming both sizes, instead of sent and refused.
+    if (const uint64_t max = c.node().max_input; max != 0 && input_size > max)
+      return report(Error(Errc::remote, "limit: the input is " + std::to_string(input_size) + " bytes, over " + c.peer() +
+                                            "'s limit of " + std::to_string(max) + " bytes")
+                        .hint("the node's max-input setting bounds what one invocation may carry")
+                        .hint("data that large is better kept on the node, in a region (xc_region), than sent with each run"),
+                    o->input.empty() ? o->cargo : o->input);
+    ByteView input = args;
+    Bytes joined;
+    if (file && args.empty()) {
+      input = file->bytes();
+    } else if (file) {
+      joined = args;
+      joined.insert(joined.end(), file->bytes().begin(), file->bytes().end());
+      input = joined;
+    }
     auto loaded = ensure_loaded(c, *bytes, container->digest);
     if (!loaded.ok()) return report(loaded.error(), o->cargo);
     const bool pushed = *loaded;

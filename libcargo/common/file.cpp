@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 namespace xcargo {
 
@@ -73,6 +75,45 @@ Result<Bytes> read_file(const std::string& path, uint64_t max_size) {
   ::close(fd);
   data.resize(done);
   return data;
+}
+
+Result<FileBytes> FileBytes::open(const std::string& path, uint64_t max_size) {
+  FileBytes f;
+  struct stat st {};
+  if (path != "-" && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (uint64_t(st.st_size) > max_size)
+      return Error(Errc::limit, "file is " + std::to_string(st.st_size) + " bytes, over the limit of " + std::to_string(max_size));
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sys_error("cannot open");
+    void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    Error e = sys_error("cannot map");
+    ::close(fd);
+    if (p == MAP_FAILED) return e;
+    ::madvise(p, size_t(st.st_size), MADV_SEQUENTIAL);
+    f.map_ = p;
+    f.size_ = size_t(st.st_size);
+    return f;
+  }
+  auto bytes = read_file(path, max_size);
+  XC_TRY(bytes);
+  f.owned_ = std::move(*bytes);
+  return f;
+}
+
+FileBytes::FileBytes(FileBytes&& other) noexcept { *this = std::move(other); }
+
+FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
+  if (this != &other) {
+    if (map_) ::munmap(map_, size_);
+    map_ = std::exchange(other.map_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    owned_ = std::move(other.owned_);
+  }
+  return *this;
+}
+
+FileBytes::~FileBytes() {
+  if (map_) ::munmap(map_, size_);
 }
 
 Status write_all(int fd, ByteView data) {

@@ -178,6 +178,15 @@ Reply Handler::invoke(ByteView header, ByteView data) {
 std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only) {
   auto inv = decode_invoke(header);
   if (!inv.ok()) return Step{bad_request(inv.error().message())};
+  if (inv->input_size > max_input_) {  // its data was never fetched: answer from the header
+    ResultMsg r;
+    r.request_id = inv->request_id;
+    r.node_id = engine_.config().node_id;
+    r.status = ReplyStatus::limit;
+    r.message = "input of " + std::to_string(inv->input_size) + " bytes is over this node's limit of " + std::to_string(max_input_);
+    note("refused invoke: " + r.message);
+    return Step{{MsgType::result, encode(r), {}}};
+  }
   if (inv->input_size != data.size()) return Step{bad_request("invoke: input_size does not match the data")};
   return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only);
 }

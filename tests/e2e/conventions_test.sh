@@ -82,13 +82,23 @@ expect 2 "unknown verb 'bogus'" -- "$X" help bogus
 expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
 expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
 
-# The ready file: written once listening, gone once the loader stopped.
+# The ready file: written once listening, gone once the loader stopped. Its limits: inputs
+# and cargos over them are refused before they are sent, naming both sizes.
 mkdir trust clients && cp k.pub trust/ && cp k.pub clients/
-"$LOADER" --listen 127.0.0.1:0 --ready-file ready.addr --trust trust --clients clients --cache cache 2> loader.log &
+"$LOADER" --listen 127.0.0.1:0 --ready-file ready.addr --trust trust --clients clients --cache cache \
+  --max-input 4096 --max-cargo 1000 2> loader.log &
 loader=$!
 pids+=($loader)
 diagnose loader.log
 check "the loader writes its ready file" wait_file ready.addr
+export XCARGO_IDENTITY=$TMP/k
+head -c 10000 /dev/zero > big.bin
+expect 3 "big.bin: limit: the input is 10000 bytes, over 127.0.0.1:[0-9]+'s limit of 4096 bytes" -- \
+  "$X" run hello.xcargo --entry add --input big.bin --to "$(cat ready.addr)"
+json_outcome 3 remote "$X" run hello.xcargo --entry add --input big.bin --to "$(cat ready.addr)" --json
+expect 3 "limit: the cargo is [0-9]+ bytes, over 127.0.0.1:[0-9]+'s limit of 1000 bytes" -- \
+  "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$(cat ready.addr)"
+expect 3 "limit: the cargo is [0-9]+ bytes" -- "$X" push hello.xcargo --to "$(cat ready.addr)"
 kill -TERM "$loader"
 eventually 30 "the loader stops on SIGTERM" bash -c "! kill -0 $loader 2>/dev/null"
 check "a stopped loader leaves no ready file" test ! -e ready.addr

@@ -22,7 +22,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77  # ctest: SKIP_RETURN_CODE
 fi
 for p in munged mungekey slurmctld slurmd sbatch srun scontrol squeue scancel sinfo; do
-  command -v "$p" > /dev/null || { echo "FAIL: no $p (scripts/setup installs slurmctld slurmd slurm-client munge)"; exit 1; }
+  command -v "$p" >> tools.txt || { echo "FAIL: no $p (scripts/setup installs slurmctld slurmd slurm-client munge)"; exit 1; }
 done
 # A test run inside someone's Slurm job must not talk to that job.
 for v in $(compgen -e | grep '^SLURM'); do unset "$v"; done
@@ -39,20 +39,23 @@ loaders_left() {
     grep -qsF -- "$TMP/" "/proc/$p/cmdline" && echo "$p"
   done
 }
+# stop_everything: a job still there is cancelled (slurmd then ends its steps), the daemons
+# get SIGTERM, and whatever still carries the mark gets SIGKILL. All bounded.
 stop_everything() {
-  if [ -n "${SLURM_CONF:-}" ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
-    scancel --quiet $(squeue -h -o %i) 2>/dev/null
-    local deadline=$(( $(now_ms) + 30000 ))
-    while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.1; done
-  fi
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  local deadline=$(( $(now_ms) + 10000 ))
-  for p in "${pids[@]}"; do
-    while kill -0 "$p" 2>/dev/null && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.05; done
-  done
-  for p in $(marked); do kill -9 "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do kill -9 "$p"; done 2>/dev/null
+  {
+    if [ -n "${SLURM_CONF:-}" ] && [ -n "$(squeue -h -o %i)" ]; then
+      scancel --quiet $(squeue -h -o %i)
+      local deadline=$(( $(now_ms) + 30000 ))
+      while [ -n "$(squeue -h -o %i)" ] && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.1; done
+    fi
+    local p
+    for p in "${pids[@]}"; do kill -TERM "$p"; done
+    local deadline=$(( $(now_ms) + 10000 ))
+    for p in "${pids[@]}"; do
+      while kill -0 "$p" && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.05; done
+    done
+    for p in $(marked) "${pids[@]}"; do kill -9 "$p"; done
+  } >> "$TMP/cleanup.log" 2>&1
   remove_tmp
 }
 trap stop_everything EXIT
@@ -129,8 +132,8 @@ env "$MARK" slurmctld -D -c > slurmctld.out 2>&1 &
 pids+=($!)
 env "$MARK" slurmd -D -N "$NODE" > slurmd.out 2>&1 &
 pids+=($!)
-diagnose slurmctld.out slurmctld.log slurmd.out slurmd.log
-node_idle() { [ "$(sinfo -h -n "$NODE" -o %t 2>/dev/null)" = idle ]; }
+diagnose slurmctld.out slurmctld.log slurmd.out slurmd.log sinfo.log
+node_idle() { [ "$(sinfo -h -n "$NODE" -o %t 2>> sinfo.log)" = idle ]; }
 eventually 60 "slurmctld and slurmd start and the node is idle" node_idle
 
 # Outside an allocation, and its help.
@@ -216,9 +219,9 @@ diagnose run/srun.log run/node-0.log run/node-1.log run/node-2.log bad/srun.log 
 
 t0=$(now_ms)
 JOB=$(sbatch --parsable -n 3 --overcommit -t 5 -o job.out --export="ALL,$MARK" job.sh 2> sbatch.err)
-diagnose sbatch.err
+diagnose sbatch.err scontrol.log
 check "sbatch takes the job ($(cat sbatch.err))" test -n "$JOB"
-job_state() { scontrol show job -o "$JOB" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+job_state() { scontrol show job -o "$JOB" 2>> scontrol.log | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 job_ended() { case "$(job_state)" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED) return 0;; *) return 1;; esac; }
 eventually 100 "the job ends" job_ended
 echo "the job took $(( $(now_ms) - t0 )) ms"
@@ -230,7 +233,7 @@ check "start printed only the cluster file's path ($(cat start1.out))" test "$(c
 expect 0 '3 loaders up in step [0-9]+\.[0-9]+ on ' -- cat start1.err
 for i in 0 1 2; do
   expect 0 "^  - id: $i\$" -- cat run/cluster.yaml
-  expect 0 "^    address: 127\.0\.0\.1:$((PORT_A + i))\$" -- cat run/cluster.yaml
+  expect 0 "^    address: 127\.0\.0\.1:$((PORT_A + i))  # $NODE\$" -- cat run/cluster.yaml
 done
 expect 0 "^export XCARGO_CLUSTER=$TMP/run/cluster.yaml\$" -- cat run/env
 check "the loaders ran in their own step, beside the batch step" grep -q '^[0-9]*\.0 xcargo-loaders$' steps1.txt

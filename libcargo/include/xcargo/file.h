@@ -13,6 +13,27 @@ namespace xcargo {
 // "-" reads standard input.
 Result<Bytes> read_file(const std::string& path, uint64_t max_size);
 
+// A file's bytes, to be read once and sent on: a regular file is mapped (its pages come from
+// the page cache as they are used; nothing is copied up front), anything else ("-", a pipe,
+// a device) is read whole. Refuses (Errc::limit) more than max_size bytes.
+class FileBytes {
+public:
+  [[nodiscard]] static Result<FileBytes> open(const std::string& path, uint64_t max_size);
+  FileBytes(FileBytes&& other) noexcept;
+  FileBytes& operator=(FileBytes&& other) noexcept;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  ~FileBytes();
+  ByteView bytes() const { return map_ ? ByteView(static_cast<const uint8_t*>(map_), size_) : ByteView(owned_); }
+  uint64_t size() const { return map_ ? size_ : owned_.size(); }
+
+private:
+  FileBytes() = default;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  Bytes owned_;
+};
+
 // Writes DATA to PATH the way a user of a command-line tool expects:
 // - "-", /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that open
 //   descriptor of this process, at its current position (so `> f` and `>> f` behave).

@@ -2,8 +2,10 @@
 #include "report.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "exit_codes.h"
+#include "xcargo/interrupt.h"
 
 namespace xcargo::cli {
 
@@ -24,6 +26,12 @@ nlohmann::json error_json(const Error& error) {
 }
 
 int report(const Error& error, const std::string& subject) {
+  if (int sig = interrupted()) {  // what failed was cut short: say that, once
+    static bool said = false;
+    if (!said) std::fprintf(stderr, "xcargo: interrupted (%s)\n", strsignal(sig));
+    said = true;
+    return 128 + sig;
+  }
   std::string line = "xcargo: error: ";
   if (!subject.empty()) line += subject + ": ";
   line += error.message();

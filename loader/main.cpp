@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -43,6 +44,9 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
+// --exec serves the one client that started it: stopped, it has nothing to finish or keep,
+// and a kernel still running would otherwise burn a core until its time limit.
+void on_exec_signal(int sig) { ::_exit(128 + sig); }
 
 int fail(const Error& e) {
   flush_log();
@@ -598,6 +602,18 @@ int main(int argc, char** argv) {
   if (exec) cfg.listen.clear();
   if (!exec && cfg.listen.empty())
     return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));
+  // Host names are resolved here, once, before any sandbox: the worker reads no /etc/hosts
+  // and asks no name server (Landlock, seccomp).
+  auto resolve = [](std::string& host_port, const std::string& where) -> Status {
+    auto addr = net::parse_host_port(host_port);
+    if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
+    host_port = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
+    return {};
+  };
+  if (!cfg.listen.empty())
+    if (auto s = resolve(cfg.listen, "listen"); !s.ok()) return fail(s.error());
+  for (ClusterNode& n : cfg.nodes.nodes)
+    if (auto s = resolve(n.address, cfg.cluster + ": node " + std::to_string(n.id)); !s.ok()) return fail(s.error());
   if (cfg.trust.empty())
     return fail(Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files"));
   if (exec && !cfg.log.empty())
@@ -605,7 +621,17 @@ int main(int argc, char** argv) {
                     .hint("with --exec, the log is stderr of the 'xcargo' that started this loader"));
 
   struct sigaction sa {};
-  sa.sa_handler = on_signal;  // no SA_RESTART: waitpid returns on a signal
+  sa.sa_handler = exec ? on_exec_signal : on_signal;  // no SA_RESTART: waitpid returns on a signal
+  if (exec) {
+    // It ends with the client that started it, however that one ends (killed too): its end
+    // of the pipe hangs up, and a kernel still running here must not outlive it.
+    std::thread([] {
+      pollfd p{0, 0, 0};
+      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+      }
+      if (p.revents & (POLLHUP | POLLERR)) ::_exit(1);
+    }).detach();
+  }
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);

@@ -12,6 +12,7 @@
 
 #include "xcargo/client.h"
 #include "xcargo/file.h"
+#include "xcargo/interrupt.h"
 
 extern char** environ;
 
@@ -37,6 +38,7 @@ public:
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &ws, 0);
       }
+      untrack_child(pid_);
       pid_ = -1;
     }
   }
@@ -75,6 +77,7 @@ private:
     ::kill(pid_, SIGKILL);
     int ws = 0;
     ::waitpid(pid_, &ws, 0);
+    untrack_child(pid_);
     pid_ = -1;
     return Error(Errc::remote, "the kernel ran past the time limit of " + std::to_string(timeout_s_) + " s and was stopped")
         .hint("raise the limit with --timeout SECONDS if the kernel needs longer");
@@ -82,6 +85,7 @@ private:
   Error lost() {
     int ws = 0;
     if (pid_ > 0 && ::waitpid(pid_, &ws, 0) == pid_) {
+      untrack_child(pid_);
       pid_ = -1;
       if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
         return Error(Errc::remote, "the sandbox stopped the kernel: it made a system call itself (kernels may only "
@@ -125,6 +129,7 @@ Result<std::unique_ptr<Connection>> spawn_local(const LocalOptions& o) {
     return Error(Errc::io, "cannot start " + o.loader + ": " + std::strerror(rc))
         .hint("xcargo-loader is installed next to xcargo; set XCARGO_LOADER to its path otherwise");
   }
+  track_child(pid);  // an interrupted caller ends it (the loader also dies with its parent)
   ::signal(SIGPIPE, SIG_IGN);  // a dead loader must give an error, not kill us
   auto c = std::make_unique<LocalConnection>(pid, in[1], out[0], o.timeout_s);
   XC_TRY(c->start());

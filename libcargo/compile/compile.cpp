@@ -12,6 +12,7 @@
 #include "xcargo/cargo.h"
 #include "xcargo/compile.h"
 #include "xcargo/format.h"
+#include "xcargo/interrupt.h"
 #include "xcargo/file.h"
 #include "xcargo/version.h"
 
@@ -45,10 +46,12 @@ Result<Lang> language_of(const std::string& path) {
       .hint("sources are C (.c), C++ (.cc .cpp .cxx) or LLVM IR (.ll .bc)");
 }
 
-// A scratch directory removed with everything in it when the build ends.
+// A scratch directory removed with everything in it when the build ends, interrupted or not
+// (hold_cleanup: a signal handler lets the build unwind to here instead of exiting).
 class TempDir {
 public:
   TempDir() {
+    hold_cleanup();
     std::error_code ec;
     std::string tmpl = (fs::temp_directory_path(ec) / "xcargo-build-XXXXXX").string();
     if (::mkdtemp(tmpl.data())) path_ = tmpl;
@@ -56,7 +59,10 @@ public:
   ~TempDir() {
     std::error_code ec;
     if (!path_.empty()) fs::remove_all(path_, ec);
+    release_cleanup();
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
 
 private:

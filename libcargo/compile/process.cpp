@@ -1,5 +1,6 @@
 // posix_spawn-based runner for the external compiler and linker processes.
 #include "compile/process.h"
+#include "xcargo/interrupt.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -28,6 +29,7 @@ Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool ve
   size_t next = 0;
   bool failed = false;
   while (next < commands.size() || !running.empty()) {
+    if (interrupted()) failed = true;  // start nothing more; the running ones were killed
     while (!failed && next < commands.size() && running.size() < jobs) {
       const Command& c = commands[next];
       if (verbose) std::fprintf(stderr, "xcargo: %s\n", quote_for_display(c.argv).c_str());
@@ -45,6 +47,7 @@ Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool ve
         failed = true;
       } else {
         running[pid] = next;
+        track_child(pid);
       }
       ++next;
     }
@@ -57,10 +60,12 @@ Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool ve
     }
     auto it = running.find(pid);
     if (it == running.end()) continue;
+    untrack_child(pid);
     status[it->second] = ws;
     if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) failed = true;
     running.erase(it);
   }
+  if (int sig = interrupted()) return Error(Errc::io, "interrupted by signal " + std::to_string(sig));
   for (size_t i = 0; i < commands.size() && i < next; ++i) {
     const Command& c = commands[i];
     if (!spawn_error[i].empty())

@@ -82,10 +82,44 @@ expect 2 "unknown verb 'bogus'" -- "$X" help bogus
 expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
 expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
 
+# Interrupting: nothing keeps running, nothing is left behind, exit 128 + the signal.
+children_of() { pgrep -P "$1" | tr '\n' ' '; }
+gone() { for p in $1; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+"$X" run faults.xcargo --entry spin --trust k.pub --timeout 60 > spin.out 2>&1 &
+xpid=$!
+eventually 30 "a local run starts its loader" pgrep -P $xpid
+local_loader=$(children_of $xpid)
+kill -INT $xpid
+wait $xpid
+rc=$?
+check "Ctrl-C ends xcargo run with 130 (it was $rc)" test "$rc" -eq 130
+eventually 10 "Ctrl-C ends the local loader and its spinning kernel" gone "$local_loader"
+"$X" run faults.xcargo --entry spin --trust k.pub --timeout 60 > spin.out 2>&1 &
+xpid=$!
+eventually 30 "a local run starts its loader" pgrep -P $xpid
+local_loader=$(children_of $xpid)
+kill -KILL $xpid
+wait $xpid 2>/dev/null
+eventually 10 "a killed xcargo run leaves no local loader behind" gone "$local_loader"
+mkdir scratch many
+for i in $(seq 1 12); do
+  sed "s/ int mix/ int mix$i/; s/ int geometry/ int geometry$i/; s/is_prime/is_prime$i/g" "$SRC/tests/kernels/port/port.c" > many/k$i.c
+done
+TMPDIR=$TMP/scratch "$X" build many/*.c -o many.xcargo -j 1 > many.out 2>&1 &
+xpid=$!
+eventually 30 "the build starts compiling" bash -c "ls scratch | grep -q xcargo-build"
+kill -INT $xpid
+wait $xpid
+rc=$?
+check "Ctrl-C ends xcargo build with 130 (it was $rc)" test "$rc" -eq 130
+check "an interrupted build leaves no scratch directory" test -z "$(ls scratch)"
+check "an interrupted build writes no cargo" test ! -e many.xcargo
+check "an interrupted build says so" grep -q 'interrupted' many.out
+
 # The ready file: written once listening, gone once the loader stopped. Its limits: inputs
 # and cargos over them are refused before they are sent, naming both sizes.
 mkdir trust clients && cp k.pub trust/ && cp k.pub clients/
-"$LOADER" --listen 127.0.0.1:0 --ready-file ready.addr --trust trust --clients clients --cache cache \
+"$LOADER" --listen localhost:0 --ready-file ready.addr --trust trust --clients clients --cache cache \
   --max-input 4096 --max-cargo 1000 2> loader.log &
 loader=$!
 pids+=($loader)

@@ -1,4 +1,6 @@
 // xcargo build: compiles kernel sources for several targets into one (optionally signed) cargo.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <thread>
@@ -75,7 +77,8 @@ Runner add_build(CLI::App& app) {
       key = std::move(*k);
     }
     CompileRequest req{o->sources, o->targets, o->opt,       o->includes,
-                       o->defines, o->jobs,    o->verbose, o->fp == "strict", !o->depfile.empty()};
+                       o->defines, o->jobs,    o->verbose, o->fp == "strict", !o->depfile.empty(),
+                       ::isatty(STDERR_FILENO) == 1 && !o->verbose};
     auto compiled = compile_kernels(req);
     if (!compiled.ok()) return report(compiled.error());
     Manifest m;

@@ -55,6 +55,16 @@ int fail(const Error& e) {
   return 2;
 }
 
+// A worker's failure: a line of the log (time stamped, naming its process), as every other
+// line a worker writes, since its stderr is the loader's log.
+int fail_in_log(const Error& e) {
+  std::string line = "error: " + e.message();
+  for (const auto& h : e.hints()) line += "; hint: " + h;
+  log_line(line);
+  flush_log();
+  return 2;
+}
+
 // One client on stdin/stdout, framed messages, until end of input.
 int serve_stdio(Handler& handler) {
   const uint64_t max_data = std::max(handler.max_cargo(), handler.max_input());
@@ -360,13 +370,13 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
   auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
-  if (!confined.ok()) return fail(confined.error());
+  if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox)
-    if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail(s.error());
+    if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
   // Node memory is opened when this worker takes over: until then the one it replaces may
   // still change the table.
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false);
-  if (!engine.ok()) return fail(engine.error());
+  if (!engine.ok()) return fail_in_log(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
   ServerOptions so;
   so.listen = cfg.listen;
@@ -389,11 +399,11 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   so.listen_at_start = false;
   so.on_port_released = [addr_fd] { (void)!::write(addr_fd, "ending\n", 7); };  // the next worker may listen now
   auto server = UcxServer::start(so, handler, log, incident, incident_size);
-  if (!server.ok()) return fail(server.error());
+  if (!server.ok()) return fail_in_log(server.error());
   // Every thread this worker will have starts between the two steps of the lock-down: after
   // Landlock's narrower rules (which they inherit), before the seccomp filters, which then
   // refuse new threads: a kernel cannot leave one running after its own run.
-  if (auto s = sandbox::lock_files(box); !s.ok()) return fail(s.error());
+  if (auto s = sandbox::lock_files(box); !s.ok()) return fail_in_log(s.error());
   // Watches the trust directory: keys added or revoked (revoked.txt) and cargo rules
   // (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
   // checked against the new list.
@@ -431,7 +441,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   if (auto s = sandbox::lock_calls(box); !s.ok()) {
     g_stop = true;
     watcher.join();
-    return fail(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
+    return fail_in_log(Error(s.error().code(), s.error().message()).hint("this kernel must allow seccomp filters; 'sandbox: false' runs without them (not for production)"));
   }
   // What earlier workers kept, loaded now: the clients that pushed it need not push again.
   size_t refused = 0;
@@ -454,14 +464,14 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   serving = true;
   (*engine)->keep_cargos(true);
   if (auto s = (*engine)->open_regions(); !s.ok()) {
-    fail(s.error());
+    fail_in_log(s.error());
     return stand_down(2);
   }
   if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
     log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
              (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
   if (auto s = (*server)->listen(timing::kTakeOverListen); !s.ok()) {
-    fail(s.error());
+    fail_in_log(s.error());
     return stand_down(2);
   }
   const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -174,8 +175,14 @@ private:
 
   Error lost() const {
     std::string why = UCX->ucs_status_string(fail_status_);
-    return Error(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why)
-        .hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+    Error e(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
+    e.hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+    std::string set;  // UCX settings that may keep it from reaching the node
+    for (const char* var : {"UCX_TLS", "UCX_NET_DEVICES"})
+      if (const char* v = std::getenv(var); v && *v) set += (set.empty() ? "" : " ") + std::string(var) + "=" + v;
+    if (!handshaken() && !set.empty())
+      e.hint(set + " is set: 'ucx_info -d' lists this machine's transports and devices (UCX_NET_DEVICES names them as 'ip link' does)");
+    return e;
   }
   bool handshaken() const { return node().max_cargo != 0; }
 

@@ -201,7 +201,10 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
       outputs[ti].push_back(out);
     }
   }
-  XC_TRY(run_commands(compiles, req.jobs, req.verbose));
+  size_t link_count = 0;
+  for (const auto& outs : outputs) link_count += outs.size() > 1;
+  Progress progress{req.progress, 0, compiles.size() + link_count};
+  XC_TRY(run_commands(compiles, req.jobs, req.verbose, &progress));
   std::set<std::string> dependencies;
   if (req.dependencies) {
     for (size_t si = 0; si < sources.size(); ++si) {
@@ -236,7 +239,7 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     links.push_back(std::move(c));
     payload_files[ti] = out;
   }
-  XC_TRY(run_commands(links, req.jobs, req.verbose));
+  XC_TRY(run_commands(links, req.jobs, req.verbose, &progress));
 
   CompileResult result;
   std::string producer;

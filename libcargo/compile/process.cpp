@@ -21,7 +21,7 @@ static std::string quote_for_display(const std::vector<std::string>& argv) {
   return s;
 }
 
-Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool verbose) {
+Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool verbose, Progress* progress) {
   if (jobs == 0) jobs = 1;
   std::map<pid_t, size_t> running;
   std::vector<int> status(commands.size(), 0);
@@ -63,6 +63,8 @@ Status run_commands(const std::vector<Command>& commands, unsigned jobs, bool ve
     untrack_child(pid);
     status[it->second] = ws;
     if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) failed = true;
+    else if (progress && progress->show)
+      std::fprintf(stderr, "xcargo: [%zu/%zu] %s\n", ++progress->done, progress->total, commands[it->second].description.c_str());
     running.erase(it);
   }
   if (int sig = interrupted()) return Error(Errc::io, "interrupted by signal " + std::to_string(sig));

@@ -20,6 +20,45 @@ Error ucx_error(const std::string& what, ucs_status_t status) {
   return Error(Errc::unreachable, what + ": " + (UCX ? UCX->ucs_status_string(status) : "UCX unavailable"));
 }
 
+namespace {
+
+// UCX 1.13's transport names and aliases (ucx_info -d lists the devices each has here).
+constexpr std::string_view kTransports[] = {
+    "all", "tcp", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "self", "mm", "ib", "rc", "rc_v", "rc_x",
+    "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x", "ud_verbs", "ud_mlx5", "dc", "dc_x", "dc_mlx5", "cuda", "cuda_copy",
+    "cuda_ipc", "gdr_copy", "rocm", "rocm_copy", "rocm_ipc", "rocm_gdr", "ugni", "rdmacm", "sockcm", "mlx5"};
+
+// A failed ucp_init: when the settings the user gave (UCX_TLS, UCX_NET_DEVICES) leave UCX no
+// transport, one line that says what was asked, instead of UCX's "No such device".
+Error init_error(ucs_status_t s) {
+  const char* tls = std::getenv("UCX_TLS");
+  const char* devices = std::getenv("UCX_NET_DEVICES");
+  if ((s != UCS_ERR_NO_DEVICE && s != UCS_ERR_NO_ELEM) || ((!tls || !*tls) && (!devices || !*devices)))
+    return ucx_error("UCX initialization", s);
+  std::string asked, unknown;
+  if (tls && *tls) {
+    asked = std::string("UCX_TLS=") + tls;
+    std::string_view rest(tls);
+    if (!rest.empty() && rest[0] == '^') rest.remove_prefix(1);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string_view name = rest.substr(0, comma);
+      if (name.ends_with(":aux")) name.remove_suffix(4);
+      if (!name.empty() && std::find(std::begin(kTransports), std::end(kTransports), name) == std::end(kTransports))
+        unknown += (unknown.empty() ? "'" : ", '") + std::string(name) + "'";
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  if (devices && *devices) asked += (asked.empty() ? "" : " with ") + std::string("UCX_NET_DEVICES=") + devices;
+  Error e(Errc::invalid_argument, asked + ": UCX finds no usable transport" +
+                                      (unknown.empty() ? "" : " (" + unknown + " is no UCX transport)"));
+  e.hint("'ucx_info -d' lists the transports and devices of this machine; e.g. UCX_TLS=tcp or UCX_TLS=shm,tcp");
+  if (devices && *devices) e.hint("UCX_NET_DEVICES names network devices as 'ip link' shows them, e.g. lo or eth0");
+  return e;
+}
+
+}  // namespace
+
 Result<sockaddr_storage> parse_host_port(const std::string& hp, socklen_t* len) {
   std::string host = hp, port;
   bool v6 = false;
@@ -117,7 +156,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma) {
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);
   ucs_status_t s = UCX->ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
   UCX->ucp_config_release(config);
-  if (s != UCS_OK) return ucx_error("UCX initialization", s);
+  if (s != UCS_OK) return init_error(s);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;

@@ -78,9 +78,21 @@ done
 expect 0 '^Usage: xcargo \[OPTIONS\] SUBCOMMAND' -- "$X" help
 expect 2 "unknown verb 'bogus'" -- "$X" help bogus
 
+# UCX settings that leave it nothing: one line saying what was asked, exit 2 (usage).
+expect 2 "UCX_TLS=foo: UCX finds no usable transport \('foo' is no UCX transport\)" -- env -u UCX_NET_DEVICES UCX_TLS=foo "$X" ls --to 127.0.0.1:1
+check "a bad UCX_TLS gives one error line and a hint" test "$(env -u UCX_NET_DEVICES UCX_TLS=foo "$X" ls --to 127.0.0.1:1 2>&1 | wc -l)" -eq 2
+expect 4 'UCX_NET_DEVICES=nope is set: .ucx_info -d' -- env UCX_NET_DEVICES=nope "$X" ls --to 127.0.0.1:1
+
 # Addresses: HOST alone is port 7400; IPv6 is refused with its reason.
 expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
 expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
+
+# Progress: on a terminal a line per finished compile and link, nothing extra otherwise.
+script -qec "'$X' build '$SRC/examples/hello/hello.c' '$SRC/tests/kernels/port/port.c' -o tty.xcargo -t x86_64 -t bitcode" tty.typescript > tty.out 2>&1
+check "a build on a terminal shows its progress" grep -q 'xcargo: \[5/6\]' tty.typescript
+check "a build on a terminal ends with its last step" grep -q 'xcargo: \[6/6\] linking' tty.typescript
+"$X" build "$SRC/examples/hello/hello.c" "$SRC/tests/kernels/port/port.c" -o notty.xcargo -t x86_64 -t bitcode > notty.out 2>&1
+check "a build that is not on a terminal prints one line" test "$(wc -l < notty.out)" -eq 1
 
 # Interrupting: nothing keeps running, nothing is left behind, exit 128 + the signal.
 children_of() { pgrep -P "$1" | tr '\n' ' '; }

@@ -32,6 +32,7 @@ struct CompileRequest {
   bool verbose = false;              // print each command to stderr
   bool fp_strict = false;            // -ffp-contract=off everywhere: every variant rounds alike
   bool dependencies = false;         // fill CompileResult::dependencies (clang -MD)
+  bool progress = false;             // a line on stderr as each compile and link finishes
 };
 
 struct CompileResult {

@@ -87,6 +87,21 @@ expect 4 'UCX_NET_DEVICES=nope is set: .ucx_info -d' -- env UCX_NET_DEVICES=nope
 expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
 expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
 
+# README's kernel and commands, as printed: the kernel under "Writing a kernel", built, signed,
+# verified and run locally the way "Using it" shows.
+python3 - "$SRC/README.md" > kernel.c <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+section = text[text.index("### Writing a kernel"):]
+print(re.search(r"```c\n(.*?)```", section, re.S).group(1))
+PY
+cp k ci.key && cp k.pub ci.key.pub
+expect 0 'wrote kernel.xcargo' -- "$X" build kernel.c -o kernel.xcargo --key ci.key
+expect 0 'ok: kernel 0.1.0' -- "$X" verify kernel.xcargo --trust ci.key.pub
+readme_run=$(grep -m1 -o 'xcargo run kernel.xcargo --entry add [^#]*--trust ci.key.pub' "$SRC/README.md")
+readme_run=${readme_run/#xcargo/$X}
+expect 0 '^42$' -- bash -c "$readme_run 2> readme_run.err"
+
 # Progress: on a terminal a line per finished compile and link, nothing extra otherwise.
 script -qec "'$X' build '$SRC/examples/hello/hello.c' '$SRC/tests/kernels/port/port.c' -o tty.xcargo -t x86_64 -t bitcode" tty.typescript > tty.out 2>&1
 check "a build on a terminal shows its progress" grep -q 'xcargo: \[5/6\]' tty.typescript

@@ -30,12 +30,18 @@ using test::arg;
 
 struct Stats {
   double median, p99, mean;
+  std::string percentiles;  // JSON array: the 0th to 100th percentile, then the 99.9th
 };
 Stats summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   double sum = 0;
   for (double x : v) sum += x;
-  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size()};
+  std::string pct = "[";
+  for (size_t p = 0; p <= 101; ++p) {
+    const size_t i = p <= 100 ? std::min(v.size() - 1, v.size() * p / 100) : std::min(v.size() - 1, v.size() * 999 / 1000);
+    pct += (p ? ", " : "") + std::to_string(v[i]);
+  }
+  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], sum / v.size(), pct + "]"};
 }
 
 [[noreturn]] void die(const std::string& what) { test::die("xcargo-invoke-bench", what, 1); }
@@ -117,7 +123,8 @@ int pingpong(int argc, char** argv) {
     if (i >= 1000) rtt.push_back(us(Clock::now() - t));
   }
   Stats s = summarize(rtt);
-  std::printf("{\"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d}\n", s.median, s.p99, s.mean, n);
+  std::printf("{\"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d, \"percentiles_us\": %s}\n", s.median,
+              s.p99, s.mean, n, s.percentiles.c_str());
   return 0;
 }
 
@@ -148,9 +155,10 @@ int invoke(int argc, char** argv) {
   }
   Stats s = summarize(rtt);
   std::printf("{\"connect_ms\": %.3f, \"cold_push_invoke_ms\": %.3f, \"variant\": \"%s\", \"jit_compiled\": %s, "
-              "\"disk_cache_hit\": %s, \"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d}\n",
+              "\"disk_cache_hit\": %s, \"rtt_median_us\": %.3f, \"rtt_p99_us\": %.3f, \"rtt_mean_us\": %.3f, \"n\": %d, "
+              "\"percentiles_us\": %s}\n",
               us(t1 - t0) / 1000, us(t2 - t1) / 1000, pushed->variant.c_str(), pushed->jit_compiled ? "true" : "false",
-              pushed->disk_cache_hit ? "true" : "false", s.median, s.p99, s.mean, n);
+              pushed->disk_cache_hit ? "true" : "false", s.median, s.p99, s.mean, n, s.percentiles.c_str());
   return 0;
 }
 

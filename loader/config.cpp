@@ -1,4 +1,5 @@
-// loader.yaml parsing with yaml-cpp, with the file and key named in every error.
+// xcargo-loader's settings: the one table that makes both its flags and its loader.yaml keys,
+// and loader.yaml parsing with yaml-cpp, with the file and key named in every error.
 #include "config.h"
 
 #include "xcargo/file.h"
@@ -6,16 +7,146 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
 
 namespace xcargo::loader {
 
 namespace {
+
 constexpr uint64_t kMaxConfigSize = 1 << 20;
+
+Error must_be(const std::string& what) { return Error(Errc::invalid_argument, "must be " + what); }
+
+template <typename T>
+Status number(const std::string& text, T& out, T min, T max, const std::string& what) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return must_be(what);
+  out = v;
+  return {};
+}
+
+Status size(const std::string& text, uint64_t& out, const char* zero_means = nullptr) {
+  uint64_t v = 0;
+  if (!parse_size(text, v)) return must_be(std::string("a size in bytes or with K, M, G (e.g. 64M)") + (zero_means ? zero_means : ""));
+  out = v;
+  return {};
+}
+
+Status flag(std::string text, bool& out) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (text == "true" || text == "yes" || text == "on") return out = true, Status();
+  if (text == "false" || text == "no" || text == "off") return out = false, Status();
+  return must_be("true or false");
+}
+
+#define TEXT(field) [](LoaderConfig& c, const std::string& t) -> Status { c.field = t; return {}; }
+#define SWITCH(field) [](LoaderConfig& c, const std::string& t) -> Status { return flag(t, c.field); }
+#define SIZE(field) [](LoaderConfig& c, const std::string& t) -> Status { return size(t, c.field); }
+
 }  // namespace
+
+bool parse_size(std::string text, uint64_t& out) {
+  if (text.empty()) return false;
+  uint64_t mult = 1;
+  switch (text.back()) {
+    case 'K': case 'k': mult = 1ull << 10; break;
+    case 'M': case 'm': mult = 1ull << 20; break;
+    case 'G': case 'g': mult = 1ull << 30; break;
+    default: break;
+  }
+  if (mult != 1) text.pop_back();
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n > (1ull << 46) / mult) return false;
+  out = n * mult;
+  return true;
+}
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = {
+      {"listen", "HOST:PORT", "Serve clients over UCX at HOST:PORT, or HOST for port 7400 (port 0: any free port)", TEXT(listen)},
+      {"trust", "PATH", "Trusted signers: a .pub file or a directory of them", TEXT(trust)},
+      {"clients", "PATH", "Authorized clients: a directory of their .pub files, or a file of "
+                          "'[verbs=push,run,ls,read,forward] KEY [NAME]' lines (loader/SECURITY.md)", TEXT(clients)},
+      {"allow-anyone", nullptr, "Serve every client that can reach the port, unauthenticated (instead of clients)",
+       SWITCH(allow_anyone)},
+      {"node-key", "KEY", "This node's private key, which signs its hellos (default: a new one at each start). Mode 0600; "
+                          "if encrypted, its passphrase comes from $XCARGO_PASSPHRASE or the terminal", TEXT(node_key)},
+      {"cache", "DIR", "Directory for JIT output, kept across restarts", TEXT(cache)},
+      {"ready-file", "PATH", "Write HOST:PORT here once listening ('-': standard output); removed when the loader stops",
+       TEXT(ready_file)},
+      {"prefer", "native|bitcode", "native objects first, or bitcode JIT-compiled for this CPU",
+       [](LoaderConfig& c, const std::string& t) -> Status {
+         if (t != "native" && t != "bitcode") return must_be("native or bitcode");
+         c.prefer = t;
+         return {};
+       }},
+      {"max-cargo", "SIZE", "Largest cargo accepted (bytes, or with K, M, G)", SIZE(max_cargo)},
+      {"max-input", "SIZE", "Largest invocation input accepted (bytes, or with K, M, G)", SIZE(max_input)},
+      {"max-reply", "SIZE", "Largest reply a kernel may send (bytes, or with K, M, G)", SIZE(max_reply)},
+      {"timeout", "SECONDS", "Time limit per invocation, in seconds (fractions allowed; 0.001 to 86400)",
+       [](LoaderConfig& c, const std::string& t) -> Status {
+         char* end = nullptr;
+         const double v = std::strtod(t.c_str(), &end);
+         if (t.empty() || *end != '\0' || !(v >= 0.001 && v <= 86400)) return must_be("from 0.001 to 86400 seconds");
+         c.timeout_s = v;
+         return {};
+       }},
+      {"executors", "N", "Requests that can run at once (1 to 256)",
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.executors, 1u, 256u, "from 1 to 256"); }},
+      {"inline-us", "MICROSECONDS", "Kernels that never took longer than this run on the thread that receives requests "
+                                    "(0: never; at most 1000)",
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.inline_us, 0u, 1000u, "from 0 to 1000"); }},
+      {"spin-us", "MICROSECONDS", "After its last request, poll this long before sleeping (lower latency, more CPU; "
+                                  "0 when nodes outnumber cores; at most 1000000)",
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.spin_us, 0u, 1000000u, "from 0 to 1000000"); }},
+      {"node-id", "ID", "This node's id (what xc_node_id() returns)",
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.node_id, 0u, 4294967295u, "a node id (0 or more)"); }},
+      {"cluster", "FILE", "Cluster file: the nodes kernels can forward to (xc_forward); with node-id, this node's "
+                          "address there is the default listen", TEXT(cluster)},
+      {"max-hops", "N", "A computation forwarded more often than this is stopped (1 to 4000000000)",
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.max_hops, 1u, 4000000000u, "from 1 to 4000000000"); }},
+      {"regions", "NAME=SIZE", "Create a memory region for kernels (xc_region) and clients' reads, repeatable; "
+                               "SIZE in bytes or with K, M, G (in loader.yaml: a mapping of names to sizes)",
+       [](LoaderConfig& c, const std::string& t) -> Status {
+         const auto eq = t.rfind('=');
+         uint64_t n = 0;
+         if (eq == std::string::npos || eq == 0 || !parse_size(t.substr(eq + 1), n) || n == 0)
+           return must_be("NAME=SIZE with a size over 0, e.g. chase=64M");
+         c.regions.push_back(t.substr(0, eq) + "=" + std::to_string(n));
+         return {};
+       }},
+      {"max-memory", "SIZE", "Address-space limit of the process that runs kernels (bytes, or with K, M, G; 0: none; "
+                             "default 8G)", SIZE(max_memory)},
+      {"sandbox", nullptr, "Run kernels without the seccomp filters and file rules (to diagnose a problem; loader/SECURITY.md)",
+       SWITCH(sandbox), true},
+      {"standby", nullptr, "Keep no standby worker: a worker ended by a kernel's failure is replaced by one started "
+                           "then (slower; saves a process)", SWITCH(standby), true},
+      {"user", "NAME", "Started as root: the worker that runs kernels runs as this user (without it: as root without "
+                       "capabilities)", TEXT(user)},
+      {"one-sided-regions", nullptr, "Let clients read regions with one-sided UCX gets (default: through requests the "
+                                     "loader bounds-checks; loader/SECURITY.md)", SWITCH(one_sided_regions)},
+      {"trusted-network", nullptr, "State that every host able to reach this loader is trusted: needed for "
+                                   "one-sided-regions over tcp or shared memory", SWITCH(trusted_network)},
+      {"log", "FILE", "Write the log (every process's lines) to FILE instead of stderr, rotated to FILE.1 at log-max-size",
+       TEXT(log)},
+      {"log-max-size", "SIZE", "Rotate the log file before it passes this size (default 64M; at most twice this on disk)",
+       SIZE(log_max_size)},
+  };
+  return table;
+}
+
+std::string flag_of(const Setting& s) {
+  if (std::string_view(s.name) == "regions") return "--region";
+  return std::string(s.value || !s.on_by_default ? "--" : "--no-") + s.name;
+}
 
 Status read_config_file(const std::string& path, LoaderConfig& c) {
   auto text = read_file(path, kMaxConfigSize);
-  if (!text.ok()) return text.take_error();
+  if (!text.ok()) return Error(text.error().code(), path + ": " + text.error().message());
   return parse_config(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()), path, c);
 }
 
@@ -30,70 +161,30 @@ Status parse_config(std::string_view text, const std::string& path, LoaderConfig
   if (root.IsNull()) return {};
   if (!root.IsMap()) return Error(Errc::invalid_argument, path + ": the configuration must be a mapping of settings");
   for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>("");
-    std::replace(key.begin(), key.end(), '-', '_');
-    const YAML::Node& v = kv.second;
-    auto bad = [&](const std::string& what) {
-      return Error(Errc::invalid_argument, path + ": '" + kv.first.as<std::string>("") + "' must be " + what);
-    };
-    try {
-      if (key == "listen") c.listen = v.as<std::string>();
-      else if (key == "trust") c.trust = v.as<std::string>();
-      else if (key == "cache") c.cache = v.as<std::string>();
-      else if (key == "ready_file") c.ready_file = v.as<std::string>();
-      else if (key == "prefer") {
-        c.prefer = v.as<std::string>();
-        if (c.prefer != "native" && c.prefer != "bitcode") return bad("native or bitcode");
-      } else if (key == "max_cargo") c.max_cargo = v.as<uint64_t>();
-      else if (key == "max_input") c.max_input = v.as<uint64_t>();
-      else if (key == "max_reply") c.max_reply = v.as<uint64_t>();
-      else if (key == "max_memory") c.max_memory = v.as<uint64_t>();
-      else if (key == "clients") c.clients = v.as<std::string>();
-      else if (key == "node_key") c.node_key = v.as<std::string>();
-      else if (key == "user") c.user = v.as<std::string>();
-      else if (key == "log") c.log = v.as<std::string>();
-      else if (key == "log_max_size") c.log_max_size = v.as<uint64_t>();
-      else if (key == "sandbox" || key == "one_sided_regions" || key == "trusted_network" || key == "allow_anyone" || key == "standby") {
-        bool& flag = key == "sandbox" ? c.sandbox : key == "one_sided_regions" ? c.one_sided_regions
-                   : key == "trusted_network" ? c.trusted_network : key == "standby" ? c.standby : c.allow_anyone;
-        try {
-          flag = v.as<bool>();
-        } catch (const YAML::Exception&) {
-          return bad("true or false");
-        }
-      }
-      else if (key == "timeout") {
-        c.timeout_s = v.as<double>();
-        if (!(c.timeout_s >= 0.001 && c.timeout_s <= 86400)) return bad("from 0.001 to 86400 seconds");
-      }
-      else if (key == "node_id") c.node_id = v.as<uint32_t>();
-      else if (key == "cluster") c.cluster = v.as<std::string>();
-      else if (key == "regions") {
-        if (!v.IsMap()) return bad("a mapping of region names to sizes in bytes");
-        for (const auto& r : v) c.regions.push_back(r.first.as<std::string>() + "=" + std::to_string(r.second.as<uint64_t>()));
-      }
-      else if (key == "max_hops") {
-        c.max_hops = v.as<uint32_t>();
-        if (c.max_hops < 1) return bad("at least 1");
-      }
-      else if (key == "spin_us") {
-        c.spin_us = v.as<unsigned>();
-        if (c.spin_us > 1000000) return bad("from 0 to 1000000");
-      } else if (key == "inline_us") {
-        c.inline_us = v.as<unsigned>();
-        if (c.inline_us > 1000) return bad("from 0 to 1000");
-      } else if (key == "executors") {
-        c.executors = v.as<unsigned>();
-        if (c.executors < 1 || c.executors > 256) return bad("from 1 to 256");
-      }
-      else
-        return Error(Errc::invalid_argument, path + ": unknown setting '" + kv.first.as<std::string>("") + "'")
-            .hint("settings: listen trust cache ready-file prefer max-cargo max-input max-reply timeout executors inline-us spin-us node-id cluster max-hops regions max-memory sandbox standby one-sided-regions trusted-network clients allow-anyone node-key user log log-max-size");
-    } catch (const YAML::Exception&) {
-      return bad(key == "listen" || key == "trust" || key == "cache" || key == "ready_file" || key == "cluster" ||
-                         key == "clients" || key == "node_key" || key == "user" || key == "log" ? "a string"
-                                                                                                                 : "a number");
+    const std::string given = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    std::string key = given;
+    std::replace(key.begin(), key.end(), '_', '-');
+    auto it = std::find_if(settings().begin(), settings().end(), [&](const Setting& s) { return key == s.name; });
+    if (it == settings().end()) {
+      std::string names;
+      for (const auto& s : settings()) names += (names.empty() ? "" : " ") + std::string(s.name);
+      return Error(Errc::invalid_argument, path + ": unknown setting '" + given + "'").hint("settings: " + names);
     }
+    auto fail = [&](const Error& e) {
+      return Error(Errc::invalid_argument, path + ": line " + std::to_string(kv.first.Mark().line + 1) + ": '" + given +
+                                               "' " + e.message());
+    };
+    const YAML::Node& v = kv.second;
+    if (key == "regions") {
+      if (!v.IsMap()) return fail(must_be("a mapping of region names to sizes, e.g. chase: 64M"));
+      for (const auto& r : v) {
+        if (!r.first.IsScalar() || !r.second.IsScalar()) return fail(must_be("a mapping of region names to sizes"));
+        if (auto s = it->apply(c, r.first.Scalar() + "=" + r.second.Scalar()); !s.ok()) return fail(s.error());
+      }
+      continue;
+    }
+    if (!v.IsScalar()) return fail(must_be(it->value ? std::string("one value (") + it->value + ")" : "true or false"));
+    if (auto s = it->apply(c, v.Scalar()); !s.ok()) return fail(s.error());
   }
   return {};
 }

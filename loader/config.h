@@ -45,7 +45,28 @@ struct LoaderConfig {
   uint64_t log_max_size = 64ull << 20;  // FILE is rotated to FILE.1 before it passes this
 };
 
-// Reads a loader.yaml; keys are the long flag names with '-' or '_' (see loader.example.yaml).
+// The one table of settings: each is a flag (--NAME) and a loader.yaml key (NAME, or with
+// '_' for '-'), with the same units, suffixes and checks, because both go through apply.
+// A switch (value == nullptr) is `NAME: true|false` in YAML and, as a flag, --no-NAME when
+// it is on by default, --NAME when off. `regions` is a YAML mapping of names to sizes and
+// the repeatable flag --region NAME=SIZE.
+struct Setting {
+  const char* name;
+  const char* value;  // what --help shows for the flag's argument; nullptr: a switch
+  const char* help;
+  // Sets the value written as text (a flag's argument, a YAML scalar); the error says what
+  // it must be, and the caller says where it came from.
+  Status (*apply)(LoaderConfig& config, const std::string& text);
+  bool on_by_default = false;  // switches: the flag is --no-NAME
+};
+const std::vector<Setting>& settings();
+// The flag a setting has on the command line: --NAME, --no-NAME for a switch on by default,
+// --region for regions.
+std::string flag_of(const Setting& setting);
+// SIZE in bytes or with a K, M or G suffix; false if it is not one, or over 2^46.
+bool parse_size(std::string size, uint64_t& out);
+
+// Reads a loader.yaml; keys are the settings' names with '-' or '_' (see loader.example.yaml).
 // Unknown keys are errors, so that a misspelt setting is not silently ignored.
 Status read_config_file(const std::string& path, LoaderConfig& config);
 // The same for text already read; origin names it in messages.

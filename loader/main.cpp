@@ -117,34 +117,6 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   return Engine::create(ec, std::move(*store));
 }
 
-// SIZE in bytes or with a K, M or G suffix; false if it is not one, or over 2^46.
-bool parse_size(std::string size, uint64_t& out) {
-  if (size.empty()) return false;
-  uint64_t mult = 1;
-  switch (size.back()) {
-    case 'K': case 'k': mult = 1ull << 10; break;
-    case 'M': case 'm': mult = 1ull << 20; break;
-    case 'G': case 'g': mult = 1ull << 30; break;
-    default: break;
-  }
-  if (mult != 1) size.pop_back();
-  uint64_t n = 0;
-  auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), n);
-  if (ec != std::errc() || end != size.data() + size.size() || n > (1ull << 46) / mult) return false;
-  out = n * mult;
-  return true;
-}
-
-// NAME=SIZE; rewritten as NAME=BYTES.
-Status normalize_region(std::string& spec) {
-  const auto eq = spec.rfind('=');
-  uint64_t n = 0;
-  if (eq == std::string::npos || eq == 0 || !parse_size(spec.substr(eq + 1), n) || n == 0)
-    return Error(Errc::invalid_argument, "--region " + spec + ": expected NAME=SIZE").hint("for example --region chase=64M");
-  spec = spec.substr(0, eq) + "=" + std::to_string(n);
-  return {};
-}
-
 // The directory a rule must name for PATH: PATH itself, or a file's directory (files are
 // replaced by renaming a new one over them, which a rule on the old file would not cover).
 std::string rule_dir(const std::string& path) {
@@ -493,70 +465,28 @@ int main(int argc, char** argv) {
   CLI::App app{"xcargo-loader: verifies cargos against trusted keys, compiles or links them for this CPU, runs them"};
   app.name("xcargo-loader");
   app.set_version_flag("--version", std::string("xcargo-loader ") + XCARGO_VERSION_STRING);
-  LoaderConfig cfg, flags;
+  LoaderConfig cfg;
   std::string config_file;
-  bool exec = false;
+  bool exec = false, verbose = false;
   app.add_option("--config", config_file, "Settings file (see loader.example.yaml); flags override it")->type_name("FILE");
-  auto* listen = app.add_option("--listen", flags.listen, "Serve clients over UCX at HOST:PORT (port 0: any free port)")->type_name("HOST:PORT");
   auto* exec_flag = app.add_flag("--exec", exec, "Serve one client over stdin/stdout (what 'xcargo run' without --to starts)");
-  listen->excludes(exec_flag);
-  auto* trust = app.add_option("--trust", flags.trust, "Trusted signers: a .pub file or a directory of them")->type_name("PATH");
-  auto* cache = app.add_option("--cache", flags.cache, "Directory for JIT output, kept across restarts")->type_name("DIR");
-  auto* ready = app.add_option("--ready-file", flags.ready_file, "Write HOST:PORT here once listening ('-': standard output)")->type_name("PATH");
-  auto* prefer = app.add_option("--prefer", flags.prefer, "native objects first, or bitcode JIT-compiled for this CPU")
-                     ->check(CLI::IsMember({"native", "bitcode"}));
-  auto* max_cargo = app.add_option("--max-cargo", flags.max_cargo, "Largest cargo accepted, in bytes");
-  auto* max_input = app.add_option("--max-input", flags.max_input, "Largest invocation input accepted, in bytes");
-  auto* max_reply = app.add_option("--max-reply", flags.max_reply, "Largest reply a kernel may send, in bytes");
-  auto* timeout = app.add_option("--timeout", flags.timeout_s, "Time limit per invocation, in seconds (fractions allowed)")
-                      ->check(CLI::Range(0.001, 86400.0));
-  auto* node_id = app.add_option("--node-id", flags.node_id, "This node's id (what xc_node_id() returns)");
-  auto* executors = app.add_option("--executors", flags.executors, "Requests that can run at once")->check(CLI::Range(1, 256));
-  auto* inline_us = app.add_option("--inline-us", flags.inline_us,
-                                   "Kernels that never took longer than this run on the thread that receives requests (0: never)")
-                       ->check(CLI::Range(0, 1000));
-  auto* cluster = app.add_option("--cluster", flags.cluster,
-                                 "Cluster file: the nodes kernels can forward to (xc_forward); with --node-id, "
-                                 "this node's address there is the default --listen")
-                      ->type_name("FILE");
-  auto* spin_us = app.add_option("--spin-us", flags.spin_us,
-                                 "After its last request, poll this long before sleeping (lower latency, more CPU; "
-                                 "0 when nodes outnumber cores)")->check(CLI::Range(0, 1000000));
-  auto* regions = app.add_option("--region", flags.regions, "Create a memory region for kernels (xc_region) and "
-                                  "clients' reads, repeatable; SIZE in bytes or with K, M, G")->type_name("NAME=SIZE");
-  auto* max_hops = app.add_option("--max-hops", flags.max_hops, "A computation forwarded more often than this is stopped")
-                       ->check(CLI::Range(1u, 4000000000u));
-  std::string max_memory;
-  auto* max_memory_opt = app.add_option("--max-memory", max_memory, "Address-space limit of the process that runs kernels, "
-                                        "in bytes or with K, M, G (0: none; default 8G)")->type_name("SIZE");
-  bool no_standby = false;
-  auto* no_standby_flag = app.add_flag("--no-standby", no_standby, "Keep no standby worker: a worker ended by a kernel's "
-                                       "failure is replaced by one started then (slower; saves a process)");
-  bool no_sandbox = false;
-  auto* no_sandbox_flag = app.add_flag("--no-sandbox", no_sandbox, "Run kernels without the seccomp filters (to diagnose a problem; "
-                                       "loader/SECURITY.md)");
-  auto* clients = app.add_option("--clients", flags.clients, "Authorized clients: a directory of their .pub files, or a "
-                                 "file of '[verbs=push,run,ls,read,forward] KEY [NAME]' lines (loader/SECURITY.md)")->type_name("PATH");
-  bool allow_anyone = false;
-  auto* allow_anyone_flag = app.add_flag("--allow-anyone", allow_anyone, "Serve every client that can reach the port, "
-                                         "unauthenticated (instead of --clients)");
-  auto* node_key = app.add_option("--node-key", flags.node_key, "This node's private key, which signs its hellos "
-                                  "(default: a new one at each start). Mode 0600; if encrypted, its passphrase comes "
-                                  "from $XCARGO_PASSPHRASE or the terminal")->type_name("KEY");
-  bool one_sided = false, trusted_network = false;
-  auto* one_sided_flag = app.add_flag("--one-sided-regions", one_sided, "Let clients read regions with one-sided UCX gets "
-                                      "(default: through requests the loader bounds-checks; loader/SECURITY.md)");
-  auto* trusted_flag = app.add_flag("--trusted-network", trusted_network, "State that every host able to reach this loader "
-                                    "is trusted: needed for --one-sided-regions over tcp or shared memory");
-  auto* user = app.add_option("--user", flags.user, "Started as root: the worker that runs kernels runs as this user "
-                              "(without it: as root without capabilities)")->type_name("NAME");
-  std::string log_max_size;
-  auto* log_file = app.add_option("--log", flags.log, "Write the log (every process's lines) to FILE instead of stderr, "
-                                  "rotated to FILE.1 at --log-max-size")->type_name("FILE");
-  auto* log_max = app.add_option("--log-max-size", log_max_size, "Rotate the --log file before it passes this size "
-                                 "(default 64M; at most twice this on disk)")->type_name("SIZE");
-  app.add_flag("-v,--verbose", flags.verbose, "--exec: log every request on stderr");
-  app.footer("With --listen, the loader logs one line per request on stderr (or --log FILE), each stamped with the UTC time\n"
+  // Every setting from the one table (config.cpp): a flag here, a key in --config's file,
+  // the same checks for both.
+  std::vector<std::vector<std::string>> values(settings().size());
+  std::vector<CLI::Option*> given(settings().size());
+  for (size_t i = 0; i < settings().size(); ++i) {
+    const Setting& s = settings()[i];
+    if (!s.value) {
+      given[i] = app.add_flag(flag_of(s), s.help);
+      continue;
+    }
+    given[i] = app.add_option(flag_of(s), values[i], s.help)->type_name(s.value);
+    if (std::string_view(s.name) != "regions") given[i]->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  app.get_option("--listen")->excludes(exec_flag);
+  app.add_flag("-v,--verbose", verbose, "--exec: log every request on stderr");
+  app.footer("Every setting is also a key of --config's file, by the same name (loader.example.yaml); flags override it.\n"
+             "With --listen, the loader logs one line per request on stderr (or --log FILE), each stamped with the UTC time\n"
              "unless systemd's JOURNAL_STREAM is set, and stops cleanly on SIGTERM or SIGINT.");
   try {
     app.parse(argc, argv);
@@ -567,38 +497,18 @@ int main(int argc, char** argv) {
   }
   if (!config_file.empty())
     if (auto s = read_config_file(config_file, cfg); !s.ok()) return fail(s.error());
-  if (*listen) cfg.listen = flags.listen;
-  if (*trust) cfg.trust = flags.trust;
-  if (*cache) cfg.cache = flags.cache;
-  if (*ready) cfg.ready_file = flags.ready_file;
-  if (*prefer) cfg.prefer = flags.prefer;
-  if (*max_cargo) cfg.max_cargo = flags.max_cargo;
-  if (*max_input) cfg.max_input = flags.max_input;
-  if (*max_reply) cfg.max_reply = flags.max_reply;
-  if (*timeout) cfg.timeout_s = flags.timeout_s;
-  if (*node_id) cfg.node_id = flags.node_id;
-  if (*executors) cfg.executors = flags.executors;
-  if (*inline_us) cfg.inline_us = flags.inline_us;
-  if (*cluster) cfg.cluster = flags.cluster;
-  if (*max_hops) cfg.max_hops = flags.max_hops;
-  if (*spin_us) cfg.spin_us = flags.spin_us;
-  if (*max_memory_opt && !parse_size(max_memory, cfg.max_memory))
-    return fail(Error(Errc::invalid_argument, "--max-memory " + max_memory + ": expected a size").hint("for example --max-memory 4G, or 0 for no limit"));
-  if (*no_sandbox_flag) cfg.sandbox = false;
-  if (*no_standby_flag) cfg.standby = false;
-  if (*one_sided_flag) cfg.one_sided_regions = true;
-  if (*clients) cfg.clients = flags.clients;
-  if (*allow_anyone_flag) cfg.allow_anyone = true;
-  if (*node_key) cfg.node_key = flags.node_key;
-  if (*user) cfg.user = flags.user;
-  if (*trusted_flag) cfg.trusted_network = true;
-  if (*log_file) cfg.log = flags.log;
-  if (*log_max && !parse_size(log_max_size, cfg.log_max_size))
-    return fail(Error(Errc::invalid_argument, "--log-max-size " + log_max_size + ": expected a size").hint("for example --log-max-size 256M"));
-  if (*regions) cfg.regions.insert(cfg.regions.end(), flags.regions.begin(), flags.regions.end());
-  for (std::string& spec : cfg.regions)
-    if (auto s = normalize_region(spec); !s.ok()) return fail(s.error());
-  cfg.verbose = flags.verbose;
+  for (size_t i = 0; i < settings().size(); ++i) {
+    const Setting& s = settings()[i];
+    if (given[i]->count() == 0) continue;
+    if (!s.value) {
+      if (auto st = s.apply(cfg, s.on_by_default ? "false" : "true"); !st.ok()) return fail(st.error());
+      continue;
+    }
+    for (const std::string& v : values[i])
+      if (auto st = s.apply(cfg, v); !st.ok())
+        return fail(Error(Errc::invalid_argument, flag_of(s) + " " + v + ": " + st.error().message()));
+  }
+  cfg.verbose = verbose;
   if (!cfg.cluster.empty()) {
     auto c = read_cluster_file(cfg.cluster);
     if (!c.ok()) return fail(c.error());

@@ -146,8 +146,16 @@ check "an interrupted build says so" grep -q 'interrupted' many.out
 # The ready file: written once listening, gone once the loader stopped. Its limits: inputs
 # and cargos over them are refused before they are sent, naming both sizes.
 mkdir trust clients && cp k.pub trust/ && cp k.pub clients/
-"$LOADER" --listen localhost:0 --ready-file ready.addr --trust trust --clients clients --cache cache \
-  --max-input 4096 --max-cargo 1000 2> loader.log &
+# Settings: one table for flags and loader.yaml, the same units and checks, errors naming
+# where the value came from.
+printf 'listen: localhost:0\nmax-input: 4K\nmax_cargo: 8K\n' > node.yaml
+expect 2 "--max-input 400Q: must be a size in bytes or with K, M, G" -- "$LOADER" --config node.yaml --max-input 400Q
+printf 'max-input: 4K\nspin-us: lots\n' > bad.yaml
+expect 2 "bad.yaml: line 2: 'spin-us' must be from 0 to 1000000" -- "$LOADER" --config bad.yaml
+expect 2 "missing.yaml: " -- "$LOADER" --config missing.yaml
+expect 0 'max-memory SIZE .*with K, M, G' -- "$LOADER" --help
+"$LOADER" --config node.yaml --ready-file ready.addr --trust trust --clients clients --cache cache \
+  --max-cargo 1000 2> loader.log &
 loader=$!
 pids+=($loader)
 diagnose loader.log

@@ -65,7 +65,7 @@ eventually 10 "the refused import is logged with its name" grep -q "refused push
 # As an object variant the hidden import is seen by verification (the client's already).
 expect 1 "the object imports 'system', which the variant's imports do not list" -- "$X" run evil-object.xcargo --entry run --to "$node"
 start_loader small --trust trust --max-cargo 1000
-expect 1 'refused the cargo: cargo of [0-9]+ bytes is over this node.s limit of 1000' -- "$X" run hello.xcargo --entry add --to "$small"
+expect 3 "limit: the cargo is [0-9]+ bytes, over 127.0.0.1:[0-9]+'s limit of 1000 bytes" -- "$X" run hello.xcargo --entry add --to "$small"
 expect 4 'could not reach 127.0.0.1:1' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$node"
 

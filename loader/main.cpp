@@ -472,16 +472,14 @@ int main(int argc, char** argv) {
   auto* exec_flag = app.add_flag("--exec", exec, "Serve one client over stdin/stdout (what 'xcargo run' without --to starts)");
   // Every setting from the one table (config.cpp): a flag here, a key in --config's file,
   // the same checks for both.
-  std::vector<std::vector<std::string>> values(settings().size());
+  std::vector<std::string> values(settings().size());
+  std::vector<std::string> regions;  // the one repeatable setting
   std::vector<CLI::Option*> given(settings().size());
   for (size_t i = 0; i < settings().size(); ++i) {
     const Setting& s = settings()[i];
-    if (!s.value) {
-      given[i] = app.add_flag(flag_of(s), s.help);
-      continue;
-    }
-    given[i] = app.add_option(flag_of(s), values[i], s.help)->type_name(s.value);
-    if (std::string_view(s.name) != "regions") given[i]->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (!s.value) given[i] = app.add_flag(flag_of(s), s.help);
+    else if (std::string_view(s.name) == "regions") given[i] = app.add_option(flag_of(s), regions, s.help)->type_name(s.value);
+    else given[i] = app.add_option(flag_of(s), values[i], s.help)->type_name(s.value);
   }
   app.get_option("--listen")->excludes(exec_flag);
   app.add_flag("-v,--verbose", verbose, "--exec: log every request on stderr");
@@ -504,7 +502,7 @@ int main(int argc, char** argv) {
       if (auto st = s.apply(cfg, s.on_by_default ? "false" : "true"); !st.ok()) return fail(st.error());
       continue;
     }
-    for (const std::string& v : values[i])
+    for (const std::string& v : std::string_view(s.name) == "regions" ? regions : std::vector<std::string>{values[i]})
       if (auto st = s.apply(cfg, v); !st.ok())
         return fail(Error(Errc::invalid_argument, flag_of(s) + " " + v + ": " + st.error().message()));
   }

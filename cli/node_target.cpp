@@ -68,9 +68,7 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   XC_TRY(r);
   if (r->status == wire::ReplyStatus::ok) return true;
   const Errc sent = wire::errc_of(r->error_kind);
-  // A node's size limit is no fault of the cargo: exit 3, as when the size is checked here.
-  const bool verification = is_verification_failure(sent) && r->status != wire::ReplyStatus::limit;
-  Error e(verification ? sent : Errc::remote, c.peer() + " refused the cargo: " + r->message);
+  Error e(is_verification_failure(sent) ? sent : Errc::remote, c.peer() + " refused the cargo: " + r->message);
   if (sent == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
   if (sent == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
   if (sent == Errc::revoked) e.hint("a rule of the node's trust directory refuses this cargo (format-spec/trust-directory.md)");

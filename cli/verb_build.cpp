@@ -11,6 +11,7 @@
 #include "verbs.h"
 #include "xcargo/compile.h"
 #include "xcargo/file.h"
+#include "xcargo/interrupt.h"
 #include "xcargo/keys.h"
 
 namespace xcargo::cli {
@@ -81,6 +82,7 @@ Runner add_build(CLI::App& app) {
                        ::isatty(STDERR_FILENO) == 1 && !o->verbose};
     auto compiled = compile_kernels(req);
     if (!compiled.ok()) return report(compiled.error());
+    if (interrupted()) return report(Error(Errc::io, "interrupted"));  // said once; no cargo is written
     Manifest m;
     m.name = name;
     m.version = o->version;

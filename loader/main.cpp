@@ -540,16 +540,6 @@ int main(int argc, char** argv) {
 
   struct sigaction sa {};
   sa.sa_handler = exec ? on_exec_signal : on_signal;  // no SA_RESTART: waitpid returns on a signal
-  if (exec) {
-    // It ends with the client that started it, however that one ends (killed too): its end
-    // of the pipe hangs up, and a kernel still running here must not outlive it.
-    std::thread([] {
-      pollfd p{0, 0, 0};
-      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-      }
-      if (p.revents & (POLLHUP | POLLERR)) ::_exit(1);
-    }).detach();
-  }
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
@@ -598,6 +588,16 @@ int main(int argc, char** argv) {
   if (auto s = prepare_cache(cfg.cache, std::nullopt); !s.ok()) return fail(s.error());
   auto compiler_fd = start_compiler(cfg);
   if (!compiler_fd.ok()) return fail(compiler_fd.error());
+  // It ends with the client that started it, however that one ends (killed too): its end of
+  // the pipe hangs up, and a kernel still running here must not outlive it. Started after
+  // the compile service's fork: a thread being made while the process forks can leave the
+  // child with a lock it never gets (seen under ASan: the service hung in its allocator).
+  std::thread([] {
+    pollfd p{0, 0, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    if (p.revents & (POLLHUP | POLLERR)) ::_exit(1);
+  }).detach();
   const sandbox::Options box = sandbox_options(cfg, std::nullopt);
   if (auto s = sandbox::prepare(box, {0, *compiler_fd}); !s.ok()) return fail(s.error());  // stdin: the client
   auto engine = make_engine(cfg, log, compiler::remote(*compiler_fd, timing::kCompileLimit));

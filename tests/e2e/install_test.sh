@@ -77,7 +77,7 @@ for verb in keygen build sign verify inspect extract push run ls; do
   page=$(MANPATH=$P/share/man man -w "xcargo-$verb" 2>&1)
   check "man xcargo-$verb is found under the prefix" test "$page" = "$P/share/man/man1/xcargo-$verb.1"
   opts=$("$P/bin/xcargo" "$verb" --help | grep -Eo '^  -[-a-zA-Z0-9,]+' | tr ',' '\n' | tr -d ' ' | sort -u)
-  rendered=$(MANWIDTH=200 man -l "$P/share/man/man1/xcargo-$verb.1" 2>/dev/null)
+  rendered=$(MANWIDTH=200 man -l "$P/share/man/man1/xcargo-$verb.1" 2>> man.err)
   missing=""
   for o in $opts; do grep -qF -- "$o" <<<"$rendered" || missing+=" $o"; done
   check "man xcargo-$verb lists every option of --help (missing:$missing)" test -z "$missing"
@@ -98,7 +98,7 @@ expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/x
 expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
 
 # The loader as a user of its own (what the unit's DynamicUser gives it): no root at all.
-if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+if [ "$(id -u)" -eq 0 ] && id nobody > id.txt 2>&1; then
   mkdir ucache run && chown nobody ucache run && chmod 700 ucache
   setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --inh-caps=-all \
     "$P/bin/xcargo-loader" --listen 127.0.0.1:0 --ready-file run/unpriv.addr --trust trust --clients clients \

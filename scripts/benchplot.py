@@ -16,9 +16,10 @@ def check():
         sys.exit(f"bench: --plot needs matplotlib for {PYTHON}\nhint: scripts/setup installs python3-matplotlib")
 
 
-def draw(kind, path, title, data):
-    """kind: latency_cdf or grouped_bars (below)."""
-    subprocess.run([PYTHON, os.path.abspath(__file__), kind, path, title], input=json.dumps(data), text=True, check=True)
+def draw(kind, path, title, data, *extra):
+    """kind: latency_cdf or grouped_bars (below); extra: their further arguments (strings)."""
+    subprocess.run([PYTHON, os.path.abspath(__file__), kind, path, title, *extra], input=json.dumps(data), text=True,
+                   check=True)
 
 
 def pyplot():
@@ -70,4 +71,4 @@ def grouped_bars(path, title, groups, ylabel="time per element (us)"):
 
 if __name__ == "__main__":
     kind, path, title = sys.argv[1:4]
-    {"latency_cdf": latency_cdf, "grouped_bars": grouped_bars}[kind](path, title, json.load(sys.stdin))
+    {"latency_cdf": latency_cdf, "grouped_bars": grouped_bars}[kind](path, title, json.load(sys.stdin), *sys.argv[4:])

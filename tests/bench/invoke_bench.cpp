@@ -2,6 +2,9 @@
 //   pingpong-server --listen HOST:PORT --ready-file F   raw UCX AM echo server (the baseline)
 //   pingpong --to HOST:PORT [-n N]                       raw AM round trips, same sizes as an invoke
 //   invoke --to HOST:PORT --cargo FILE --entry E [-n N]  push + first invoke (cold), then N warm
+//   kernel --to HOST:PORT --cargo FILE --entry E --reps R --seed S [-n N] [--warmup W]
+//                                                        a scale.c kernel (scripts/bench-kernels):
+//                                                        W warm-up then N timed invocations
 // Prints one JSON object. Raw UCX on both sides of the baseline: no xcargo code in its path.
 #include <cstdio>
 #include <cstdlib>
@@ -162,13 +165,50 @@ int invoke(int argc, char** argv) {
   return 0;
 }
 
+// The kernel's own time as the loader measured it (around the entry's call, as native_main.c
+// does), and the round trip as this client saw it.
+int kernel(int argc, char** argv) {
+  const int n = std::atoi(arg(argc, argv, "-n", "7").c_str());
+  const int warmup = std::atoi(arg(argc, argv, "--warmup", "1").c_str());
+  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
+  if (!bytes.ok()) die(bytes.error().message());
+  auto c = parse_container(*bytes);
+  if (!c.ok()) die(c.error().message());
+  const std::string entry = arg(argc, argv, "--entry");
+  auto conn = client::connect(arg(argc, argv, "--to"));
+  if (!conn.ok()) die(conn.error().message());
+  auto pushed = (*conn)->push(*bytes);
+  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed: " + (pushed.ok() ? pushed->message : pushed.error().message()));
+  const uint64_t in[2] = {std::strtoull(arg(argc, argv, "--reps").c_str(), nullptr, 10),
+                          std::strtoull(arg(argc, argv, "--seed", "1").c_str(), nullptr, 10)};
+  ByteView input(reinterpret_cast<const uint8_t*>(in), sizeof in);
+  std::vector<double> kernel_us, rtt;
+  uint64_t sum = 0;
+  for (int i = 0; i < warmup + n; ++i) {
+    auto t = Clock::now();
+    auto r = (*conn)->invoke(c->digest, entry, input);
+    const double took = us(Clock::now() - t);
+    if (!r.ok()) die("invoke failed: " + r.error().message());
+    if (r->result.status != wire::ReplyStatus::ok || r->output.size() != 8) die("invoke failed: " + r->result.message);
+    std::memcpy(&sum, r->output.data(), 8);
+    if (i < warmup) continue;
+    kernel_us.push_back(double(r->result.kernel_ns) / 1000);
+    rtt.push_back(took);
+  }
+  Stats k = summarize(kernel_us), t = summarize(rtt);
+  std::printf("{\"kernel_median_us\": %.3f, \"rtt_median_us\": %.3f, \"checksum\": \"%016llx\", \"variant\": \"%s\", \"n\": %d}\n",
+              k.median, t.median, (unsigned long long)sum, pushed->variant.c_str(), n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) die("usage: xcargo-invoke-bench pingpong-server|pingpong|invoke ...");
+  if (argc < 2) die("usage: xcargo-invoke-bench pingpong-server|pingpong|invoke|kernel ...");
   std::string mode = argv[1];
   if (mode == "pingpong-server") return pingpong_server(argc, argv);
   if (mode == "pingpong") return pingpong(argc, argv);
   if (mode == "invoke") return invoke(argc, argv);
+  if (mode == "kernel") return kernel(argc, argv);
   die("unknown mode " + mode);
 }

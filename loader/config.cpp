@@ -133,6 +133,8 @@ const std::vector<Setting>& settings() {
                                    "one-sided-regions over tcp or shared memory", SWITCH(trusted_network)},
       {"log", "FILE", "Write the log (every process's lines) to FILE instead of stderr, rotated to FILE.1 at log-max-size",
        TEXT(log)},
+      {"log-every-run", nullptr, "Log a line for every kernel run (default: the first run of each cargo entry per "
+                                 "connection, then one line a second summing the runs after it)", SWITCH(log_every_run)},
       {"log-max-size", "SIZE", "Rotate the log file before it passes this size (default 64M; at most twice this on disk)",
        SIZE(log_max_size)},
   };

@@ -35,6 +35,7 @@ struct LoaderConfig {
   bool standby = true;      // a standby worker waits to replace the serving one (loader/README.md)
   bool one_sided_regions = false;  // clients may ucp_get regions (UCX RMA on; loader/SECURITY.md)
   bool trusted_network = false;    // required with one_sided_regions over software-emulated RMA
+  bool log_every_run = false;      // a log line per run instead of RunLog's sums
   std::string clients;     // authorized client keys: a directory of .pub files or a key-list file
   bool allow_anyone = false;  // no client authentication (open, as before; loader/SECURITY.md)
   std::string node_key;    // this node's private key; empty: a new one at each start

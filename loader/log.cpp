@@ -55,6 +55,7 @@ struct Log {
   bool journal_known = false;
   time_t stamped_second = -1;  // the second whose text is in `second`
   char second[32] = {};        // "YYYY-MM-DDTHH:MM:SS"
+  std::string tail;            // "Z xcargo-loader[PID]: "
 
   // In pieces of at most PIPE_BUF bytes ending at a line's end where possible: such a write
   // to a pipe is atomic, so the processes sharing --log's pipe never split each other's lines.
@@ -103,10 +104,15 @@ struct Log {
       std::strftime(second, sizeof second, "%Y-%m-%dT%H:%M:%S", &g);
       stamped_second = t.tv_sec;
     }
-    if (!pid) pid = int(::getpid());
-    char text[96];
-    const int n = std::snprintf(text, sizeof text, "%s.%06ldZ xcargo-loader[%d]: ", second, long(t.tv_nsec / 1000), pid);
-    buf.append(text, size_t(n > 0 ? n : 0));
+    if (!pid) {
+      pid = int(::getpid());
+      tail = "Z xcargo-loader[" + std::to_string(pid) + "]: ";
+    }
+    // By hand, not snprintf: this runs for every line (a tenth of the cost).
+    char micro[6];
+    long us = long(t.tv_nsec / 1000);
+    for (int i = 5; i >= 0; --i, us /= 10) micro[i] = char('0' + us % 10);
+    buf.append(second).append(1, '.').append(micro, 6).append(tail);
   }
 };
 

@@ -349,7 +349,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   // still change the table.
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false);
   if (!engine.ok()) return fail_in_log(engine.error());
-  Handler handler(**engine, cfg.max_input, log, cfg.max_hops);
+  Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
   ServerOptions so;
   so.listen = cfg.listen;
   so.executors = cfg.executors;
@@ -603,8 +603,10 @@ int main(int argc, char** argv) {
   auto engine = make_engine(cfg, log, compiler::remote(*compiler_fd, timing::kCompileLimit));
   if (!engine.ok()) return fail(engine.error());
   if (auto s = sandbox::lock_down(box); !s.ok()) return fail(s.error());
-  Handler handler(**engine, cfg.max_input, log);
+  Handler handler(**engine, cfg.max_input, log, 1000000, cfg.log_every_run);
   const int rc = serve_stdio(handler);
+  handler.flush_runs(true);
+  flush_log();
 #if defined(__SANITIZE_ADDRESS__)
   // LeakSanitizer's exit-time check stops threads with clone and ptrace, which the filters
   // refuse once they are on: leave without it (the engine's tests run it).

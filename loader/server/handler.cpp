@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "line.h"
 #include "log.h"
 #include "xcargo/version.h"
 
@@ -15,32 +16,6 @@ namespace xcargo::loader {
 using namespace wire;
 
 namespace {
-
-// A log line in a fixed buffer; what does not fit is cut.
-class Line {
-public:
-  Line& add(std::string_view s) {
-    const size_t k = std::min(s.size(), sizeof buf_ - n_);
-    std::memcpy(buf_ + n_, s.data(), k);
-    n_ += k;
-    return *this;
-  }
-  Line& hex(ByteView b) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    for (uint8_t x : b)
-      if (n_ + 2 <= sizeof buf_) buf_[n_++] = kDigits[x >> 4], buf_[n_++] = kDigits[x & 15];
-    return *this;
-  }
-  Line& num(uint64_t v) {
-    n_ = size_t(std::to_chars(buf_ + n_, buf_ + sizeof buf_, v).ptr - buf_);
-    return *this;
-  }
-  std::string_view view() const { return {buf_, n_}; }
-
-private:
-  char buf_[512];
-  size_t n_ = 0;
-};
 
 std::string short_digest(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 double us_since(std::chrono::steady_clock::time_point t) {
@@ -64,8 +39,10 @@ void Handler::note(std::string line) {
   log_(line);
 }
 
-Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops)
-    : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(std::move(log)) {}
+Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops, bool every_run)
+    : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(log), runs_(log), every_run_(every_run) {}
+
+Handler::~Handler() { runs_.flush(true); }
 
 uint64_t Handler::max_cargo() const { return engine_.config().limits.max_cargo_size; }
 uint64_t Handler::max_reply() const { return engine_.config().max_reply; }
@@ -253,18 +230,18 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     res->message = "the kernel forwarded the computation, but the client gave no address for its result";
     res->forward.reset();
   }
-  // Every request gets its line, built on the stack: this is the hot path.
-  if (res->status == ReplyStatus::ok) {
-    const uint64_t ns = res->kernel_ns;
-    Line line;
-    line.add("accepted ").add(what).hex(ByteView(digest).first(8)).add("/").add(entry);
-    if (hop) line.add(" hop ").num(hop);
-    if (res->forward) line.add(" -> forwarded to node ").num(res->forward->node);
-    else line.add(" -> ok");
-    line.add(" (").num(ns / 1000).add(".").num(ns / 100 % 10).add(" us)");
-    if (res->signed_by) line.add(", ").add(*res->signed_by);
-    if (const std::string* who = RequestOrigin::current()) line.add("; ").add(*who);
-    log_(line.view());
+  if (res->status == ReplyStatus::ok) {  // the hot path: counted, not formatted (RunLog)
+    Run run;
+    run.forward = hop != 0;
+    run.digest = &digest;
+    run.entry = entry;
+    run.hop = hop;
+    run.forwarded_to = res->forward ? int64_t(res->forward->node) : -1;
+    run.kernel_ns = res->kernel_ns;
+    run.signed_by = res->signed_by ? &*res->signed_by : nullptr;
+    run.origin = RequestOrigin::current();
+    if (every_run_) runs_.write_full(run);
+    else runs_.ran(run);
   } else {
     note(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
          res->message + (res->signed_by ? " (" + *res->signed_by + ")" : ""));

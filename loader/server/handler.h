@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "reply.h"
+#include "run_log.h"
 #include "xcargo/wire.h"
 
 namespace xcargo::loader {
@@ -42,7 +43,9 @@ struct Step {
 class Handler {
 public:
   using Log = std::function<void(std::string_view)>;
-  Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops = 1000000);
+  // every_run: a log line for each run (else RunLog's first line and sums).
+  Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops = 1000000, bool every_run = false);
+  ~Handler();
 
   // Never throws; an undecodable request gets a result with status bad_request.
   Reply handle(wire::MsgType type, ByteView header, ByteView data);
@@ -67,6 +70,8 @@ public:
   std::string describe(wire::MsgType type, ByteView header) const;
   // A result with status bad_request for a request that could not be taken in; logged.
   Reply bad_request(const std::string& why);
+  // Logs the sums of runs (RunLog) that are a second old, or all of them (before the worker ends).
+  void flush_runs(bool all = false) { runs_.flush(all); }
 
 private:
   // log_ with the request's origin (RequestOrigin) appended.
@@ -86,6 +91,8 @@ private:
   uint64_t max_input_;
   uint32_t max_hops_;
   Log log_;
+  RunLog runs_;
+  bool every_run_;
 };
 
 }  // namespace xcargo::loader

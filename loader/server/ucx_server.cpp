@@ -200,6 +200,7 @@ struct UcxServer::Impl {
     const auto now = Clock::now();
     if (now < next_sweep) return;
     next_sweep = now + timing::kSweepEvery;
+    handler->flush_runs();
     for (std::shared_ptr<Job>& j : jobs.expire(now)) {
       Client* c = eps.find(j->ep);
       log("dropped a request of type " + std::to_string(int(j->type)) + " from " + (c ? c->peer : std::string("a peer")) +
@@ -825,6 +826,7 @@ struct UcxServer::Impl {
       drain_outbox();
       UCX->ucp_worker_progress(w->worker());
     }
+    handler->flush_runs(true);
     flush_log();
     _exit(75);
   }
@@ -1001,7 +1003,8 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   if (options.listen_at_start) XC_TRY(s->listen());
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),
-                                        Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [] {
+                                        Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [&m] {
+                                                         m.handler->flush_runs(true);
                                                          flush_log();  // the restart did not complete: force it
                                                          _exit(75);
                                                        }});
@@ -1044,6 +1047,7 @@ void UcxServer::run(const std::atomic<bool>& stop) {
   }
   m.executor(*m.slots[0]);
   for (auto& t : m.threads) t.join();
+  m.handler->flush_runs(true);
 }
 
 }  // namespace xcargo::loader

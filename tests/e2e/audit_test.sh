@@ -23,9 +23,10 @@ k_id=$("$X" keygen -o k | awk '/^key id/ {print $3}') && cp k.pub trust/
 hello=$("$X" inspect hello.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
 faults=$("$X" inspect faults.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
 
-# Nothing on stderr: every process's lines go to the file.
+# Nothing on stderr: every process's lines go to the file. A line per run (--log-every-run):
+# the rotation below needs many lines.
 "$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients --timeout 1 \
-  --log "$TMP/node.log" --log-max-size 64K 2> stderr.txt &
+  --log "$TMP/node.log" --log-max-size 64K --log-every-run 2> stderr.txt &
 sup=$!
 pids+=($sup)
 diagnose "$TMP/node.log" "$TMP/stderr.txt"
@@ -99,6 +100,26 @@ wait_file j.addr || echo "FAIL: the loader did not start: $(tail -3 journal.txt)
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat j.addr)"
 eventually 10 "with JOURNAL_STREAM, lines are bare" grep -Eq "^xcargo-loader: accepted invoke: $hello/add -> ok .*; $WHO$" journal.txt
 check "with JOURNAL_STREAM, no line carries a time" bash -c "! grep -Eq '^20[0-9]{2}-' journal.txt"
+
+# By default a connection's first run of an entry has its line, and the runs after it are
+# summed, a line a second: every run is counted, once.
+"$BENCH" --to "$(cat j.addr)" --cargo hello.xcargo --clients 1 -n 600 > bench2.json 2>&1 ||
+  echo "FAIL: the load bench failed: $(tail -3 bench2.json)"
+cat > counted.py <<PY
+import re, sys
+full = summed = 0
+for l in open('journal.txt'):
+    if not l.startswith('xcargo-loader: accepted invoke: $hello/add -> '):
+        continue
+    m = re.search(r'-> (\\d+) more runs? in the last [0-9.]+ s: ok (\\d+) \\(kernel mean [0-9.]+ us, max [0-9.]+ us\\), signed by .*; from ', l)
+    if m:
+        assert m.group(1) == m.group(2), l
+        summed += int(m.group(1))
+    else:
+        full += 1
+sys.exit(0 if (full, summed) == (2, 599) else f'{full} full lines and {summed} summed runs, not 2 and 599')
+PY
+eventually 10 "600 runs on one connection: one line, then sums of the other 599" python3 counted.py
 
 expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log x.log --log-max-size 1000
 expect 2 "no-such-dir/x.log: cannot open the log file" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log no-such-dir/x.log

@@ -1,4 +1,5 @@
 // Encoders and bounds-checked decoders for the wire protocol's headers, data and frames.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -82,20 +83,28 @@ size_t control_char(const std::string& s, size_t from = 0) {
   return std::string::npos;
 }
 
+// Writes into a buffer sized ahead (grown by doubling), trimmed to what was written by take():
+// a field is a bounds check and a store, not a vector resize.
 class Out {
 public:
-  Out() { b_.reserve(128); }  // most headers: one allocation
-  Out& u8(uint8_t v) { b_.push_back(v); return *this; }
-  Out& u16(uint16_t v) { grow(2); le::store16(end(2), v); return *this; }
-  Out& u32(uint32_t v) { grow(4); le::store32(end(4), v); return *this; }
-  Out& u64(uint64_t v) { grow(8); le::store64(end(8), v); return *this; }
-  Out& raw(ByteView v) { b_.insert(b_.end(), v.begin(), v.end()); return *this; }
-  Out& zeros(size_t n) { b_.resize(b_.size() + n, 0); return *this; }
+  Out() : b_(128) {}  // most headers: one allocation
+  Out& u8(uint8_t v) { *put(1) = v; return *this; }
+  Out& u16(uint16_t v) { le::store16(put(2), v); return *this; }
+  Out& u32(uint32_t v) { le::store32(put(4), v); return *this; }
+  Out& u64(uint64_t v) { le::store64(put(8), v); return *this; }
+  Out& raw(ByteView v) {
+    if (!v.empty()) std::memcpy(put(v.size()), v.data(), v.size());
+    return *this;
+  }
+  Out& zeros(size_t n) {
+    if (n) std::memset(put(n), 0, n);
+    return *this;
+  }
   // u16 length then the bytes; the caller keeps s within the message's limit. Control
   // characters, which decoders refuse, are sent as '?' (a message quoting LLVM, say).
   Out& str(const std::string& s) {
     u16(uint16_t(s.size()));
-    const size_t at = b_.size();
+    const size_t at = n_;
     raw(as_bytes(s));
     for (size_t i = control_char(s); i != std::string::npos; i = control_char(s, i + 1)) {
       b_[at + i] = '?';
@@ -104,12 +113,19 @@ public:
     return *this;
   }
   Out& blob(ByteView b) { u16(uint16_t(b.size())); return raw(b); }
-  Bytes take() { return std::move(b_); }
+  Bytes take() {
+    b_.resize(n_);
+    return std::move(b_);
+  }
 
 private:
-  void grow(size_t n) { b_.resize(b_.size() + n); }
-  uint8_t* end(size_t n) { return b_.data() + b_.size() - n; }
+  uint8_t* put(size_t n) {
+    if (b_.size() - n_ < n) b_.resize(std::max(b_.size() * 2, n_ + n));
+    n_ += n;
+    return b_.data() + n_ - n;
+  }
   Bytes b_;
+  size_t n_ = 0;
 };
 
 class In {

@@ -45,7 +45,8 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
     }
     auto f = roundtrip(type, h, data);
     XC_TRY(f);
-    if (f->type == MsgType::result && type != MsgType::hello && type != MsgType::auth) {
+    if (f->type == MsgType::result && type != MsgType::hello && type != MsgType::auth &&
+        result_status(f->header) == uint16_t(ReplyStatus::restarting)) {  // decoded in full only then
       auto r = decode_result(f->header);
       if (r.ok() && r->status == ReplyStatus::restarting) {
         if (resent == kResends)

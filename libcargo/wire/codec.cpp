@@ -215,6 +215,11 @@ std::optional<uint64_t> leading_request_id(MsgType type, ByteView header) {
   return id;
 }
 
+std::optional<uint16_t> result_status(ByteView h) {
+  if (h.size() < 10) return std::nullopt;
+  return le::load16(&h[8]);
+}
+
 Result<Hello> decode_hello(ByteView h) {
   In in(h, "hello");
   uint8_t magic[4] = {};

@@ -234,6 +234,9 @@ Bytes encode(const RegionData&);
 // The u64 request_id that every message but hello and hello_reply starts with (section 4),
 // read without decoding the rest; nullopt for those two types or a header under 8 bytes.
 std::optional<uint64_t> leading_request_id(MsgType type, ByteView header);
+// A result header's status field, read without decoding the rest (a client's check for
+// `restarting` on every reply); nullopt for a header too short to hold one.
+std::optional<uint16_t> result_status(ByteView result_header);
 Result<Hello> decode_hello(ByteView header);
 Result<HelloReply> decode_hello_reply(ByteView header);
 Result<Push> decode_push(ByteView header);

@@ -383,3 +383,21 @@ TEST_CASE("a cargo loaded by one engine is loaded from the kept cargos by the ne
   CHECK(lines[0].find("refused a kept cargo " + to_hex(digest).substr(0, 16)) == 0);
   ::close(*memory);
 }
+
+TEST_CASE("xc_alloc hands out cache-line aligned blocks within the budget", "[engine]") {
+  void* (*xc_alloc)(xc_ctx*, size_t) = nullptr;
+  for (const RuntimeSymbol& s : runtime_symbols())
+    if (s.name == "xc_alloc") xc_alloc = reinterpret_cast<void* (*)(xc_ctx*, size_t)>(s.address);
+  REQUIRE(xc_alloc);
+  xc_ctx ctx;
+  ctx.alloc_budget = 1 << 20;
+  xc_ctx* h = kernel_handle(&ctx);
+  for (size_t len : {1, 3, 16, 100, 4096, 65537}) {
+    void* p = xc_alloc(h, len);
+    REQUIRE(p);
+    CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    std::memset(p, 0xab, len);
+  }
+  CHECK(xc_alloc(h, 2 << 20) == nullptr);  // past the budget
+  CHECK(ctx.allocations.size() == 6);
+}

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,7 +24,10 @@ struct xc_ctx {
   size_t max_reply = 0;
   bool reply_overflow = false;
   size_t alloc_budget = 0;  // bytes xc_alloc may still hand out
-  std::vector<std::unique_ptr<uint8_t[]>> allocations;
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> allocations;  // xc_alloc's, 64-byte aligned
   uint32_t node_id = 0;
   uint32_t node_count = 1;
   // xc_forward: allowed when max_forward_input > 0; what it asked for, sent after the kernel.

@@ -35,7 +35,7 @@ typedef struct xc_ctx xc_ctx;
 /* Appends len bytes to the reply sent back to the caller. Returns 0, or -1 if the reply
  * would exceed the loader's reply limit (nothing is appended then). */
 XC_API int xc_reply(xc_ctx *ctx, const void *data, size_t len);
-/* Memory that lives until the invocation ends, 16-byte aligned; NULL past the limit. */
+/* Memory that lives until the invocation ends, 64-byte aligned (a cache line); NULL past the limit. */
 XC_API void *xc_alloc(xc_ctx *ctx, size_t len);
 /* A line in the loader's log, tagged with the cargo and entry. */
 XC_API void xc_log(xc_ctx *ctx, const char *msg);

@@ -1,5 +1,6 @@
 // xcargo run: runs one entry of a cargo on a node (pushing it first if the node lacks it),
 // or, with no --to, in a private local loader with the same checks.
+#include <chrono>
 #include <cstdio>
 #include <optional>
 
@@ -24,6 +25,8 @@ Runner add_run(CLI::App& app) {
     std::vector<std::string> args;
     unsigned timeout = 10;
     bool json = false;
+    uint64_t repeat = 1;
+    unsigned inflight = 1;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("run", "Run an entry of a cargo on a node, or locally");
@@ -45,6 +48,12 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();
   cmd->add_option("--prefer", o->prefer, "Local runs: native objects or bitcode first")->check(CLI::IsMember({"native", "bitcode"}));
   cmd->add_option("--cache", o->cache, "Local runs: JIT cache directory")->type_name("DIR");
+  cmd->add_option("--repeat", o->repeat, "Run it N times (one push); every run must succeed. The last reply is printed, "
+                                         "and how many runs a second were made")
+      ->type_name("N")->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
+  cmd->add_option("--inflight", o->inflight, "With --repeat: keep up to K runs in flight on the connection at once "
+                                             "(local runs: one at a time)")
+      ->type_name("K")->check(CLI::Range(1u, 128u))->capture_default_str();
   cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
               "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
   return [o] {
@@ -95,8 +104,31 @@ Runner add_run(CLI::App& app) {
     auto loaded = ensure_loaded(c, *bytes, container->digest);
     if (!loaded.ok()) return report(loaded.error(), o->cargo);
     const bool pushed = *loaded;
-    auto r = c.invoke(container->digest, o->entry, input);
-    if (!r.ok()) return report(r.error(), o->cargo);
+    std::optional<Result<client::InvokeReply>> reply;
+    uint64_t failures = 0, first_failure = 0;
+    double seconds = 0;
+    if (o->repeat == 1) {
+      reply = c.invoke(container->digest, o->entry, input);
+    } else {  // pipelined: the first failure is the reply reported, else the last reply
+      const client::Invocation call{container->digest, o->entry, input};
+      const auto t0 = std::chrono::steady_clock::now();
+      auto s = c.invoke_pipelined(o->repeat, [&](size_t) { return call; }, o->inflight,
+                                  [&](size_t i, Result<client::InvokeReply> x) {
+                                    if (!x.ok() || x->result.status != wire::ReplyStatus::ok) {
+                                      if (failures++ == 0) first_failure = i, reply = std::move(x);
+                                    } else if (failures == 0) {
+                                      reply = std::move(x);
+                                    }
+                                  });
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!s.ok() && failures == 0) reply = s.take_error();
+    }
+    if (!reply->ok()) return report(reply->error(), o->cargo);
+    client::InvokeReply* r = &**reply;
+    const std::string repeated = o->repeat == 1 ? ""
+                                 : failures ? " (run " + std::to_string(first_failure + 1) + " of " + std::to_string(o->repeat) +
+                                                  "; " + std::to_string(failures) + " failed)"
+                                            : "";
     const wire::ResultMsg& res = r->result;
     if (!o->output.empty() && res.status == wire::ReplyStatus::ok)
       if (auto s = write_file(o->output, r->output); !s.ok()) return report(s.error(), o->output);
@@ -104,7 +136,7 @@ Runner add_run(CLI::App& app) {
     std::optional<Error> failed;
     Result<std::string> value = std::string();
     if (res.status != wire::ReplyStatus::ok) {
-      Error e(Errc::remote, o->entry + " on " + c.peer() + " failed: " + wire::status_name(res.status) +
+      Error e(Errc::remote, o->entry + " on " + c.peer() + " failed" + repeated + ": " + wire::status_name(res.status) +
                                 (res.message.empty() ? "" : ": " + res.message));
       if (res.status == wire::ReplyStatus::no_entry) e.hint("'xcargo inspect " + o->cargo + "' lists the entries");
       failed = std::move(e);
@@ -118,6 +150,13 @@ Runner add_run(CLI::App& app) {
                           {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops},
                           {"kernel_us", double(res.kernel_ns) / 1000}};
       if (!res.message.empty()) j["message"] = res.message;
+      if (o->repeat > 1) {
+        j["runs"] = o->repeat;
+        j["failed_runs"] = failures;
+        j["inflight"] = o->inflight;
+        j["seconds"] = seconds;
+        j["runs_per_second"] = seconds > 0 ? double(o->repeat) / seconds : 0.0;
+      }
       if (failed) {
         j["error"] = error_json(*failed);
         j["exit_code"] = exit_code_for(failed->code());
@@ -133,6 +172,13 @@ Runner add_run(CLI::App& app) {
                                                ", ended on node " + std::to_string(res.node_id)
                                          : "";
       note(o->entry + " ran on " + c.peer() + " (variant " + res.variant + (pushed ? ", pushed first" : "") + ended + ")");
+      if (o->repeat > 1) {
+        char rate[160];
+        std::snprintf(rate, sizeof rate, "%llu runs in %.3f s: %.0f runs a second, up to %u in flight",
+                      static_cast<unsigned long long>(o->repeat), seconds, seconds > 0 ? double(o->repeat) / seconds : 0.0,
+                      c.pipelines() ? o->inflight : 1u);
+        note(rate);
+      }
     }
     return 0;
   };

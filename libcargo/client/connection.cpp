@@ -2,6 +2,8 @@
 #include "xcargo/client.h"
 
 #include <cstring>
+#include <deque>
+#include <unordered_map>
 
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
@@ -31,14 +33,9 @@ uint64_t Connection::first_request_id() {
 
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
   for (int resent = 0;; ++resent) {
-    Bytes sealed;
+    Bytes sealed_header;
     ByteView h = header;
-    if (token_) {  // wire-protocol.md section 7: the session's token ends every request's header
-      sealed.reserve(header.size() + kTokenSize);
-      sealed.assign(header.begin(), header.end());
-      sealed.insert(sealed.end(), token_->begin(), token_->end());
-      h = sealed;
-    }
+    if (token_) h = sealed_header = sealed(header);
     if (type != MsgType::hello && type != MsgType::auth && lost_before_sending()) {
       XC_TRY(reconnect());
       continue;  // sealed again with the new session's token
@@ -163,11 +160,107 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   const uint64_t id = next_id_++;
   auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, id, decode_result);
+  return invoke_reply(*f, id);
+}
+
+Bytes Connection::sealed(ByteView header) const {
+  Bytes b;
+  b.reserve(header.size() + kTokenSize);
+  b.assign(header.begin(), header.end());
+  if (token_) b.insert(b.end(), token_->begin(), token_->end());  // wire-protocol.md section 7
+  return b;
+}
+
+Result<InvokeReply> Connection::invoke_reply(Frame& f, uint64_t id) const {
+  if (f.type != MsgType::result)
+    return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
+                                      ", got " + std::to_string(int(f.type)));
+  auto r = decode_reply(peer(), f.header, id, decode_result);
   XC_TRY(r);
-  if (r->output_size != f->data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
+  if (r->output_size != f.data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
   if (r->status == ReplyStatus::unauthenticated) return denied(r->message);
-  return InvokeReply{std::move(*r), std::move(f->data)};
+  return InvokeReply{std::move(*r), std::move(f.data)};
+}
+
+Status Connection::send_request(MsgType, Bytes, ByteView) {
+  return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests");
+}
+Result<Frame> Connection::next_reply() { return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests"); }
+
+Status Connection::invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
+                                    const InvokeDone& done) {
+  if (!pipelines() || window <= 1) {
+    for (size_t i = 0; i < count; ++i) {
+      const Invocation c = call(i);
+      auto r = invoke(c.digest, c.entry, c.input);
+      if (!r.ok() && r.error().code() == Errc::unreachable) {
+        const Error e = r.error();
+        done(i, std::move(r));
+        for (size_t j = i + 1; j < count; ++j) done(j, Error(Errc::unreachable, "not sent: " + e.message()));
+        return e;
+      }
+      done(i, std::move(r));
+    }
+    return {};
+  }
+  std::unordered_map<uint64_t, size_t> in_flight;  // request id -> index
+  std::deque<size_t> again;                        // answered `restarting`: to send on a new connection
+  size_t next = 0;
+  bool restarting = false;  // a worker is ending: send nothing more on this connection
+  int reconnects = 0;
+  // After a lost connection: every invocation not yet told is told, and the loss returned.
+  auto give_up = [&](const Error& e) {
+    for (const auto& [id, i] : in_flight) done(i, Error(e.code(), e.message() + " (the request was in flight: it may have run)"));
+    for (size_t i : again) done(i, Error(e.code(), "not sent again: " + e.message()));
+    for (; next < count; ++next) done(next, Error(e.code(), "not sent: " + e.message()));
+    return e;
+  };
+  while (next < count || !again.empty() || !in_flight.empty()) {
+    if (restarting && in_flight.empty()) {  // wire-protocol.md section 5.1: they did not run
+      if (++reconnects > kResends)
+        return give_up(Error(Errc::unreachable, peer() + ": the node answered 'restarting' " + std::to_string(reconnects) +
+                                                    " times in a row")
+                           .hint("its kernels keep failing; its log says which"));
+      if (auto s = reconnect(); !s.ok()) return give_up(s.error());
+      restarting = false;
+    }
+    while (!restarting && in_flight.size() < window && (next < count || !again.empty())) {
+      if (lost_before_sending()) {
+        if (!in_flight.empty()) break;  // their replies first
+        if (auto s = reconnect(); !s.ok()) return give_up(s.error());
+      }
+      size_t i;
+      if (!again.empty()) {
+        i = again.front();
+        again.pop_front();
+      } else {
+        i = next++;
+      }
+      const Invocation c = call(i);
+      const uint64_t id = next_id_++;
+      if (auto s = send_request(MsgType::invoke, sealed(encode(Invoke{id, c.digest, c.entry, c.input.size()})), c.input); !s.ok()) {
+        again.push_front(i);
+        return give_up(s.error());
+      }
+      in_flight.emplace(id, i);
+    }
+    if (in_flight.empty()) continue;
+    auto f = next_reply();
+    if (!f.ok()) return give_up(f.error());
+    const auto id = leading_request_id(f->type, f->header);
+    const auto it = id ? in_flight.find(*id) : in_flight.end();
+    if (it == in_flight.end()) continue;  // not one of ours (the transport drops those already)
+    const size_t i = it->second;
+    in_flight.erase(it);
+    if (f->type == MsgType::result && result_status(f->header) == uint16_t(ReplyStatus::restarting)) {
+      restarting = true;
+      again.push_back(i);
+      continue;
+    }
+    reconnects = 0;
+    done(i, invoke_reply(*f, *id));
+  }
+  return {};
 }
 
 Result<Listing> Connection::list() {

@@ -2,7 +2,9 @@
 // on a new connection, and region keys from before a reconnect are refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <deque>
+#include <vector>
 
 #include "xcargo/client.h"
 
@@ -18,6 +20,12 @@ public:
   std::deque<ReplyStatus> invoke_statuses;  // one per invoke sent
   int reconnects = 0, invokes = 0, one_sided_reads = 0;
   bool fail_reconnect = false;
+  // Pipelining: requests queue up, and each next_reply answers the newest one (replies
+  // out of order); lose_after: the connection drops once that many invokes were sent.
+  bool pipelined = false;
+  size_t max_in_flight = 0;
+  int lose_after = -1;
+  std::vector<Frame> queued;
 
   Status start() { return handshake(nullptr, ""); }
   std::string peer() const override { return "scripted"; }
@@ -52,6 +60,21 @@ protected:
     ++reconnects;
     if (fail_reconnect) return Error(Errc::unreachable, "scripted: refused");
     return handshake(nullptr, "");
+  }
+  bool pipelines() const override { return pipelined; }
+  Status send_request(MsgType type, Bytes header, ByteView data) override {
+    if (lose_after >= 0 && invokes >= lose_after) return Error(Errc::unreachable, "scripted: lost");
+    auto f = roundtrip(type, header, data);
+    XC_TRY(f);
+    queued.push_back(std::move(*f));
+    max_in_flight = std::max(max_in_flight, queued.size());
+    return {};
+  }
+  Result<Frame> next_reply() override {
+    if (queued.empty() || (lose_after >= 0 && invokes >= lose_after)) return Error(Errc::unreachable, "scripted: lost");
+    Frame f = std::move(queued.back());
+    queued.pop_back();
+    return f;
   }
   bool can_get_one_sided() const override { return true; }
   Status get_one_sided(const client::RemoteRegion&, uint64_t, void*, size_t) override {
@@ -122,4 +145,69 @@ TEST_CASE("a region's key from before a reconnect is not used", "[client]") {
   REQUIRE(fresh.ok());
   CHECK(node.get(*fresh, 0, b, 8).ok());
   CHECK(node.one_sided_reads == 2);
+}
+
+namespace {
+// Runs count invocations `window` at a time; the statuses each index was told, in order.
+std::vector<std::vector<std::string>> pipelined(ScriptedNode& node, size_t count, size_t window, Status* out) {
+  std::vector<std::vector<std::string>> told(count);
+  *out = node.invoke_pipelined(
+      count, [](size_t) { return client::Invocation{Digest{}, "add", {}}; }, window,
+      [&](size_t i, Result<client::InvokeReply> r) { told.at(i).push_back(r.ok() ? status_name(r->result.status) : "error"); });
+  return told;
+}
+}  // namespace
+
+TEST_CASE("pipelined invocations: every one answered once, at most `window` in flight", "[client]") {
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  Status s;
+  auto told = pipelined(node, 100, 8, &s);
+  REQUIRE(s.ok());
+  for (const auto& t : told) CHECK(t == std::vector<std::string>{"ok"});
+  CHECK(node.max_in_flight == 8);
+  CHECK(node.invokes == 100);
+}
+
+TEST_CASE("pipelined: 'restarting' ones are sent again on a new connection once the rest are answered", "[client]") {
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  node.invoke_statuses.assign(10, ReplyStatus::ok);
+  node.invoke_statuses.insert(node.invoke_statuses.end(), {ReplyStatus::restarting, ReplyStatus::interrupted, ReplyStatus::restarting});
+  Status s;
+  auto told = pipelined(node, 40, 4, &s);
+  REQUIRE(s.ok());
+  int interrupted = 0;
+  for (const auto& t : told) {
+    REQUIRE(t.size() == 1);
+    interrupted += t[0] == "interrupted";
+    CHECK((t[0] == "ok" || t[0] == "interrupted"));
+  }
+  CHECK(interrupted == 1);
+  // The first 'restarting' (the 11th sent, answered first: replies come newest first) stops
+  // the sending; once the rest are in, a reconnect and its resend takes the interrupted
+  // status, and a later request the second 'restarting': a second reconnect.
+  CHECK(node.reconnects == 2);
+  CHECK(node.invokes == 42);  // two sent again
+}
+
+TEST_CASE("pipelined: a lost connection tells every invocation not yet told, once", "[client]") {
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  node.lose_after = 20;
+  Status s;
+  auto told = pipelined(node, 50, 8, &s);
+  REQUIRE(!s.ok());
+  CHECK(s.error().code() == Errc::unreachable);
+  for (const auto& t : told) CHECK(t.size() == 1);
+  CHECK(std::count_if(told.begin(), told.end(), [](const auto& t) { return t[0] == "ok"; }) < 20);
+
+  ScriptedNode serial;  // a transport that cannot pipeline runs them one at a time
+  REQUIRE(serial.start().ok());
+  told = pipelined(serial, 5, 8, &s);
+  REQUIRE(s.ok());
+  CHECK(serial.invokes == 5);
 }

@@ -1,7 +1,10 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <list>
 #include <map>
+#include <set>
 #include <optional>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +116,7 @@ private:
   Status attach() {
     failed_ = unanswered_ = false;
     fail_status_ = UCS_OK;
+    awaited_.clear();  // a new connection: nothing of the old one's is answered here
     auto ep = net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
     XC_TRY(ep);
     ep_ = *ep;
@@ -205,6 +209,50 @@ private:
     self->reply_ready_ = true;
     UCX->ucp_request_free(request);
   }
+  // A reply to a pipelined request: queued, its data fetched if it comes by rendezvous.
+  ucs_status_t arrive(MsgType type, const void* header, size_t header_length, void* data, size_t length,
+                      const ucp_am_recv_param_t* param) {
+    const auto id = leading_request_id(type, ByteView(static_cast<const uint8_t*>(header), header_length));
+    if (!id || awaited_.erase(*id) == 0) return UCS_OK;  // not the answer to a request in flight
+    auto a = std::make_unique<Arrival>();
+    a->self = this;
+    a->frame.type = type;
+    const auto* h = static_cast<const uint8_t*>(header);
+    a->frame.header.assign(h, h + header_length);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+      a->frame.data.resize(length);
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      p.cb.recv_am = &UcxConnection::on_arrival_data;
+      p.user_data = a.get();
+      ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w_->worker(), data, a->frame.data.data(), length, &p);
+      if (UCS_PTR_IS_ERR(r)) {
+        failed_ = true;
+        fail_status_ = UCS_PTR_STATUS(r);
+        return UCS_OK;
+      }
+      a->ready = r == nullptr;  // else on_arrival_data completes it
+    } else {
+      const auto* d = static_cast<const uint8_t*>(data);
+      a->frame.data.assign(d, d + length);
+      a->ready = true;
+    }
+    arrived_.push_back(std::move(a));
+    return UCS_OK;
+  }
+  static void on_arrival_data(void* request, ucs_status_t status, size_t, void* user) {
+    auto* a = static_cast<Arrival*>(user);
+    if (status != UCS_OK) a->self->failed_ = true, a->self->fail_status_ = status;
+    else a->ready = true;
+    UCX->ucp_request_free(request);
+  }
+  static void on_sent_out(void* request, ucs_status_t status, void* user) {
+    auto* o = static_cast<Outgoing*>(user);
+    o->done = true;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) o->self->failed_ = true, o->self->fail_status_ = status;
+    UCX->ucp_request_free(request);
+  }
+
   static ucs_status_t on_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
     auto* slot = static_cast<Slot*>(arg);
@@ -214,6 +262,7 @@ private:
       self->fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
       return UCS_OK;
     }
+    if (!self->awaited_.empty()) return self->arrive(MsgType(slot->type), header, header_length, data, length, param);
     if (self->expect_id_ &&
         leading_request_id(MsgType(slot->type), ByteView(static_cast<const uint8_t*>(header), header_length)) != self->expect_id_)
       return UCS_OK;  // not the answer to this request
@@ -246,6 +295,58 @@ private:
   void close() override {
     closed_ = true;
     drop();
+  }
+
+  bool pipelines() const override { return true; }
+
+protected:
+  // Pipelining: requests sent without waiting, their replies queued as they arrive.
+  Status send_request(MsgType type, Bytes header, ByteView data) override {
+    if (failed_) return lost();
+    std::erase_if(outgoing_, [](const Outgoing& o) { return o.done; });
+    const auto id = leading_request_id(type, header);
+    if (!id) return Error(Errc::invalid_argument, "a pipelined request needs a request id");
+    Outgoing& o = outgoing_.emplace_back();
+    o.self = this;
+    o.header = std::move(header);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    p.cb.send = &UcxConnection::on_sent_out;
+    p.user_data = &o;
+    ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), o.header.data(), o.header.size(), data.data(), data.size(), &p);
+    if (UCS_PTR_IS_ERR(req)) {
+      outgoing_.pop_back();
+      return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
+    }
+    if (req == nullptr) o.done = true;
+    awaited_.insert(*id);
+    return {};
+  }
+  Result<Frame> next_reply() override {
+    constexpr int kQuietPolls = 64;
+    int quiet = 0;
+    Clock::time_point deadline, spin_until;
+    for (;;) {
+      for (auto it = arrived_.begin(); it != arrived_.end(); ++it)
+        if ((*it)->ready) {
+          Frame f = std::move((*it)->frame);
+          arrived_.erase(it);
+          return f;
+        }
+      if (failed_) return lost();
+      if (UCX->ucp_worker_progress(w_->worker()) != 0 || ++quiet < kQuietPolls) continue;
+      const auto now = Clock::now();
+      if (quiet == kQuietPolls) {
+        deadline = now + std::chrono::milliseconds(timeout_ms_);
+        spin_until = now + std::chrono::microseconds(200);
+      }
+      if (now > deadline) {
+        unanswered_ = true;
+        return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
+      }
+      if (now > spin_until) w_->progress_or_wait(10);
+    }
   }
 
 private:
@@ -282,6 +383,21 @@ private:
   Slot slots_[kMaxMsgType + 1] = {};
   Frame reply_;
   std::optional<uint64_t> expect_id_;  // the request id the reply must carry
+  // Pipelined requests: their headers until UCX has sent them, the ids still unanswered, and
+  // the replies that arrived (a rendezvous one ready once its data is in).
+  struct Outgoing {
+    UcxConnection* self = nullptr;
+    Bytes header;
+    bool done = false;
+  };
+  struct Arrival {
+    UcxConnection* self = nullptr;
+    Frame frame;
+    bool ready = false;
+  };
+  std::list<Outgoing> outgoing_;
+  std::set<uint64_t> awaited_;
+  std::deque<std::unique_ptr<Arrival>> arrived_;
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   bool unanswered_ = false;  // a request went unanswered past its time limit
   bool closed_ = false;      // close() was called: no more requests

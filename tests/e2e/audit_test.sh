@@ -117,9 +117,19 @@ for l in open('journal.txt'):
         summed += int(m.group(1))
     else:
         full += 1
-sys.exit(0 if (full, summed) == (2, 599) else f'{full} full lines and {summed} summed runs, not 2 and 599')
+want = tuple(int(a) for a in sys.argv[1:3])
+sys.exit(0 if (full, summed) == want else f'{full} full lines and {summed} summed runs, not {want}')
 PY
-eventually 10 "600 runs on one connection: one line, then sums of the other 599" python3 counted.py
+eventually 10 "600 runs on one connection: one line, then sums of the other 599" python3 counted.py 2 599
+
+# Pipelined runs (--repeat, --inflight): every one answered, and every one counted.
+"$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$(cat j.addr)" --repeat 2000 --inflight 32 \
+  --json > repeat.json 2> repeat.err
+check "2000 pipelined runs, 32 in flight, all ok" python3 -c "
+import json
+j = json.load(open('repeat.json'))
+assert j['ok'] and j['runs'] == 2000 and j['failed_runs'] == 0 and j['value'] == '42' and j['inflight'] == 32, j"
+eventually 10 "the loader counted the 2000 runs" python3 counted.py 3 2598
 
 expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log x.log --log-max-size 1000
 expect 2 "no-such-dir/x.log: cannot open the log file" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log no-such-dir/x.log

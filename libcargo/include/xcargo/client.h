@@ -3,6 +3,7 @@
 // network verbs are thin layers over this.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,14 @@ struct InvokeReply {
   Bytes output;
 };
 
+// One invocation of a pipelined batch (Connection::invoke_pipelined). input must stay valid
+// until its reply has been handed to `done`.
+struct Invocation {
+  Digest digest{};
+  std::string entry;
+  ByteView input;
+};
+
 // One conversation with one node. Not thread-safe: use one per thread.
 class Connection {
 public:
@@ -52,6 +61,18 @@ public:
   Result<wire::PushReply> push(ByteView cargo);
   Result<bool> has(const Digest& digest);
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
+  // Runs count invocations, call(i) giving the i-th, keeping up to `window` of them in flight
+  // on this connection (one at a time on transports that cannot pipeline, such as a local
+  // loader's pipe). done(i, reply) is called once for every i, in the order replies arrive.
+  // A request the node answered `restarting` (it did not run) is sent again on a new
+  // connection once those in flight are answered. Returns an error, after telling `done`
+  // for every invocation not yet told, when the connection is lost: those in flight may
+  // have run.
+  using InvokeDone = std::function<void(size_t index, Result<InvokeReply> reply)>;
+  // Whether invoke_pipelined keeps several in flight on this connection's transport.
+  virtual bool pipelines() const { return false; }
+  Status invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
+                          const InvokeDone& done);
   Result<wire::Listing> list();
   // The node's region `name`: its length, and where it is if one-sided reads are allowed
   // (Errc::remote if the node has no such region).
@@ -68,6 +89,11 @@ public:
 protected:
   // Sends one request and returns the node's one reply to it.
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
+  // Pipelining, for transports that can (pipelines()): send_request sends a request without
+  // waiting (header, sealed, is kept until sent; data must stay valid until its reply), and
+  // next_reply returns the reply to any request so sent, as it arrives.
+  virtual Status send_request(wire::MsgType type, Bytes header, ByteView data);
+  virtual Result<wire::Frame> next_reply();
   // The version handshake, then authentication with identity (null: none; identity_path
   // names it in messages) when the node asks for it or accepts it; implementations call it
   // once connected.
@@ -93,6 +119,9 @@ private:
   static constexpr int kResends = 5;
   Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
+  Bytes sealed(ByteView header) const;         // header, then the session's token once authenticated
+  // An invoke's result frame to request id as the caller gets it.
+  Result<InvokeReply> invoke_reply(wire::Frame& f, uint64_t id) const;
   wire::HelloReply node_;
   // Request ids start at a random value per connection: a result that someone else had a
   // node deliver to this client's address cannot name a request it is waiting for.

@@ -2,6 +2,9 @@
 //   pingpong-server --listen HOST:PORT --ready-file F   raw UCX AM echo server (the baseline)
 //   pingpong --to HOST:PORT [-n N]                       raw AM round trips, same sizes as an invoke
 //   invoke --to HOST:PORT --cargo FILE --entry E [-n N]  push + first invoke (cold), then N warm
+//   amrate --to HOST:PORT [-n N] [--inflight K]          raw AM requests per second, K in flight
+//   rate --to HOST:PORT --cargo FILE --entry E [-n N] [--inflight K]
+//                                                        warm invocations per second, K in flight
 //   kernel --to HOST:PORT --cargo FILE --entry E --reps R --seed S [-n N] [--warmup W]
 //                                                        a scale.c kernel (scripts/bench-kernels):
 //                                                        W warm-up then N timed invocations
@@ -165,6 +168,78 @@ int invoke(int argc, char** argv) {
   return 0;
 }
 
+// Raw AM messages per second with K in flight, against the echo server: the baseline of `rate`.
+int amrate(int argc, char** argv) {
+  const long n = std::atol(arg(argc, argv, "-n", "200000").c_str());
+  const int k = std::atoi(arg(argc, argv, "--inflight", "64").c_str());
+  auto w = net::UcxWorker::create();
+  if (!w.ok()) die(w.error().message());
+  static std::atomic<long> replies{0};
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+  hp.id = 2;
+  hp.cb = [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+    replies++;
+    return UCS_OK;
+  };
+  ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
+  auto ep = net::connect_ep((*w)->worker(), arg(argc, argv, "--to"));
+  if (!ep.ok()) die(ep.error().message());
+  static uint8_t header[kReqHeader] = {}, data[kReqData] = {};
+  auto run = [&](long count) {
+    const long base = replies;
+    long sent = 0;
+    while (replies - base < count) {
+      while (sent < count && sent - (replies - base) < k) {
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_AM_SEND_FLAG_REPLY;
+        ucs_status_ptr_t r = ucp_am_send_nbx(*ep, 1, header, sizeof header, data, sizeof data, &p);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // small: eager, its buffers are static
+        ++sent;
+      }
+      ucp_worker_progress((*w)->worker());
+    }
+  };
+  run(n / 10);  // warm-up
+  const auto t = Clock::now();
+  run(n);
+  const double s = us(Clock::now() - t) / 1e6;
+  std::printf("{\"per_second\": %.0f, \"n\": %ld, \"inflight\": %d}\n", double(n) / s, n, k);
+  return 0;
+}
+
+// Warm invocations per second with K in flight on one connection (Connection::invoke_pipelined).
+int rate(int argc, char** argv) {
+  const long n = std::atol(arg(argc, argv, "-n", "200000").c_str());
+  const int k = std::atoi(arg(argc, argv, "--inflight", "64").c_str());
+  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
+  if (!bytes.ok()) die(bytes.error().message());
+  auto c = parse_container(*bytes);
+  if (!c.ok()) die(c.error().message());
+  auto conn = client::connect(arg(argc, argv, "--to"));
+  if (!conn.ok()) die(conn.error().message());
+  auto pushed = (*conn)->push(*bytes);
+  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed");
+  int64_t in[2] = {2, 40};
+  const client::Invocation call{c->digest, arg(argc, argv, "--entry", "add"), ByteView(reinterpret_cast<const uint8_t*>(in), sizeof in)};
+  long bad = 0;
+  auto run = [&](long count) {
+    auto s = (*conn)->invoke_pipelined(size_t(count), [&](size_t) { return call; }, size_t(k),
+                                       [&](size_t, Result<client::InvokeReply> r) {
+                                         if (!r.ok() || r->result.status != wire::ReplyStatus::ok) ++bad;
+                                       });
+    if (!s.ok()) die(s.error().message());
+  };
+  run(n / 10);
+  const auto t = Clock::now();
+  run(n);
+  const double s = us(Clock::now() - t) / 1e6;
+  if (bad) die(std::to_string(bad) + " invocations failed");
+  std::printf("{\"per_second\": %.0f, \"n\": %ld, \"inflight\": %d}\n", double(n) / s, n, k);
+  return 0;
+}
+
 // The kernel's own time as the loader measured it (around the entry's call, as native_main.c
 // does), and the round trip as this client saw it.
 int kernel(int argc, char** argv) {
@@ -204,11 +279,13 @@ int kernel(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) die("usage: xcargo-invoke-bench pingpong-server|pingpong|invoke|kernel ...");
+  if (argc < 2) die("usage: xcargo-invoke-bench pingpong-server|pingpong|invoke|amrate|rate|kernel ...");
   std::string mode = argv[1];
   if (mode == "pingpong-server") return pingpong_server(argc, argv);
   if (mode == "pingpong") return pingpong(argc, argv);
   if (mode == "invoke") return invoke(argc, argv);
   if (mode == "kernel") return kernel(argc, argv);
+  if (mode == "amrate") return amrate(argc, argv);
+  if (mode == "rate") return rate(argc, argv);
   die("unknown mode " + mode);
 }

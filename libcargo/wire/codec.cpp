@@ -234,7 +234,7 @@ Result<Hello> decode_hello(ByteView h) {
   // the answer can say which versions.
   if (!in.failed() && in.pos() < h.size()) m.reply_address = in.blob(kMaxAddress);
   if (!in.failed() && m.max_version >= 3) in.raw(m.nonce.data(), m.nonce.size());
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const HelloReply& m) {
@@ -263,7 +263,7 @@ Result<HelloReply> decode_hello_reply(ByteView h) {
   in.raw(m.nonce.data(), m.nonce.size());
   in.raw(m.node_key.data(), m.node_key.size());
   in.raw(m.node_sig.data(), m.node_sig.size());
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const Auth& m) { return Out().u64(m.request_id).raw(m.client_key).raw(m.signature).take(); }
@@ -273,7 +273,7 @@ Result<Auth> decode_auth(ByteView h) {
   m.request_id = in.u64();
   in.raw(m.client_key.data(), m.client_key.size());
   in.raw(m.signature.data(), m.signature.size());
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const AuthReply& m) {
@@ -288,7 +288,7 @@ Result<AuthReply> decode_auth_reply(ByteView h) {
   in.zeros(4);
   in.raw(m.token.data(), m.token.size());
   m.message = in.str(kMaxMessage);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const Push& m) { return Out().u64(m.request_id).u64(m.cargo_size).take(); }
@@ -297,7 +297,7 @@ Result<Push> decode_push(ByteView h) {
   Push m;
   m.request_id = in.u64();
   m.cargo_size = in.u64();
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const PushReply& m) {
@@ -318,7 +318,7 @@ Result<PushReply> decode_push_reply(ByteView h) {
   in.raw(m.digest.data(), 32);
   m.variant = in.str(kMaxName);
   m.message = in.str(kMaxMessage);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const Has& m) { return Out().u64(m.request_id).raw(m.digest).take(); }
@@ -327,7 +327,7 @@ Result<Has> decode_has(ByteView h) {
   Has m;
   m.request_id = in.u64();
   in.raw(m.digest.data(), 32);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const HasReply& m) { return Out().u64(m.request_id).u8(m.has ? 1 : 0).zeros(7).take(); }
@@ -339,7 +339,7 @@ Result<HasReply> decode_has_reply(ByteView h) {
   if (!in.failed() && has > 1) in.fail("has must be 0 or 1");
   m.has = has == 1;
   in.zeros(7);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const Invoke& m) { return Out().u64(m.request_id).raw(m.digest).u64(m.input_size).str(m.entry).take(); }
@@ -351,7 +351,7 @@ Result<Invoke> decode_invoke(ByteView h) {
   m.input_size = in.u64();
   m.entry = in.str(kMaxName);
   if (!in.failed() && m.entry.empty()) in.fail("empty entry name");
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const ResultMsg& m) {
@@ -371,7 +371,7 @@ Result<ResultMsg> decode_result(ByteView h) {
   m.kernel_ns = in.u64();
   m.variant = in.str(kMaxName);
   m.message = in.str(kMaxMessage);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const RequestOnly& m) { return Out().u64(m.request_id).take(); }
@@ -387,7 +387,7 @@ Result<RegionQuery> decode_region(ByteView h) {
   m.request_id = in.u64();
   m.name = in.str(kMaxName);
   if (!in.failed() && m.name.empty()) in.fail("empty region name");
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const RegionReply& m) {
@@ -402,7 +402,7 @@ Result<RegionReply> decode_region_reply(ByteView h) {
   m.address = in.u64();
   m.length = in.u64();
   m.rkey = in.blob(kMaxAddress);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const RegionRead& m) { return Out().u64(m.request_id).u64(m.offset).u64(m.length).str(m.name).take(); }
@@ -414,7 +414,7 @@ Result<RegionRead> decode_region_read(ByteView h) {
   m.length = in.u64();
   m.name = in.str(kMaxName);
   if (!in.failed() && m.name.empty()) in.fail("empty region name");
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Bytes encode(const RegionData& m) { return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(6).u64(m.length).take(); }
@@ -425,7 +425,7 @@ Result<RegionData> decode_region_data(ByteView h) {
   in.status_field(m.status);
   in.zeros(6);
   m.length = in.u64();
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 Result<Forward> decode_forward(ByteView h) {
@@ -442,13 +442,13 @@ Result<Forward> decode_forward(ByteView h) {
   if (!in.failed() && m.hop == 0) in.fail("hop must be at least 1");
   if (!in.failed() && m.cargo_size > UINT64_MAX - m.input_size) in.fail("sizes overflow");
   m.reply_address = in.blob(kMaxAddress);
-  return done(in, m);
+  return done(in, std::move(m));
 }
 Result<RequestOnly> decode_request(ByteView h) {
   In in(h, "request");
   RequestOnly m;
   m.request_id = in.u64();
-  return done(in, m);
+  return done(in, std::move(m));
 }
 
 namespace {

@@ -4,7 +4,7 @@
 #include <deque>
 #include <list>
 #include <map>
-#include <set>
+#include <vector>
 #include <optional>
 #include <cstdlib>
 #include <cstring>
@@ -213,7 +213,10 @@ private:
   ucs_status_t arrive(MsgType type, const void* header, size_t header_length, void* data, size_t length,
                       const ucp_am_recv_param_t* param) {
     const auto id = leading_request_id(type, ByteView(static_cast<const uint8_t*>(header), header_length));
-    if (!id || awaited_.erase(*id) == 0) return UCS_OK;  // not the answer to a request in flight
+    const auto at = id ? std::find(awaited_.begin(), awaited_.end(), *id) : awaited_.end();
+    if (at == awaited_.end()) return UCS_OK;  // not the answer to a request in flight
+    *at = awaited_.back();
+    awaited_.pop_back();
     auto a = std::make_unique<Arrival>();
     a->self = this;
     a->frame.type = type;
@@ -306,6 +309,17 @@ protected:
     std::erase_if(outgoing_, [](const Outgoing& o) { return o.done; });
     const auto id = leading_request_id(type, header);
     if (!id) return Error(Errc::invalid_argument, "a pipelined request needs a request id");
+    auto failed = [&](ucs_status_ptr_t req) {
+      return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
+    };
+    {  // Most requests are small and leave at once: then nothing needs to keep their header.
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+      p.flags = UCP_AM_SEND_FLAG_REPLY;
+      ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
+      if (req == nullptr) return awaited_.push_back(*id), Status{};
+      if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) return failed(req);
+    }
     Outgoing& o = outgoing_.emplace_back();
     o.self = this;
     o.header = std::move(header);
@@ -317,10 +331,10 @@ protected:
     ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), o.header.data(), o.header.size(), data.data(), data.size(), &p);
     if (UCS_PTR_IS_ERR(req)) {
       outgoing_.pop_back();
-      return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
+      return failed(req);
     }
     if (req == nullptr) o.done = true;
-    awaited_.insert(*id);
+    awaited_.push_back(*id);
     return {};
   }
   Result<Frame> next_reply() override {
@@ -396,7 +410,7 @@ private:
     bool ready = false;
   };
   std::list<Outgoing> outgoing_;
-  std::set<uint64_t> awaited_;
+  std::vector<uint64_t> awaited_;  // a few dozen at most: scanned
   std::deque<std::unique_ptr<Arrival>> arrived_;
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   bool unanswered_ = false;  // a request went unanswered past its time limit

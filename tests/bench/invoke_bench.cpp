@@ -96,22 +96,36 @@ int pingpong_server(int argc, char** argv) {
   }
 }
 
+// The raw side of pingpong and amrate: a worker connected to the echo server, counting its
+// replies (message type 2).
+struct RawClient {
+  std::unique_ptr<net::UcxWorker> w;
+  ucp_ep_h ep = nullptr;
+  inline static std::atomic<long> replies{0};
+  explicit RawClient(const std::string& to) {
+    auto worker = net::UcxWorker::create();
+    if (!worker.ok()) die(worker.error().message());
+    w = std::move(*worker);
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+    hp.id = 2;
+    hp.cb = [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
+      replies++;
+      return UCS_OK;
+    };
+    ucp_worker_set_am_recv_handler(w->worker(), &hp);
+    auto e = net::connect_ep(w->worker(), to);
+    if (!e.ok()) die(e.error().message());
+    ep = *e;
+  }
+};
+
 int pingpong(int argc, char** argv) {
   const int n = std::atoi(arg(argc, argv, "-n", "20000").c_str());
-  auto w = net::UcxWorker::create();
-  if (!w.ok()) die(w.error().message());
-  static std::atomic<int> replies{0};
-  ucp_am_handler_param_t hp{};
-  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-  hp.id = 2;
-  hp.cb = [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
-    replies++;
-    return UCS_OK;
-  };
-  ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
-  auto ep = net::connect_ep((*w)->worker(), arg(argc, argv, "--to"));
-  if (!ep.ok()) die(ep.error().message());
-  ucp_ep_h e = *ep;
+  RawClient raw(arg(argc, argv, "--to"));
+  auto& replies = RawClient::replies;
+  auto* w = &raw.w;
+  ucp_ep_h e = raw.ep;
   uint8_t header[kReqHeader] = {}, data[kReqData] = {};
   std::vector<double> rtt;
   for (int i = 0; i < n + 1000; ++i) {  // the first 1000 warm up the path
@@ -172,19 +186,10 @@ int invoke(int argc, char** argv) {
 int amrate(int argc, char** argv) {
   const long n = std::atol(arg(argc, argv, "-n", "200000").c_str());
   const int k = std::atoi(arg(argc, argv, "--inflight", "64").c_str());
-  auto w = net::UcxWorker::create();
-  if (!w.ok()) die(w.error().message());
-  static std::atomic<long> replies{0};
-  ucp_am_handler_param_t hp{};
-  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-  hp.id = 2;
-  hp.cb = [](void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) -> ucs_status_t {
-    replies++;
-    return UCS_OK;
-  };
-  ucp_worker_set_am_recv_handler((*w)->worker(), &hp);
-  auto ep = net::connect_ep((*w)->worker(), arg(argc, argv, "--to"));
-  if (!ep.ok()) die(ep.error().message());
+  RawClient raw(arg(argc, argv, "--to"));
+  auto& replies = RawClient::replies;
+  auto* w = &raw.w;
+  ucp_ep_h* ep = &raw.ep;
   static uint8_t header[kReqHeader] = {}, data[kReqData] = {};
   auto run = [&](long count) {
     const long base = replies;

@@ -262,7 +262,7 @@ int kernel(int argc, char** argv) {
   const uint64_t in[2] = {std::strtoull(arg(argc, argv, "--reps").c_str(), nullptr, 10),
                           std::strtoull(arg(argc, argv, "--seed", "1").c_str(), nullptr, 10)};
   ByteView input(reinterpret_cast<const uint8_t*>(in), sizeof in);
-  std::vector<double> kernel_us, rtt;
+  std::vector<double> kernel_us, rtt, all;
   uint64_t sum = 0;
   for (int i = 0; i < warmup + n; ++i) {
     auto t = Clock::now();
@@ -271,13 +271,17 @@ int kernel(int argc, char** argv) {
     if (!r.ok()) die("invoke failed: " + r.error().message());
     if (r->result.status != wire::ReplyStatus::ok || r->output.size() != 8) die("invoke failed: " + r->result.message);
     std::memcpy(&sum, r->output.data(), 8);
+    all.push_back(took);
     if (i < warmup) continue;
     kernel_us.push_back(double(r->result.kernel_ns) / 1000);
     rtt.push_back(took);
   }
   Stats k = summarize(kernel_us), t = summarize(rtt);
-  std::printf("{\"kernel_median_us\": %.3f, \"rtt_median_us\": %.3f, \"checksum\": \"%016llx\", \"variant\": \"%s\", \"n\": %d}\n",
-              k.median, t.median, (unsigned long long)sum, pushed->variant.c_str(), n);
+  std::string first;  // the connection's first round trips, warm-up included, in order
+  for (size_t i = 0; i < std::min<size_t>(all.size(), 40); ++i) first += (i ? ", " : "") + std::to_string(int(all[i]));
+  std::printf("{\"kernel_median_us\": %.3f, \"rtt_median_us\": %.3f, \"checksum\": \"%016llx\", \"variant\": \"%s\", \"n\": %d, "
+              "\"first_rtts_us\": [%s]}\n",
+              k.median, t.median, (unsigned long long)sum, pushed->variant.c_str(), n, first.c_str());
   return 0;
 }
 

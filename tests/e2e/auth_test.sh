@@ -14,6 +14,7 @@ expect 0 '1 loaders up' -- "$SRC/scripts/cluster" up 1 --tls "$TLS" --bin "$BIN"
 source "$XCARGO_CLUSTER_DIR/env"
 NODE=$(awk '/address/ {print $2; exit}' "$XCARGO_CLUSTER_DIR/cluster.yaml")
 LOG=$XCARGO_CLUSTER_DIR/node-0.log
+diagnose "$LOG"  # a failure shows the node's last lines (why a worker stopped, say)
 ME=$XCARGO_IDENTITY
 "$X" keygen -o stranger >/dev/null
 "$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null

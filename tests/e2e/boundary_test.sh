@@ -19,6 +19,7 @@ up() {
 }
 down() { "$SRC/scripts/cluster" down >/dev/null 2>&1; }
 LOG=$XCARGO_CLUSTER_DIR/node-0.log
+diagnose "$LOG"  # a failure shows the node's last lines (why a worker stopped, say)
 
 # Default: no one-sided access. Writes and reads at addresses the attacker names, with a
 # remote key it packed itself, reach nothing; region reads outside the region are refused.

@@ -169,12 +169,14 @@ private:
     uint16_t type;
   };
 
-  // A wait for a reply: polls, then sleeps in the kernel. Sleeping costs a wake-up when the
-  // reply comes (measured 0.15 to 0.45 ms on a VM, more than a millisecond-scale kernel can
-  // bear: bench-kernels), so the polling lasts twice as long as the last wait that slept,
-  // between kMinSpin and ConnectOptions::max_spin_us: a client calling the same kernel again
-  // catches its reply polling. The clock is read only after kQuietPolls empty polls: a quick
-  // reply never needs it.
+  // A wait for a reply. Sleeping costs a wake-up when the reply comes (0.15 to 0.45 ms on a
+  // VM: more than a millisecond-scale kernel can bear, bench-kernels), and polling costs a
+  // core that the kernel may be sharing (a loader on this machine: 2 cores). So: poll for
+  // kMinSpin; if the last wait that slept took W, sleep until kWakeEarly before W, then poll
+  // until 2 W (at most ConnectOptions::max_spin_us after the start); then sleep until the
+  // reply wakes this thread. A client calling the same kernel again catches its reply
+  // polling, with its core free for most of the kernel's run. The clock is read only after
+  // kQuietPolls empty polls: a quick reply never needs it.
   class Waiting {
   public:
     explicit Waiting(UcxConnection& c) : c_(c) {}
@@ -185,12 +187,18 @@ private:
       if (quiet_ == kQuietPolls) {
         start_ = now;
         deadline_ = now + std::chrono::milliseconds(c_.timeout_ms_);
-        const auto spin = std::clamp<Clock::duration>(2 * c_.last_wait_, kMinSpin,
-                                                      std::chrono::microseconds(std::max(0, c_.o_.max_spin_us)));
-        spin_until_ = now + spin;
+        const auto cap = std::chrono::microseconds(std::max(0, c_.o_.max_spin_us));
+        spin_until_ = now + std::clamp<Clock::duration>(2 * c_.last_wait_, kMinSpin, cap);
+        nap_until_ = c_.last_wait_ > kWakeEarly && c_.last_wait_ < cap ? now + c_.last_wait_ - kWakeEarly : now;
       }
       if (now > deadline_) return false;
-      if (now > spin_until_) c_.w_->progress_or_wait(10);  // long waits sleep instead of spinning
+      if (now > start_ + kMinSpin && now < nap_until_) {  // before the reply is due: sleep, whole milliseconds
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(nap_until_ - now).count();
+        if (ms >= 1) c_.w_->progress_or_wait(int(ms));
+        else nap_until_ = now;
+      } else if (now > spin_until_) {
+        c_.w_->progress_or_wait(10);  // long waits sleep instead of spinning
+      }
       return true;
     }
     void done() { c_.last_wait_ = quiet_ >= kQuietPolls ? Clock::now() - start_ : Clock::duration::zero(); }
@@ -198,9 +206,10 @@ private:
   private:
     static constexpr int kQuietPolls = 64;
     static constexpr std::chrono::microseconds kMinSpin{200};
+    static constexpr std::chrono::microseconds kWakeEarly{500};
     UcxConnection& c_;
     int quiet_ = 0;
-    Clock::time_point start_, deadline_, spin_until_;
+    Clock::time_point start_, deadline_, spin_until_, nap_until_;
   };
 
   Error lost() const {

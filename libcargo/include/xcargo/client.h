@@ -146,10 +146,10 @@ struct ConnectOptions {
   int retry_ms = 5000;             // keep retrying a refused connection this long: a node restarting
                                    // after a kernel failure takes 0.15 s quiet, about 1 s slow and busy
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
-  // A wait for a reply polls (a core busy) for twice as long as the last wait took, at least
-  // 0.2 ms and at most this, then sleeps until the reply wakes it: a sleeping client's
-  // wake-up costs 0.15 to 0.45 ms on a VM, which repeated millisecond-scale kernels would
-  // pay at every call. Lower it where the client's cores are scarcer than latency matters.
+  // A wait for a reply polls 0.2 ms, sleeps until 0.5 ms before the last wait's length, and
+  // polls again until twice that length, at most this long after it began; then it sleeps
+  // until the reply wakes it. A sleeping client's wake-up costs 0.15 to 0.45 ms on a VM,
+  // which repeated millisecond-scale kernels would pay at every call. 0: poll 0.2 ms only.
   int max_spin_us = 20000;
   // The private key that proves who this client is to nodes that authenticate clients;
   // empty: auth::default_identity_path() ($XCARGO_IDENTITY, ~/.config/xcargo/identity).

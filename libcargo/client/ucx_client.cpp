@@ -258,7 +258,7 @@ private:
     const auto* h = static_cast<const uint8_t*>(header);
     a->frame.header.assign(h, h + header_length);
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      a->frame.data.resize(length);
+      resize_large(a->frame.data, length);
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxConnection::on_arrival_data;
@@ -310,7 +310,7 @@ private:
     const auto* h = static_cast<const uint8_t*>(header);
     f.header.assign(h, h + header_length);
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      f.data.resize(length);
+      resize_large(f.data, length);
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxConnection::on_data;

@@ -37,8 +37,9 @@ int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
     ctx->reply_overflow = true;
     return -1;
   }
-  const auto* p = static_cast<const uint8_t*>(data);
-  ctx->reply.insert(ctx->reply.end(), p, p + len);
+  const size_t at = ctx->reply.size();
+  xcargo::resize_large(ctx->reply, at + len);
+  if (len) std::memcpy(ctx->reply.data() + at, data, len);
   return 0;
 }
 

@@ -383,7 +383,7 @@ struct UcxServer::Impl {
     } else if (length > limit) {
       job->ready = true;  // never fetched; the handler answers "limit" from the header
     } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      job->data.resize(length);
+      resize_large(job->data, length);
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &Impl::on_data;

@@ -8,6 +8,9 @@
 //   kernel --to HOST:PORT --cargo FILE --entry E --reps R --seed S [-n N] [--warmup W]
 //                                                        a scale.c kernel (scripts/bench-kernels):
 //                                                        W warm-up then N timed invocations
+//   bw --to HOST:PORT --cargo FILE --entry E --size BYTES [-n N]
+//                                                        N invocations of an echo kernel with
+//                                                        BYTES of input and of reply
 // Prints one JSON object. Raw UCX on both sides of the baseline: no xcargo code in its path.
 #include <cstdio>
 #include <cstdlib>
@@ -285,6 +288,40 @@ int kernel(int argc, char** argv) {
   return 0;
 }
 
+// Bytes per second through an echo kernel: BYTES in and BYTES back per invocation, both counted.
+int bw(int argc, char** argv) {
+  const int n = std::atoi(arg(argc, argv, "-n", "5").c_str());
+  const size_t size = std::strtoull(arg(argc, argv, "--size", "67108864").c_str(), nullptr, 10);
+  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
+  if (!bytes.ok()) die(bytes.error().message());
+  auto c = parse_container(*bytes);
+  if (!c.ok()) die(c.error().message());
+  auto conn = client::connect(arg(argc, argv, "--to"));
+  if (!conn.ok()) die(conn.error().message());
+  auto pushed = (*conn)->push(*bytes);
+  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed");
+  Bytes input(size);
+  for (size_t i = 0; i < size; i += 4096) input[i] = uint8_t(i >> 12);
+  const std::string entry = arg(argc, argv, "--entry", "echo");
+  std::vector<double> ms, per_s;
+  for (int i = 0; i < n + 1; ++i) {  // the first warms up (pages, registration caches)
+    auto t = Clock::now();
+    auto r = (*conn)->invoke(c->digest, entry, input);
+    const double took = us(Clock::now() - t) / 1000;
+    if (!r.ok()) die("invoke failed: " + r.error().message());
+    if (r->result.status != wire::ReplyStatus::ok) die("invoke failed: " + r->result.message);
+    if (r->output.size() != size || std::memcmp(r->output.data(), input.data(), size) != 0) die("the echo differs from the input");
+    if (i == 0) continue;
+    ms.push_back(took);
+    per_s.push_back(2.0 * double(size) / (took / 1000));
+  }
+  std::sort(ms.begin(), ms.end());
+  std::sort(per_s.begin(), per_s.end());
+  std::printf("{\"size\": %zu, \"rtt_median_ms\": %.3f, \"bytes_per_s\": %.0f, \"n\": %d}\n", size, ms[ms.size() / 2],
+              per_s[per_s.size() / 2], n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,5 +333,6 @@ int main(int argc, char** argv) {
   if (mode == "kernel") return kernel(argc, argv);
   if (mode == "amrate") return amrate(argc, argv);
   if (mode == "rate") return rate(argc, argv);
+  if (mode == "bw") return bw(argc, argv);
   die("unknown mode " + mode);
 }

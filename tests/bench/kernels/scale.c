@@ -58,3 +58,6 @@ XC_ENTRY int hash(xc_ctx *ctx, const void *in, size_t in_len) {
   for (int i = 0; i < LANES; ++i) sum ^= s[i] + (uint64_t)i;
   return xc_reply(ctx, &sum, sizeof sum);
 }
+
+/* The input back as the reply: scripts/bench-invoke's bandwidth figure (64 MiB each way). */
+XC_ENTRY int echo(xc_ctx *ctx, const void *in, size_t in_len) { return xc_reply(ctx, in, in_len); }

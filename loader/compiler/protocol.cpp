@@ -126,6 +126,12 @@ Result<Result<CompiledObject>> read_reply(int fd, std::chrono::steady_clock::tim
   return reply_value(*h, std::move(text), std::move(object));
 }
 
+uint64_t reply_length(ByteView b) {
+  if (b.size() < kReplyHeader) return 0;
+  auto h = reply_head(b.data());
+  return h.ok() ? kReplyHeader + h->text + h->object : 0;
+}
+
 Result<Result<CompiledObject>> decode_reply(ByteView b) {
   if (b.size() < kReplyHeader) return broken("a reply cut short");
   auto h = reply_head(b.data());

@@ -33,6 +33,9 @@ Bytes encode_reply(const Result<CompiledObject>& reply);
 Result<Request> read_request(int fd, uint64_t max_cargo);
 // One reply from fd, waiting at most until deadline.
 Result<Result<CompiledObject>> read_reply(int fd, std::chrono::steady_clock::time_point deadline);
+// The length of the reply that b begins with, header included, once b holds a valid
+// header; 0 before (or for a header that is not one).
+uint64_t reply_length(ByteView b);
 // A whole reply held in memory (what a compile job wrote), or an error if it is not one.
 Result<Result<CompiledObject>> decode_reply(ByteView bytes);
 

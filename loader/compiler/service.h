@@ -1,6 +1,7 @@
 // The compile service: the only process that writes the JIT cache. The supervisor starts one
 // beside each worker, before any kernel runs, so nothing a kernel does reaches it except its
-// requests. Each request (a signed cargo and a variant name) runs in a child of its own, which
+// requests. Each request (a signed cargo and a variant name) runs in a child of its own, forked
+// before the request arrives (its page faults and LLVM's first-compile costs paid while idle), which
 // verifies the cargo again against the trust directory, checks and compiles the bitcode (or
 // finds it in the cache) and answers; an LLVM fatal error or crash there costs that request
 // only. The worker itself cannot open the cache (loader/SECURITY.md).

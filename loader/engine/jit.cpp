@@ -2,6 +2,7 @@
 // runtime's absolute symbols, so an import outside the allow-list cannot resolve.
 #include "jit.h"
 
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
@@ -17,6 +18,7 @@
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -121,14 +123,17 @@ Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bo
   auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
   if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
   XC_TRY(bitcode::check_module(**mod, what));  // before any pass sees it
+  return compile_module(**mod, what, fp_strict);
+}
+
+Result<Bytes> Jit::compile_module(llvm::Module& m, const std::string& what, bool fp_strict) const {
   orc::JITTargetMachineBuilder jtmb = impl_->jtmb;
   if (fp_strict) {
-    make_fp_strict(**mod);
+    make_fp_strict(m);
     jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;  // llvm.fmuladd: fmul, then fadd
   }
   auto tm = jtmb.createTargetMachine();
   if (!tm) return Error(Errc::unsupported, what + ": no code generator for this host: " + message(tm.takeError()));
-  llvm::Module& m = **mod;
   m.setTargetTriple((*tm)->getTargetTriple().str());
   m.setDataLayout((*tm)->createDataLayout());
 
@@ -149,6 +154,42 @@ Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bo
   if (!obj) return Error(Errc::compile, what + ": code generation failed: " + message(obj.takeError()));
   llvm::StringRef b = (*obj)->getBuffer();
   return Bytes(b.begin(), b.end());
+}
+
+namespace {
+
+// The warm-up kernel: a loop of loads, float arithmetic and a runtime call, like a small cargo.
+constexpr const char* kWarmUpIR = R"(
+declare i32 @xc_reply(ptr, ptr, i64)
+define i32 @warm_up(ptr %ctx, ptr %in, i64 %n) {
+entry:
+  %a = alloca double
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %s = phi double [0.0, %entry], [%s1, %loop]
+  %p = getelementptr double, ptr %in, i64 %i
+  %v = load double, ptr %p
+  %m = fmul double %v, 3.0
+  %s1 = fadd double %s, %m
+  %i1 = add i64 %i, 1
+  %c = icmp ult i64 %i1, %n
+  br i1 %c, label %loop, label %done
+done:
+  store double %s1, ptr %a
+  %r = call i32 @xc_reply(ptr %ctx, ptr %a, i64 8)
+  ret i32 %r
+}
+)";
+
+}  // namespace
+
+Result<Bytes> Jit::warm_up() const {
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic diag;
+  auto m = llvm::parseAssemblyString(kWarmUpIR, diag, ctx);
+  if (!m) return Error(Errc::compile, "the JIT's warm-up module does not parse: " + diag.getMessage().str());
+  return compile_module(*m, "warm-up", false);
 }
 
 Result<std::vector<std::string>> Jit::undefined_symbols(ByteView object, const std::string& what) const {

@@ -104,9 +104,10 @@ bool request_waiting(void* fd) {
 
 [[noreturn]] void standby_child(int request_fd, int reply_fd, const Jit& jit, const DiskCache& cache, const Options& o) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // The heap a compile grows into (16 MiB), and the writable mappings copied now rather than
-  // in the job; then a small compile, which faults in the code and data LLVM uses.
-  const PrefaultStats st = prefault(16 << 20, 64 << 20, 256 << 20, request_waiting, &request_fd);
+  // The heap a compile grows into (16 MiB) and the writable mappings (64 MiB at most: never a
+  // sanitizer's reserved shadow) copied now rather than in the job; then a small compile,
+  // which faults in the code and data LLVM uses.
+  const PrefaultStats st = prefault(16 << 20, 32 << 20, 64 << 20, request_waiting, &request_fd);
   if (!st.stopped && !request_waiting(&request_fd)) (void)jit.warm_up();
   auto req = read_request(request_fd, o.limits.max_cargo_size);
   if (!req.ok()) _exit(0);  // the service ended, or dropped this standby

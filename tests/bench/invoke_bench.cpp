@@ -217,10 +217,13 @@ int amrate(int argc, char** argv) {
   return 0;
 }
 
-// Warm invocations per second with K in flight on one connection (Connection::invoke_pipelined).
-int rate(int argc, char** argv) {
-  const long n = std::atol(arg(argc, argv, "-n", "200000").c_str());
-  const int k = std::atoi(arg(argc, argv, "--inflight", "64").c_str());
+// A connection to --to with --cargo pushed (rate, kernel and bw modes).
+struct Pushed {
+  std::unique_ptr<client::Connection> conn;
+  Digest digest{};
+  wire::PushReply reply;
+};
+Pushed connect_and_push(int argc, char** argv) {
   auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
   if (!bytes.ok()) die(bytes.error().message());
   auto c = parse_container(*bytes);
@@ -228,12 +231,20 @@ int rate(int argc, char** argv) {
   auto conn = client::connect(arg(argc, argv, "--to"));
   if (!conn.ok()) die(conn.error().message());
   auto pushed = (*conn)->push(*bytes);
-  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed");
+  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed: " + (pushed.ok() ? pushed->message : pushed.error().message()));
+  return {std::move(*conn), c->digest, std::move(*pushed)};
+}
+
+// Warm invocations per second with K in flight on one connection (Connection::invoke_pipelined).
+int rate(int argc, char** argv) {
+  const long n = std::atol(arg(argc, argv, "-n", "200000").c_str());
+  const int k = std::atoi(arg(argc, argv, "--inflight", "64").c_str());
+  auto [conn, digest, pushed] = connect_and_push(argc, argv);
   int64_t in[2] = {2, 40};
-  const client::Invocation call{c->digest, arg(argc, argv, "--entry", "add"), ByteView(reinterpret_cast<const uint8_t*>(in), sizeof in)};
+  const client::Invocation call{digest, arg(argc, argv, "--entry", "add"), ByteView(reinterpret_cast<const uint8_t*>(in), sizeof in)};
   long bad = 0;
   auto run = [&](long count) {
-    auto s = (*conn)->invoke_pipelined(size_t(count), [&](size_t) { return call; }, size_t(k),
+    auto s = conn->invoke_pipelined(size_t(count), [&](size_t) { return call; }, size_t(k),
                                        [&](size_t, Result<client::InvokeReply> r) {
                                          if (!r.ok() || r->result.status != wire::ReplyStatus::ok) ++bad;
                                        });
@@ -253,15 +264,8 @@ int rate(int argc, char** argv) {
 int kernel(int argc, char** argv) {
   const int n = std::atoi(arg(argc, argv, "-n", "7").c_str());
   const int warmup = std::atoi(arg(argc, argv, "--warmup", "1").c_str());
-  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
-  if (!bytes.ok()) die(bytes.error().message());
-  auto c = parse_container(*bytes);
-  if (!c.ok()) die(c.error().message());
   const std::string entry = arg(argc, argv, "--entry");
-  auto conn = client::connect(arg(argc, argv, "--to"));
-  if (!conn.ok()) die(conn.error().message());
-  auto pushed = (*conn)->push(*bytes);
-  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed: " + (pushed.ok() ? pushed->message : pushed.error().message()));
+  auto [conn, digest, pushed] = connect_and_push(argc, argv);
   const uint64_t in[2] = {std::strtoull(arg(argc, argv, "--reps").c_str(), nullptr, 10),
                           std::strtoull(arg(argc, argv, "--seed", "1").c_str(), nullptr, 10)};
   ByteView input(reinterpret_cast<const uint8_t*>(in), sizeof in);
@@ -269,7 +273,7 @@ int kernel(int argc, char** argv) {
   uint64_t sum = 0;
   for (int i = 0; i < warmup + n; ++i) {
     auto t = Clock::now();
-    auto r = (*conn)->invoke(c->digest, entry, input);
+    auto r = conn->invoke(digest, entry, input);
     const double took = us(Clock::now() - t);
     if (!r.ok()) die("invoke failed: " + r.error().message());
     if (r->result.status != wire::ReplyStatus::ok || r->output.size() != 8) die("invoke failed: " + r->result.message);
@@ -284,7 +288,7 @@ int kernel(int argc, char** argv) {
   for (size_t i = 0; i < std::min<size_t>(all.size(), 40); ++i) first += (i ? ", " : "") + std::to_string(int(all[i]));
   std::printf("{\"kernel_median_us\": %.3f, \"rtt_median_us\": %.3f, \"checksum\": \"%016llx\", \"variant\": \"%s\", \"n\": %d, "
               "\"first_rtts_us\": [%s]}\n",
-              k.median, t.median, (unsigned long long)sum, pushed->variant.c_str(), n, first.c_str());
+              k.median, t.median, (unsigned long long)sum, pushed.variant.c_str(), n, first.c_str());
   return 0;
 }
 
@@ -292,21 +296,14 @@ int kernel(int argc, char** argv) {
 int bw(int argc, char** argv) {
   const int n = std::atoi(arg(argc, argv, "-n", "5").c_str());
   const size_t size = std::strtoull(arg(argc, argv, "--size", "67108864").c_str(), nullptr, 10);
-  auto bytes = read_file(arg(argc, argv, "--cargo"), 1u << 30);
-  if (!bytes.ok()) die(bytes.error().message());
-  auto c = parse_container(*bytes);
-  if (!c.ok()) die(c.error().message());
-  auto conn = client::connect(arg(argc, argv, "--to"));
-  if (!conn.ok()) die(conn.error().message());
-  auto pushed = (*conn)->push(*bytes);
-  if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed");
+  auto [conn, digest, pushed] = connect_and_push(argc, argv);
   Bytes input(size);
   for (size_t i = 0; i < size; i += 4096) input[i] = uint8_t(i >> 12);
   const std::string entry = arg(argc, argv, "--entry", "echo");
   std::vector<double> ms, per_s;
   for (int i = 0; i < n + 1; ++i) {  // the first warms up (pages, registration caches)
     auto t = Clock::now();
-    auto r = (*conn)->invoke(c->digest, entry, input);
+    auto r = conn->invoke(digest, entry, input);
     const double took = us(Clock::now() - t) / 1000;
     if (!r.ok()) die("invoke failed: " + r.error().message());
     if (r->result.status != wire::ReplyStatus::ok) die("invoke failed: " + r->result.message);

@@ -151,6 +151,12 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
 // send. *reap: a job still ending, to wait for once the reply is sent.
 Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::optional<Standby>& standby, Request req, pid_t* reap) {
   const std::string what = "variant " + req.variant;
+  if (standby && ::waitpid(standby->pid, nullptr, WNOHANG) == standby->pid) {  // it ended while waiting
+    ::close(standby->request_fd);
+    ::close(standby->reply_fd);
+    standby.reset();
+    if (o.log) o.log("compile service: the waiting compile job had ended; started another");
+  }
   if (!standby) {
     auto s = fork_standby(jit, cache, o);
     if (!s.ok()) return encode_reply(s.error());
@@ -188,7 +194,6 @@ int serve(int fd, const Options& o) {
     if (o.log) o.log("compile service: cannot start: " + (jit.ok() ? cache.error() : jit.error()).message());
     return 1;
   }
-  if (auto w = (*jit)->warm_up(); !w.ok() && o.log) o.log("compile service: " + w.error().message() + " (compiling goes on, slower the first time)");
   std::string stamp = o.trust_stamp ? o.trust_stamp() : "";
   sweep(*cache, o);
   std::optional<Standby> standby;

@@ -36,9 +36,9 @@ public:
   Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict = false) const;
 
   // Compiles a small module of this file's own, as compile_bitcode would, and returns its
-  // object. A process that forks compile jobs calls it first: LLVM's first compile in a
-  // process pays for lazy initialisation, symbol binding and page faults (about 40 ms of a
-  // 50 ms first compile of a tiny cargo here), and forked jobs inherit it paid.
+  // object. A compile job forked ahead of its request calls it while it waits: LLVM's first
+  // compile in a process pays for lazy initialisation, symbol binding and page faults
+  // (about 40 ms of a 50 ms first compile of a tiny cargo here), the real one then not.
   Result<Bytes> warm_up() const;
 
   // The object's undefined symbols, for the allow-list check before anything is linked.

@@ -205,14 +205,17 @@ int serve(int fd, const Options& o) {
     }
     standby.reset();
   };
-  if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
+  auto keep_standby = [&] {  // failing, the next request forks its own (run_job)
+    if (!standby)
+      if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
+  };
+  keep_standby();
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, 1000);
     if (r < 0 && errno != EINTR) return 1;
     if (r <= 0) {  // idle: a standby job ready, and revocations applied to the cache within a second
-      if (!standby)
-        if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
+      keep_standby();
       if (o.trust_stamp)
         if (std::string now = o.trust_stamp(); now != stamp) {
           stamp = now;
@@ -236,7 +239,7 @@ int serve(int fd, const Options& o) {
       drop_standby();
       return 0;
     }
-    if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;  // for the next request
+    keep_standby();  // for the next request
   }
 }
 

@@ -18,7 +18,7 @@ inline constexpr std::chrono::milliseconds kWorkerStartLimit = 30000ms;
 // (the worker it replaces closes its listener before it says it is ending, or dies).
 inline constexpr std::chrono::milliseconds kTakeOverListen = 2000ms;
 // A worker that said it is ending (or closed its pipe) is killed if it still runs after this:
-// its replies take at most kFlushReplies + kLingerReplies.
+// its replies take at most kFlushReplies + kLingerForClose.
 inline constexpr std::chrono::milliseconds kEndingGrace = 2000ms;
 
 // A standby loads kept cargos for at most this long before it says it is ready; the rest
@@ -50,8 +50,13 @@ inline constexpr std::chrono::milliseconds kMonitorIdle = 100ms;
 inline constexpr std::chrono::milliseconds kRestartGrace = 1000ms;
 // A restarting worker's longest wait for its replies to leave...
 inline constexpr std::chrono::milliseconds kFlushReplies = 300ms;
-// ... and how long it lingers so that its clients read them before the connection drops.
+// ... and how long it lingers at least so that its clients read them before the connection
+// drops ...
 inline constexpr std::chrono::milliseconds kLingerReplies = 100ms;
+// ... and at most, waiting for the clients it answered to close their connections. The three
+// together stay within kRestartGrace (the monitor's) and kEndingGrace (the supervisor's).
+inline constexpr std::chrono::milliseconds kLingerForClose = 600ms;
+static_assert(kFlushReplies + kLingerForClose < kRestartGrace && kFlushReplies + kLingerForClose < kEndingGrace);
 
 // A transfer (a push's cargo, an invoke's input) must arrive within kTransferBase plus its
 // length at kTransferBytesPerSecond, or its connection is closed.

@@ -115,6 +115,7 @@ struct UcxServer::Impl {
   std::map<Bytes, ClientEp> client_eps;     // forwarded chains' results go through these
   uint64_t unread_results = 0;              // forwarded results dropped: their client did not read
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
+  std::set<ucp_ep_h> answered_ending;       // connections answered since a kernel failure ended this worker
   JobQueue jobs;
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe
@@ -422,6 +423,7 @@ struct UcxServer::Impl {
     Client* c = ep ? eps.find(ep) : nullptr;
     if (!c) return;
     if (c->probe) return send_on(ep, std::move(r));
+    if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
     const uint64_t size = r.header.size() + r.data.size();
     if (std::string why = unread_over_limit(c->usage.get(), c->key_usage.get(), size, largest()); !why.empty()) {
       if (c->closing) return;
@@ -823,12 +825,23 @@ struct UcxServer::Impl {
       drain_outbox();
       UCX->ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
-    // Linger briefly: a send complete here may not yet be read by the client, which would
-    // otherwise see the connection drop first and report a lost node instead of the reply.
-    const auto linger = Clock::now() + timing::kLingerReplies;
-    while (Clock::now() < linger || (in_flight > 0 && Clock::now() < deadline)) {
+    // Linger until the clients answered have closed their connections: a reply sent is not
+    // yet read, and a client that sees the connection drop first (UCX fails its endpoint on
+    // the closed connection-manager socket before it reads the data socket) reports a lost
+    // node instead of the reply; seen on a busy machine, with the client not yet scheduled.
+    // At least kLingerReplies (results sent to forwarded chains' clients, which do not close
+    // this worker's connections to them), at most kLingerForClose; asleep between events.
+    const auto start = Clock::now();
+    auto open = [&] {
+      return std::any_of(answered_ending.begin(), answered_ending.end(), [&](ucp_ep_h ep) { return eps.find(ep) != nullptr; });
+    };
+    while (true) {
+      const auto now = Clock::now();
+      const bool wanted = now - start < timing::kLingerReplies || (in_flight > 0 && now < deadline) ||
+                          (open() && now - start < timing::kLingerForClose);
+      if (!wanted) break;
       drain_outbox();
-      UCX->ucp_worker_progress(w->worker());
+      w->progress_or_wait(1);
     }
     handler->flush_runs(true);
     flush_log();

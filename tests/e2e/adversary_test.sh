@@ -40,11 +40,13 @@ worker() { pgrep -x xcargo-loader -P "$SUPERVISOR" | head -1; }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
 adversary() {
-  local cargo=$1 entry=$2 status=$3 reps=$4 message=${5:-}
+  local cargo=$1 entry=$2 status=$3 reps=$4 message=${5:-} before=$failures
   shift 5 2>/dev/null || shift $#
   expect 0 "^$entry: $reps/$reps $status as expected, 0 wrong, 0 lost, 0 not served" -- \
     "$BIN/xcargo-adversary" --to "$NODE" --cargo "$cargo" --entry "$entry" --expect "$status" --reps "$reps" \
     --message "$message" "$@"
+  # The node's side of a failure (why a worker stopped, say), before the next cluster replaces its log.
+  [ "$failures" -eq "$before" ] || grep -v 'worker restarted\|accepted\|connection from' "$XCARGO_CLUSTER_DIR/node-0.log" | tail -25 | sed 's/^/    node-0 | /'
 }
 
 # Kernels the worker survives: its descriptors and memory must not grow over REPS runs.

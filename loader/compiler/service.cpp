@@ -209,7 +209,9 @@ int serve(int fd, const Options& o) {
     if (!standby)
       if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
   };
-  keep_standby();
+  // The first standby is forked after a second without requests, not at start: a worker
+  // (and its standby) starting after a kernel failure shares the cores with the one taking
+  // over and its clients, and workers replaced in quick succession never warm one in vain.
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, 1000);

@@ -13,6 +13,7 @@
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
 #include "xcargo/client.h"
+#include "xcargo/large_buffers.h"
 
 namespace xcargo::client {
 
@@ -258,7 +259,7 @@ private:
     const auto* h = static_cast<const uint8_t*>(header);
     a->frame.header.assign(h, h + header_length);
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      resize_large(a->frame.data, length);
+      a->frame.data = take_large(length);  // written whole by UCX before anyone reads it
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxConnection::on_arrival_data;
@@ -310,7 +311,7 @@ private:
     const auto* h = static_cast<const uint8_t*>(header);
     f.header.assign(h, h + header_length);
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      resize_large(f.data, length);
+      f.data = take_large(length);  // written whole by UCX before anyone reads it
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxConnection::on_data;

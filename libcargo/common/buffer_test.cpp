@@ -1,33 +1,79 @@
-// resize_large: contents kept, sizes exact, growth geometric (a kernel replying in 4 KiB pieces).
+// Large buffers: contents kept on growth, growth geometric (a kernel replying in 4 KiB
+// pieces), released buffers reused without a fresh mapping, and the pool bounded and trimmed.
 #include <catch2/catch.hpp>
 
-#include "xcargo/types.h"
+#include <thread>
+
+#include "xcargo/large_buffers.h"
 
 using namespace xcargo;
 
-TEST_CASE("resize_large keeps the bytes and grows like a vector", "[buffer]") {
+TEST_CASE("append_large keeps the bytes and grows like a vector", "[buffer]") {
+  (void)trim_large(std::chrono::milliseconds(0));
   Bytes b = {1, 2, 3};
-  resize_large(b, 8 << 20);
-  REQUIRE(b.size() == size_t(8) << 20);
+  const Bytes big(size_t(8) << 20, 7);
+  append_large(b, big.data(), big.size());
+  REQUIRE(b.size() == 3 + big.size());
   CHECK(b[0] == 1);
   CHECK(b[2] == 3);
-  CHECK(b[3] == 0);
-  CHECK(b.back() == 0);
-  b.back() = 9;
-  resize_large(b, 16);  // shrinking is resize
-  CHECK(b.size() == 16);
-  CHECK(b[1] == 2);
+  CHECK(b[3] == 7);
+  CHECK(b.back() == 7);
 
   // 4 KiB at a time up to 64 MiB: a few reallocations, not one per piece.
   Bytes r;
   size_t moves = 0;
   const uint8_t* at = nullptr;
+  uint8_t piece[4096];
   for (size_t n = 4096; n <= (size_t(64) << 20); n += 4096) {
-    resize_large(r, n);
-    r[n - 1] = uint8_t(n >> 12);
+    std::fill(std::begin(piece), std::end(piece), uint8_t(n >> 12));
+    append_large(r, piece, sizeof piece);
     if (r.data() != at) ++moves, at = r.data();
   }
   CHECK(moves < 40);
   CHECK(r[4095] == 1);
   CHECK(r[(size_t(64) << 20) - 1] == uint8_t((size_t(64) << 20) >> 12));
+  release_large(std::move(r));
+  CHECK(r.empty());
+  CHECK(pooled_large() <= kPoolBytes);
+  (void)trim_large(std::chrono::milliseconds(0));
+  CHECK(pooled_large() == 0);
+}
+
+TEST_CASE("a released large buffer is taken again, bounded and trimmed", "[buffer]") {
+  (void)trim_large(std::chrono::milliseconds(0));
+  Bytes a = take_large(size_t(16) << 20);
+  REQUIRE(a.size() == size_t(16) << 20);
+  a[12345] = 42;
+  const uint8_t* storage = a.data();
+  release_large(std::move(a));
+  CHECK(pooled_large() >= size_t(16) << 20);
+
+  // A smaller request reuses it: same storage, exact size, no fresh pages.
+  Bytes b = take_large(size_t(10) << 20);
+  CHECK(b.data() == storage);
+  CHECK(b.size() == size_t(10) << 20);
+  CHECK(pooled_large() == 0);
+  // A larger one than anything kept gets a new buffer.
+  release_large(std::move(b));
+  Bytes c = take_large(size_t(40) << 20);
+  CHECK(c.data() != storage);
+  CHECK(pooled_large() >= size_t(16) << 20);
+
+  // Small buffers are never kept.
+  Bytes small = take_large(1000);
+  CHECK(small.size() == 1000);
+  const size_t before = pooled_large();
+  release_large(std::move(small));
+  CHECK(pooled_large() == before);
+
+  // At most kPoolBuffers buffers and kPoolBytes bytes.
+  release_large(std::move(c));
+  for (int i = 0; i < 8; ++i) release_large(take_large(size_t(100) << 20));
+  CHECK(pooled_large() <= kPoolBytes);
+
+  // Unused for `idle`: freed.
+  CHECK(trim_large(std::chrono::hours(1)) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(trim_large(std::chrono::milliseconds(10)) > 0);
+  CHECK(pooled_large() == 0);
 }

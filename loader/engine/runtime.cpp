@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "regions.h"
+#include "xcargo/large_buffers.h"
 #include "xcargo/abi.h"
 
 namespace {
@@ -37,9 +38,7 @@ int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
     ctx->reply_overflow = true;
     return -1;
   }
-  const size_t at = ctx->reply.size();
-  xcargo::resize_large(ctx->reply, at + len);
-  if (len) std::memcpy(ctx->reply.data() + at, data, len);
+  xcargo::append_large(ctx->reply, data, len);
   return 0;
 }
 

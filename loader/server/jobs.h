@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "in_flight.h"
+#include "xcargo/large_buffers.h"
 #include "xcargo/types.h"
 #include "xcargo/wire.h"
 
@@ -36,6 +37,8 @@ struct Job {
   // Set by whoever answers it first: its executor with its result, the monitor with a
   // time-out, or a worker about to be replaced with `interrupted` (exactly one reply).
   std::atomic<bool> answered{false};
+
+  ~Job() { release_large(std::move(data)); }  // a large input's pages serve the next one
 };
 
 class JobQueue {

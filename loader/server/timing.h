@@ -30,6 +30,8 @@ inline constexpr std::chrono::seconds kCompileLimit = 120s;
 
 // How often the leader closes refused and late connections and drops stalled transfers.
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
+// Large buffers (inputs, replies: large_buffers.h) unused this long are freed at a sweep.
+inline constexpr std::chrono::milliseconds kKeepLargeBuffers = 2000ms;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.

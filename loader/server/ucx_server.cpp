@@ -31,6 +31,7 @@
 #include "self_probe.h"
 #include "timing.h"
 #include "xcargo/cluster.h"
+#include "xcargo/large_buffers.h"
 #include "xcargo/ucx.h"
 
 namespace xcargo::loader {
@@ -44,6 +45,7 @@ struct Sending {
   std::optional<Charge> unread;  // a reply to a client: counted until the client has taken it
   std::atomic<int>* in_flight;
   std::function<void(ucs_status_t)> on_fail;  // forwards: tell the client
+  ~Sending() { release_large(std::move(data)); }  // a large reply's pages serve the next one
 };
 
 // The request id a reply to this request carries (0: none, or a hello).
@@ -202,6 +204,7 @@ struct UcxServer::Impl {
     if (now < next_sweep) return;
     next_sweep = now + timing::kSweepEvery;
     handler->flush_runs();
+    (void)trim_large(timing::kKeepLargeBuffers);
     for (std::shared_ptr<Job>& j : jobs.expire(now)) {
       Client* c = eps.find(j->ep);
       log("dropped a request of type " + std::to_string(int(j->type)) + " from " + (c ? c->peer : std::string("a peer")) +
@@ -384,7 +387,7 @@ struct UcxServer::Impl {
     } else if (length > limit) {
       job->ready = true;  // never fetched; the handler answers "limit" from the header
     } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      resize_large(job->data, length);
+      job->data = take_large(length);  // run only once UCX has written it whole (on_data)
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &Impl::on_data;

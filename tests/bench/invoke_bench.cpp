@@ -27,6 +27,7 @@
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"
 #include "xcargo/file.h"
+#include "xcargo/large_buffers.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;
@@ -308,6 +309,7 @@ int bw(int argc, char** argv) {
     if (!r.ok()) die("invoke failed: " + r.error().message());
     if (r->result.status != wire::ReplyStatus::ok) die("invoke failed: " + r->result.message);
     if (r->output.size() != size || std::memcmp(r->output.data(), input.data(), size) != 0) die("the echo differs from the input");
+    release_large(std::move(r->output));  // as a client streaming large replies would
     if (i == 0) continue;
     ms.push_back(took);
     per_s.push_back(2.0 * double(size) / (took / 1000));

@@ -28,7 +28,8 @@ struct RemoteRegion {
 
 struct InvokeReply {
   wire::ResultMsg result;
-  Bytes output;
+  Bytes output;  // once done with a large one (4 MiB or more), release_large (large_buffers.h)
+                 // lets the next large reply land in pages already mapped
 };
 
 // One invocation of a pipelined batch (Connection::invoke_pipelined). input must stay valid

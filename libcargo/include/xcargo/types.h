@@ -20,12 +20,6 @@ std::string to_hex(ByteView data);
 // Parses lowercase or uppercase hex of exactly out.size() bytes; false on anything else.
 bool from_hex(std::string_view hex, std::span<uint8_t> out);
 
-// Resizes b to n bytes like b.resize(n), but a buffer of 4 MiB or more that must grow is
-// first reserved and advised to use transparent huge pages (where the kernel offers them,
-// e.g. THP "madvise"), before any byte is touched. Fresh 4 KiB pages cost a fault each: on
-// a paravirtualized VM, 64 MiB took 210 ms to first touch; with 2 MiB pages, 5 ms.
-void resize_large(Bytes& b, size_t n);  // grows geometrically, like insert
-
 inline ByteView as_bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }

@@ -49,6 +49,29 @@ Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options
   return Error(Errc::invalid_argument, "the cargo has no variant " + req.variant);
 }
 
+// A cache hit, answered by the service itself: a job forked for it spent 9 to 18 ms here
+// (a process switch each way, its first page faults, its exit); answered here, 1 to 2 ms. The cargo is verified as a job would verify it; the service holds the same
+// rights as its jobs, and the worker parsed the same bytes first. nullopt: a job answers
+// (a miss, or anything a job would refuse); *damaged: a damaged entry was removed.
+std::optional<CompiledObject> cached(const Jit& jit, const DiskCache& cache, const Options& o, const Request& req, bool* damaged) {
+  *damaged = false;
+  if (!cache.enabled()) return std::nullopt;
+  auto trust = TrustStore::load(o.trust);
+  if (!trust.ok()) return std::nullopt;
+  auto cargo = load_cargo(req.cargo, &*trust, o.limits);
+  if (!cargo.ok()) return std::nullopt;
+  for (const Variant& v : cargo->manifest().variants)
+    if (v.name == req.variant && v.kind == VariantKind::bitcode) {
+      auto hit = cache.get(cache_key(cargo->digest(), v, jit.host(), cargo->manifest().fp == "strict"), damaged);
+      if (!hit) return std::nullopt;
+      CompiledObject out;
+      out.cache_enabled = out.cache_hit = true;
+      out.object = std::move(*hit);
+      return out;
+    }
+  return std::nullopt;
+}
+
 // All a job wrote: a whole reply, as soon as it is complete (*reap is then set: the job is
 // still ending, which took 16 ms after a compile here, and is waited for after the reply is
 // sent); or what it wrote before it ended, and *stopped says what stopped it.
@@ -151,6 +174,8 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
 // send. *reap: a job still ending, to wait for once the reply is sent.
 Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::optional<Standby>& standby, Request req, pid_t* reap) {
   const std::string what = "variant " + req.variant;
+  bool damaged = false;
+  if (auto hit = cached(jit, cache, o, req, &damaged)) return encode_reply(std::move(*hit));
   if (standby && ::waitpid(standby->pid, nullptr, WNOHANG) == standby->pid) {  // it ended while waiting
     ::close(standby->request_fd);
     ::close(standby->reply_fd);
@@ -172,7 +197,13 @@ Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::opt
   if (!sent && stopped.empty()) stopped = "the compiler ended before its request";
   ::close(child.reply_fd);
   if (unreaped) *reap = child.pid;
-  if (auto r = decode_reply(out); r.ok()) return out;  // whatever the job said, error or object
+  if (auto r = decode_reply(out); r.ok()) {  // whatever the job said, error or object
+    if (damaged && r->ok()) {  // the job compiled what replaced the damaged entry
+      (*r)->cache_damaged = true;
+      return encode_reply(*r);
+    }
+    return out;
+  }
   if (stopped.empty()) stopped = "the compiler ended without an answer";
   if (o.log) o.log("compile service: " + what + ": " + stopped);
   return encode_reply(Error(Errc::compile, what + ": " + stopped).hint("the bitcode is refused here; other cargos are not affected"));
@@ -196,6 +227,7 @@ int serve(int fd, const Options& o) {
   }
   std::string stamp = o.trust_stamp ? o.trust_stamp() : "";
   sweep(*cache, o);
+  warm_up_verification();  // for the cache hits it answers itself (cached)
   std::optional<Standby> standby;
   auto drop_standby = [&] {
     if (!standby) return;
@@ -206,8 +238,12 @@ int serve(int fd, const Options& o) {
     standby.reset();
   };
   auto keep_standby = [&] {  // failing, the next request forks its own (run_job)
-    if (!standby)
-      if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
+    if (standby) return;
+    if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
+    // The fork made every writable page of this process copy-on-write: the cache hits this
+    // process answers itself took those faults, 1.6 to 2.3 ms each. Taken now, while idle
+    // (stopping for a request), at the cost of this process's own copy of those pages.
+    if (standby) (void)prefault(0, 32 << 20, 64 << 20, request_waiting, const_cast<int*>(&fd));
   };
   // The first standby is forked after a second without requests, not at start: a worker
   // (and its standby) starting after a kernel failure shares the cores with the one taking

@@ -74,7 +74,7 @@ struct LoadReport {
   bool already_loaded = false;
   bool jit_compiled = false;
   bool disk_cache_hit = false;
-  double verify_ms = 0, codegen_ms = 0, link_ms = 0;
+  double verify_ms = 0, object_ms = 0, link_ms = 0;  // object: the payload, or the compile service's answer
 };
 
 struct LoadedSummary {
@@ -97,6 +97,10 @@ public:
   // Verifies and loads a cargo; loading one that is already loaded does nothing. Once
   // keep_cargos(true), a cargo loaded is also kept (EngineConfig::kept_cargos_fd).
   Result<LoadReport> load(Bytes cargo);
+  // Takes a push's first-use costs now (verification's libraries, ORC's first link of an
+  // object compiled from the JIT's own warm-up module, their page faults): a worker does
+  // this before it is ready, so that the first push it serves does not pay them.
+  void warm_up();
   // Whether the digest is loaded, or kept by an earlier worker and loads now.
   bool has(const Digest& digest) const;
   // Loads the cargos an earlier worker kept (verified like a push) until `budget` has passed

@@ -130,11 +130,12 @@ Reply Handler::push(ByteView header, ByteView data) {
   r.already_loaded = loaded->already_loaded;
   r.jit_compiled = loaded->jit_compiled;
   r.disk_cache_hit = loaded->disk_cache_hit;
-  char line[256];
-  std::snprintf(line, sizeof line, "accepted push: %s %s digest %s variant %s%s%s (%.0f us)", loaded->name.c_str(),
-                loaded->version.c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
+  char line[384];
+  std::snprintf(line, sizeof line, "accepted push: %s %s digest %s variant %s%s%s (%.0f us: verify %.0f, object %.0f, link %.0f)",
+                loaded->name.c_str(), loaded->version.c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
                 loaded->already_loaded ? ", already loaded" : loaded->jit_compiled ? ", jit compiled" : "",
-                loaded->disk_cache_hit ? ", disk cache hit" : "", us_since(t0));
+                loaded->disk_cache_hit ? ", disk cache hit" : "", us_since(t0), loaded->verify_ms * 1000,
+                loaded->object_ms * 1000, loaded->link_ms * 1000);
   note(std::string(line) + (loaded->signed_by ? ", " + *loaded->signed_by : ""));
   flush_log();  // written before any of the cargo's code can run (and could stop the flusher)
   return {MsgType::push_reply, encode(r), {}};

@@ -93,6 +93,24 @@ expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result s
 "$X" ls --to "$jit2" --json > jit.json
 check "a restarted loader reuses the disk cache (no JIT)" python3 -c "
 import json; s=json.load(open('jit.json'))['stats']; assert s['jit_compiles']==0 and s['disk_cache_hits']==1, s"
+# An entry damaged while a loader runs (one byte of its object changed, after the start's
+# sweep) is found by the compile service, which answers hits itself: removed, compiled
+# again, and said so.
+kill -TERM "$jit2_pid"
+eventually 30 "SIGTERM stops the second loader" bash -c "! kill -0 $jit2_pid"
+start_loader jit3 --trust trust --cache jitcache --prefer bitcode
+python3 - <<'PY'
+import glob
+[p] = glob.glob("jitcache/jit/*.o")
+b = bytearray(open(p, "rb").read()); b[-1] ^= 0xff; open(p, "wb").write(b)
+PY
+expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result str --to "$jit3"
+"$X" ls --to "$jit3" --json > jit3.json
+check "a damaged cache entry is not used: compiled again" python3 -c "
+import json; s=json.load(open('jit3.json'))['stats']; assert s['jit_compiles']==1 and s['disk_cache_hits']==0, s"
+# (A service that had not yet swept the cache when the entry was damaged, on a very busy
+# machine, removes it in that sweep instead: also logged, also compiled again.)
+check "the damaged entry is logged" grep -Eq 'disk cache: (a damaged entry for hello bitcode was removed; compiled again|removed 1 entries)' jit3.log
 
 # A loader configured from a file.
 cat > loader.yaml <<YAML

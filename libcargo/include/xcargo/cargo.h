@@ -94,6 +94,11 @@ private:
 // manifest and digests are still checked in full.
 Result<Cargo> load_cargo(Bytes bytes, const TrustStore* trust, const Limits& limits = {});
 
+// Takes load_cargo's first-use costs now (OpenSSL's SHA-256 and Ed25519 fetches, a zstd
+// decompression context, the YAML parser, the first page faults of each), so that the first
+// cargo a loader verifies does not pay them while its client waits.
+void warm_up_verification();
+
 // Reads a whole cargo file, refusing files larger than limits.max_cargo_size before reading.
 Result<Bytes> read_cargo_file(const std::string& path, const Limits& limits = {});
 

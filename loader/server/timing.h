@@ -32,6 +32,14 @@ inline constexpr std::chrono::seconds kCompileLimit = 120s;
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
 // Large buffers (inputs, replies: large_buffers.h) unused this long are freed at a sweep.
 inline constexpr std::chrono::milliseconds kKeepLargeBuffers = 2000ms;
+// The leader runs requests already received back to back, at most kReadyBatch between two
+// progress calls, while each takes under kBatchRun: a progress call per request (each polls
+// the TCP interface, a system call) cost more than a quick request, and with requests
+// pipelined the queue never emptied enough for them to run inline again.
+// (Measured with 64 invocations in flight over shm: 290K/s one per progress call, 530K/s
+// with batches of 16, 700K/s with 32, 740K/s with 64.)
+inline constexpr int kReadyBatch = 32;
+inline constexpr std::chrono::microseconds kBatchRun = 20us;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.

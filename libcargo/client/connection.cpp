@@ -156,7 +156,19 @@ Result<bool> Connection::has(const Digest& digest) {
   return r->has;
 }
 
+namespace {
+// An entry name the node could not decode: refused here, since the node's refusal could not
+// name the request it answers (the client would wait out its time-out).
+Status check_entry(std::string_view entry) {
+  if (entry.size() <= kMaxName) return {};
+  return Error(Errc::invalid_argument, "entry name '" + std::string(entry.substr(0, 24)) + "...' is " + std::to_string(entry.size()) +
+                                           " bytes long, over the limit of " + std::to_string(kMaxName))
+      .hint("'xcargo inspect CARGO' lists the cargo's entries");
+}
+}  // namespace
+
 Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+  XC_TRY(check_entry(entry));
   const uint64_t id = next_id_++;
   auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
   XC_TRY(f);
@@ -237,6 +249,10 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
         i = next++;
       }
       const Invocation c = call(i);
+      if (auto s = check_entry(c.entry); !s.ok()) {
+        done(i, s.error());
+        continue;
+      }
       const uint64_t id = next_id_++;
       if (auto s = send_request(MsgType::invoke, sealed(encode(Invoke{id, c.digest, c.entry, c.input.size()})), c.input); !s.ok()) {
         again.push_front(i);

@@ -71,14 +71,36 @@ Errc errc_of(ErrorKind kind) {
 
 namespace {
 
-// Where s has a control character from `from` on (C0, DEL, or C1 encoded in UTF-8: bytes a
-// terminal acts on), or npos. Peers' text reaches terminals and logs: spec section 1.
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 if there is none.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+  const auto cont = [&](size_t k) { return (at(k) & 0xC0) == 0x80; };
+  const unsigned char c = at(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// Where s has, from `from` on, a control character (C0, DEL, or C1 encoded in UTF-8) or a
+// byte that is not part of well-formed UTF-8 (a lone 0x9B is an 8-bit terminal's CSI): bytes
+// a terminal may act on. npos if none. Peers' text reaches terminals and logs: spec section 1.
 size_t control_char(const std::string& s, size_t from = 0) {
-  for (size_t i = from; i < s.size(); ++i) {
+  for (size_t i = from; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7F) return i;
-    if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 && static_cast<unsigned char>(s[i + 1]) <= 0x9F)
-      return i;
+    const size_t n = utf8_length(s, i);
+    if (n == 0) return i;
+    if (c == 0xC2 && static_cast<unsigned char>(s[i + 1]) <= 0x9F) return i;
+    i += n;
   }
   return std::string::npos;
 }
@@ -107,8 +129,9 @@ public:
     const size_t at = n_;
     raw(as_bytes(s));
     for (size_t i = control_char(s); i != std::string::npos; i = control_char(s, i + 1)) {
+      const bool c1 = static_cast<unsigned char>(s[i]) == 0xC2 && utf8_length(s, i) == 2;
       b_[at + i] = '?';
-      if (static_cast<unsigned char>(s[i]) == 0xC2) b_[at + i + 1] = '?';
+      if (c1) b_[at + ++i] = '?';  // both bytes of a C1 character
     }
     return *this;
   }
@@ -154,7 +177,7 @@ public:
     if (!need(n)) return {};
     std::string s(reinterpret_cast<const char*>(&b_[pos_]), n);
     if (const size_t at = control_char(s); at != std::string::npos)
-      return fail("a string holds a control character (byte " + std::to_string(at) + ")"), std::string();
+      return fail("a string holds a control character or a byte that is not UTF-8 (byte " + std::to_string(at) + ")"), std::string();
     pos_ += n;
     return s;
   }

@@ -212,14 +212,20 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   REQUIRE(h.ok());
   CHECK(h->triple == "?[31mPWNED?[0m?forged");
   CHECK(h->cpu == "a??2Jb?");
-  hostile.cpu = "caf\xc3\xa9";  // other UTF-8 stays
-  CHECK(decode_listing(encode_listing(hostile))->cpu == "caf\xc3\xa9");
+  hostile.cpu = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";  // other UTF-8 stays
+  CHECK(decode_listing(encode_listing(hostile))->cpu == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  // Bytes that are not UTF-8 (a lone 0x9B is an 8-bit terminal's CSI; overlong forms; a
+  // surrogate; a sequence cut short) are sent as '?', each byte.
+  hostile.cpu = "a\x9b" "31mX\xff" "b\xc0\xaf\xed\xa0\x80\xe2\x82";
+  CHECK(decode_listing(encode_listing(hostile))->cpu == "a?31mX?b???????");
   hostile.cpu = "abc";
   Bytes raw = encode_listing(hostile);  // and a peer that sends one anyway is refused
   raw[raw.size() - 2 - 6 - 3] = 0x1b;   // cpu's first byte ("native" and its length follow)
   auto refused = decode_listing(raw);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message().find("control character") != std::string::npos);
+  raw[raw.size() - 2 - 6 - 3] = 0x9b;  // and one that is not UTF-8
+  CHECK_FALSE(decode_listing(raw).ok());
   Bytes no_node = encode_listing(list);  // a version 3 listing: no node record
   no_node.resize(no_node.size() - (2 + 25 + 2 + 7 + 2 + 6));
   CHECK_FALSE(decode_listing(no_node).ok());

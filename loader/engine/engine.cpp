@@ -31,8 +31,10 @@ struct Loaded {
   std::shared_ptr<const Bytes> bytes;  // the cargo as pushed
   std::map<std::string, Entry, std::less<>> entries;
   std::atomic<uint64_t> invocations{0};
-  std::vector<KeyId> signers;      // the trusted keys whose signatures verified at load
-  std::shared_ptr<const std::string> signed_by;  // the same, for log lines (signed_by_text)
+  // The trusted keys whose signatures verified, at load and at later pushes of the same
+  // cargo signed by other keys (changed only under load_mu).
+  std::vector<KeyId> signers;
+  std::atomic<std::shared_ptr<const std::string>> signed_by;  // the same, for log lines
   std::atomic<bool> revoked{false};  // it may not run any more (update_trust): see why
   mutable std::mutex why_mu;
   std::string why;                   // the refusal, for invoke's message
@@ -51,17 +53,36 @@ std::string refusal(const TrustStore& trust, const Loaded& c) {
   return s.ok() ? "" : "cargo " + name + " is refused by the trust directory: " + s.error().message() + "; it does not run here";
 }
 
+// "KEYID (FILE.pub)": a signer as log lines name it.
+std::string signer_text(const Signer& s) {
+  const size_t slash = s.key_source.rfind('/');
+  return to_hex(s.key_id) + (s.key_source.empty() ? "" : " (" + s.key_source.substr(slash == std::string::npos ? 0 : slash + 1) + ")");
+}
+
 // "signed by KEYID (FILE.pub), ...": the trusted signers of a cargo, as log lines name them.
 std::shared_ptr<const std::string> signed_by_text(const Cargo& cargo) {
   std::string t;
-  for (const Signer& s : cargo.signers()) {
-    if (!s.trusted) continue;
-    t += t.empty() ? "signed by " : ", ";
-    t += to_hex(s.key_id);
-    const size_t slash = s.key_source.rfind('/');
-    if (!s.key_source.empty()) t += " (" + s.key_source.substr(slash == std::string::npos ? 0 : slash + 1) + ")";
-  }
+  for (const Signer& s : cargo.signers())
+    if (s.trusted) t += (t.empty() ? "signed by " : ", ") + signer_text(s);
   return std::make_shared<const std::string>(t.empty() ? "signed by no trusted key" : t);
+}
+
+// Another copy of a loaded cargo (the same digest: the same code), verified now: the trusted
+// keys that signed it count for the loaded one too, so that revoking a key that signed only
+// the first copy does not refuse what another trusted key signed. Under load_mu.
+void add_signers(const TrustStore& trust, Loaded& c, const Cargo& copy) {
+  std::string added;
+  for (const Signer& s : copy.signers())
+    if (s.trusted && std::find(c.signers.begin(), c.signers.end(), s.key_id) == c.signers.end()) {
+      c.signers.push_back(s.key_id);
+      added += ", " + signer_text(s);
+    }
+  if (added.empty()) return;
+  c.signed_by.store(std::make_shared<const std::string>(*c.signed_by.load() + added));
+  std::string why = refusal(trust, c);
+  std::lock_guard<std::mutex> why_lock(c.why_mu);
+  c.revoked = !why.empty();
+  c.why = std::move(why);
 }
 
 }  // namespace
@@ -153,7 +174,8 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
     if (auto it = cargos.find(report.digest); it != cargos.end()) {
       report.already_loaded = true;
       report.variant = it->second->summary.variant;
-      report.signed_by = it->second->signed_by;
+      report.signed_by = signed_by_text(*cargo);  // who signed this copy: what the log says
+      add_signers(trust, *it->second, *cargo);
       return report;
     }
   }
@@ -217,7 +239,8 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->bytes = std::make_shared<const Bytes>(cargo->bytes().begin(), cargo->bytes().end());
   for (const Signer& s : cargo->signers())
     if (s.trusted) loaded->signers.push_back(s.key_id);
-  loaded->signed_by = report.signed_by = signed_by_text(*cargo);
+  report.signed_by = signed_by_text(*cargo);
+  loaded->signed_by.store(report.signed_by);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   if (kept && keeping)
@@ -258,7 +281,7 @@ bool Engine::Impl::load_kept(const Digest& digest) {
 
 void Engine::Impl::log_kept(const LoadReport& r) const {
   if (r.already_loaded) return;
-  log("loaded kept cargo " + r.name + " " + r.version + " digest " + to_hex(r.digest).substr(0, 16) + " variant " + r.variant +
+  log("loaded kept cargo " + r.name + " " + log_word(r.version) + " digest " + to_hex(r.digest).substr(0, 16) + " variant " + r.variant +
       (r.jit_compiled ? ", jit compiled" : "") + (r.disk_cache_hit ? ", disk cache hit" : "") + " (pushed to an earlier worker)" +
       (r.signed_by ? ", " + *r.signed_by : ""));
 }
@@ -266,7 +289,7 @@ void Engine::Impl::log_kept(const LoadReport& r) const {
 std::shared_ptr<const std::string> Engine::signed_by(const Digest& digest) const {
   std::shared_lock lock(impl_->mu);
   auto it = impl_->cargos.find(digest);
-  return it == impl_->cargos.end() ? nullptr : it->second->signed_by;
+  return it == impl_->cargos.end() ? nullptr : it->second->signed_by.load();
 }
 
 std::shared_ptr<const Bytes> Engine::cargo_bytes(const Digest& digest) const {
@@ -357,7 +380,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     return r;
   }
   r.variant = cargo->summary.variant;
-  r.signed_by = cargo->signed_by;
+  r.signed_by = cargo->signed_by.load();
   if (cargo->revoked) {
     std::lock_guard<std::mutex> why_lock(cargo->why_mu);
     r.message = cargo->why;  // empty: allowed again since

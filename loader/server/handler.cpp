@@ -132,7 +132,7 @@ Reply Handler::push(ByteView header, ByteView data) {
   r.disk_cache_hit = loaded->disk_cache_hit;
   char line[384];
   std::snprintf(line, sizeof line, "accepted push: %s %s digest %s variant %s%s%s (%.0f us: verify %.0f, object %.0f, link %.0f)",
-                loaded->name.c_str(), loaded->version.c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
+                loaded->name.c_str(), log_word(loaded->version).c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
                 loaded->already_loaded ? ", already loaded" : loaded->jit_compiled ? ", jit compiled" : "",
                 loaded->disk_cache_hit ? ", disk cache hit" : "", us_since(t0), loaded->verify_ms * 1000,
                 loaded->object_ms * 1000, loaded->link_ms * 1000);
@@ -202,7 +202,7 @@ std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_
     if (loaded->digest != f->digest)
       return fail(ReplyStatus::refused, "the forwarded cargo is not the one its digest names (it is " +
                                             short_digest(loaded->digest) + ")");
-    note("accepted forwarded cargo: " + loaded->name + " " + loaded->version + " digest " + short_digest(loaded->digest) +
+    note("accepted forwarded cargo: " + loaded->name + " " + log_word(loaded->version) + " digest " + short_digest(loaded->digest) +
          " variant " + loaded->variant + " from node " + std::to_string(f->from_node) +
          (loaded->signed_by ? ", " + *loaded->signed_by : ""));
     flush_log();  // as for a push

@@ -144,6 +144,23 @@ rm rtrust/revoked.txt
 eventually 30 "the loader rereads its trust directory again" lines_at_least 2 'trust: reloaded 1 keys' rnode.log
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$rnode"
 
+# The same cargo signed by two trusted keys, the copy signed by the second pushed first:
+# revoking that key refuses the loaded cargo, until the copy the first key signed is pushed
+# (a client whose run was refused pushes again), which lets it run again, and that push is
+# logged with the key that signed it (found by an attacker helper, 2026-11-24).
+"$X" keygen -o k2 >/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o hello-k2.xcargo --name hello --key k2 2>/dev/null  # the same digest
+k2id=$("$X" inspect hello-k2.xcargo --json | grep -m1 '"key_id"' | sed -E 's/.*"key_id": "([0-9a-f]+)".*/\1/')
+mkdir strust
+cp k.pub k2.pub strust/
+start_loader snode --trust strust
+expect 0 'pushed' -- "$X" push hello-k2.xcargo --to "$snode"
+echo "$k2id  # revoked by the test" > strust/revoked.txt
+eventually 30 "the loader rereads its trust directory" grep -q 'trust: reloaded 2 keys; 1 loaded cargos no longer trusted' snode.log
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$snode"
+check "the two copies are one cargo" test "$("$X" inspect hello.xcargo --json | grep -m1 '"digest"')" = "$("$X" inspect hello-k2.xcargo --json | grep -m1 '"digest"')"
+check "the copy's push names the key that signed it" grep -Eq "accepted push: hello .*already loaded.*signed by $kid \(k\.pub\);" snode.log
+
 # Cargo rules (issue 13): a minimum version per name and signer (rollback protection) and
 # single cargos revoked by digest, in the same trust directory. 'xcargo verify' and a running
 # loader refuse and name the rule; the loader applies changes to cargos it already holds

@@ -50,9 +50,10 @@ Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options
 }
 
 // A cache hit, answered by the service itself: a job forked for it spent 9 to 18 ms here
-// (a process switch each way, its first page faults, its exit); answered here, 1 to 2 ms. The cargo is verified as a job would verify it; the service holds the same
-// rights as its jobs, and the worker parsed the same bytes first. nullopt: a job answers
-// (a miss, or anything a job would refuse); *damaged: a damaged entry was removed.
+// (a process switch each way, its first page faults, its exit); answered here, 1 to 2 ms.
+// The cargo is verified as a job would verify it; the service holds the same rights as its
+// jobs, and the worker parsed the same bytes first. nullopt: a job answers (a miss, or
+// anything a job would refuse); *damaged: a damaged entry was removed.
 std::optional<CompiledObject> cached(const Jit& jit, const DiskCache& cache, const Options& o, const Request& req, bool* damaged) {
   *damaged = false;
   if (!cache.enabled()) return std::nullopt;

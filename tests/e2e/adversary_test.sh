@@ -34,14 +34,14 @@ cluster_up() {
 cluster_up "$FINISH_LIMIT"
 source "$XCARGO_CLUSTER_DIR/env"
 KEY=$XCARGO_CLUSTER_DIR/signer.key
-"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>/dev/null
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>/dev/null
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
 worker() { pgrep -x xcargo-loader -P "$SUPERVISOR" | head -1; }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
 adversary() {
   local cargo=$1 entry=$2 status=$3 reps=$4 message=${5:-} before=$failures
-  shift 5 2>/dev/null || shift $#
+  shift 5 2>>"$DISCARD" || shift $#
   expect 0 "^$entry: $reps/$reps $status as expected, 0 wrong, 0 lost, 0 not served" -- \
     "$BIN/xcargo-adversary" --to "$NODE" --cargo "$cargo" --entry "$entry" --expect "$status" --reps "$reps" \
     --message "$message" "$@"
@@ -68,7 +68,7 @@ measure w "the worker's pid" worker
 measure fds0 "the worker's descriptors" fewest_fds "$w"
 measure rss0 "the worker's memory" proc_rss_kb "$w"
 adversary adv.xcargo alloc_all ok "$REPS"
-"$X" run adv.xcargo --entry alloc_all --result u64 --to "$NODE" > got.txt 2>/dev/null
+"$X" run adv.xcargo --entry alloc_all --result u64 --to "$NODE" > got.txt 2>>"$DISCARD"
 check "xc_alloc stops at the 1 GiB budget per invocation" grep -qx 1024 got.txt
 adversary faults.xcargo huge_reply reply_too_large "$REPS" 'past the limit of 1048576 bytes'
 adversary adv.xcargo cycle hop_limit "$REPS" 'forwarded 21 times'
@@ -86,7 +86,7 @@ fi
 
 # Kernels after which the worker is replaced, on loaders with the short limit; the supervisor
 # must not leak across restarts (measured after a first restart has warmed it up).
-"$SRC/scripts/cluster" down >/dev/null
+"$SRC/scripts/cluster" down >>"$DISCARD"
 cluster_up "$RESTART_LIMIT"
 adversary faults.xcargo segfault crashed 1 'signal 11'
 measure sfds0 "the supervisor's descriptors" fewest_fds "$SUPERVISOR"

@@ -17,9 +17,9 @@ mkdir trust clients
 me_id=$("$X" keygen -o me | awk '/^key id/ {print $3}') && cp me.pub clients/
 export XCARGO_IDENTITY=$TMP/me
 k_id=$("$X" keygen -o k | awk '/^key id/ {print $3}') && cp k.pub trust/
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>/dev/null
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k 2>/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>>"$DISCARD"
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k 2>>"$DISCARD"
 hello=$("$X" inspect hello.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
 faults=$("$X" inspect faults.xcargo --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"][:16])')
 
@@ -88,8 +88,8 @@ for f in ('node.log.1', 'node.log'):
 check "both files hold the runs" bash -c "grep -q 'accepted invoke: $hello/add' node.log && grep -q 'accepted invoke: $hello/add' node.log.1"
 
 kill -TERM "$sup"
-for _ in $(seq 100); do kill -0 "$sup" 2>/dev/null || break; sleep 0.1; done
-check "the loader stopped on SIGTERM" bash -c "! kill -0 $sup 2>/dev/null"
+for _ in $(seq 100); do kill -0 "$sup" 2>>"$DISCARD" || break; sleep 0.1; done
+check "the loader stopped on SIGTERM" bash -c "! kill -0 $sup"
 check "its last line, written as it stopped, is in the file" bash -c "tail -1 node.log | grep -Eq '^${TIME}stopped$'"
 
 # Under systemd the journal stamps lines itself: no time and no pid in the loader's own text.

@@ -16,8 +16,8 @@ NODE=$(awk '/address/ {print $2; exit}' "$XCARGO_CLUSTER_DIR/cluster.yaml")
 LOG=$XCARGO_CLUSTER_DIR/node-0.log
 diagnose "$LOG"  # a failure shows the node's last lines (why a worker stopped, say)
 ME=$XCARGO_IDENTITY
-"$X" keygen -o stranger >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null
+"$X" keygen -o stranger >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>>"$DISCARD"
 
 # The protocol-level attacks (requests first, unknown key, forged and replayed proofs, a
 # second proof, an idle connection past the 10 s deadline).
@@ -81,7 +81,7 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --
 check "no worker restarted under the connection flood" bash -c "! grep -q 'worker stopped' '$LOG'"
 # Requests in flight: past 128 on one connection, or 512 over one key's connections, the
 # rest are answered `limit` at once (all are answered), and the node serves on.
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>/dev/null
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>>"$DISCARD"
 expect 0 'first limit: this connection has 128 requests in flight' -- \
   "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 20 --count 300
 expect 0 'first limit: this key has 512 requests in flight' -- \

@@ -17,7 +17,7 @@ up() {
   SUPERVISOR=$(awk '{print $1}' "$XCARGO_CLUSTER_DIR/pids")
   measure WORKER "the worker's pid" pgrep -x xcargo-loader -P "$SUPERVISOR"
 }
-down() { "$SRC/scripts/cluster" down >/dev/null 2>&1; }
+down() { "$SRC/scripts/cluster" down >>"$DISCARD" 2>&1; }
 LOG=$XCARGO_CLUSTER_DIR/node-0.log
 diagnose "$LOG"  # a failure shows the node's last lines (why a worker stopped, say)
 

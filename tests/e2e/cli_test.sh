@@ -29,14 +29,14 @@ expect 2 'k: already exists.*' -- "$X" keygen -o k
 expect 2 'hint: pass --force' -- "$X" keygen -o k
 check "a refused keygen keeps the old key" cmp k k.orig
 expect 0 '' -- "$X" keygen -o k --force
-"$X" keygen -o other >/dev/null
+"$X" keygen -o other >>"$DISCARD"
 mkdir trust && cp k.pub trust/
 
 # --- build
 expect 0 'wrote hello.xcargo .*variants: bitcode, x86_64, aarch64; entries: add, greet; signed by' -- "$X" build "$HELLO" -o hello.xcargo --key k
 expect 0 'signed by' -- "$X" build "$HELLO" -o again.xcargo --name hello --key k
 check "the same build twice is byte-identical" cmp hello.xcargo again.xcargo
-mkdir elsewhere && cp "$HELLO" elsewhere/ && (cd elsewhere && "$X" build hello.c -o ../third.xcargo --name hello --key ../k >/dev/null 2>&1)
+mkdir elsewhere && cp "$HELLO" elsewhere/ && (cd elsewhere && "$X" build hello.c -o ../third.xcargo --name hello --key ../k >>"$DISCARD" 2>&1)
 check "building from another directory is byte-identical" cmp hello.xcargo third.xcargo
 expect 0 'variants: x86_64:x86-64-v3, riscv64, bitcode' -- "$X" build "$HELLO" -o multi.xcargo -t x86_64:x86-64-v3 -t riscv64 -t bitcode -O3 -j 2
 expect 0 'unsigned' -- "$X" build "$SRC/examples/cpp-reduce/reduce.cc" -o cpp.xcargo
@@ -73,7 +73,7 @@ expect 2 'xcargo: error: nokeys: no such file or directory' -- "$X" verify hello
 expect 2 'not a PEM public key' -- "$X" verify hello.xcargo --trust k
 "$X" verify hello.xcargo --trust trust --json > v.json
 check "verify --json is JSON with ok=true" python3 -c "import json; j=json.load(open('v.json')); assert j['ok'] and j['signatures'][0]['trusted']"
-"$X" verify cpp.xcargo --trust trust --json > bad.json 2>/dev/null
+"$X" verify cpp.xcargo --trust trust --json > bad.json 2>>"$DISCARD"
 check "a failed verify --json names the error kind" python3 -c "import json; j=json.load(open('bad.json')); assert not j['ok'] and j['error']['kind']=='not_signed'"
 python3 - hello.xcargo tampered.xcargo <<'PY'
 import sys

@@ -14,11 +14,11 @@ expect 0 '3 loaders up' -- "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN"
 source "$XCARGO_CLUSTER_DIR/env"
 C=$XCARGO_CLUSTER_DIR/cluster.yaml
 KEY=$XCARGO_CLUSTER_DIR/signer.key
-"$X" build "$SRC/tests/kernels/hops.c" -o hops.xcargo --key "$KEY" 2>/dev/null
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$KEY" 2>/dev/null
-"$X" keygen -o stranger.key >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o stranger.xcargo --key stranger.key --name stranger 2>/dev/null
+"$X" build "$SRC/tests/kernels/hops.c" -o hops.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" keygen -o stranger.key >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o stranger.xcargo --key stranger.key --name stranger 2>>"$DISCARD"
 addr() { grep address "$C" | sed -n "$(($1 + 1))p" | awk '{print $2}'; }
 
 # A computation that visits every node: the last one answers the client directly.
@@ -56,8 +56,8 @@ expect 0 '^ok: ' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok -
 # The pointer chase: the same last element and checksum whether the walk moves itself between
 # nodes (xrdma), the client reads every element one-sidedly (get), or plain UCX Active Message
 # servers walk it (am).
-"$X" build "$SRC/examples/pointer-chase/setup.c" -o setup.xcargo --key "$KEY" 2>/dev/null
-"$X" build "$SRC/examples/pointer-chase/walk.c" -o walk.xcargo --key "$KEY" 2>/dev/null
+"$X" build "$SRC/examples/pointer-chase/setup.c" -o setup.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" build "$SRC/examples/pointer-chase/walk.c" -o walk.xcargo --key "$KEY" 2>>"$DISCARD"
 CHASE=$BIN/xcargo-chase
 summary() { sed -E 's/.*"last": ([0-9]+), "elements": ([0-9]+), "checksum": ([0-9]+).*/\1 \2 \3/'; }
 xrdma=$("$CHASE" run --cluster "$C" --mode xrdma --length 3000 --seed 5 --setup setup.xcargo --walk walk.xcargo --repeat 1 | summary)
@@ -69,12 +69,12 @@ for x in s: x.bind(('127.0.0.1', 0))
 print('nodes:'); [print(f'  - id: {i}\n    address: 127.0.0.1:{x.getsockname()[1]}') for i, x in enumerate(s)]" > am.yaml
 am_pids=()
 for i in 0 1 2; do
-  "$CHASE" am-server --cluster am.yaml --node-id $i --length 3000 --seed 5 --spin-us 0 --ready-file am-ready-$i 2>/dev/null &
+  "$CHASE" am-server --cluster am.yaml --node-id $i --length 3000 --seed 5 --spin-us 0 --ready-file am-ready-$i 2>>"$DISCARD" &
   am_pids+=($!)
 done
 for i in 0 1 2; do wait_file am-ready-$i || echo "FAIL: the AM baseline server $i did not start"; done
 am=$(timeout 60 "$CHASE" run --cluster "$C" --am-cluster am.yaml --mode am --length 3000 --seed 5 --repeat 1 | summary)
-kill "${am_pids[@]}" 2>/dev/null
+kill "${am_pids[@]}" 2>>"$DISCARD"
 check "the walk visits all 3000 elements ($xrdma)" test "$(echo "$xrdma" | awk '{print $2}')" = 3000
 check "get ends where xrdma ends ($get vs $xrdma)" test "$get" = "$xrdma"
 check "am ends where xrdma ends ($am vs $xrdma)" test "$am" = "$xrdma"

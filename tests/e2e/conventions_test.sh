@@ -111,7 +111,7 @@ check "a build that is not on a terminal prints one line" test "$(wc -l < notty.
 
 # Interrupting: nothing keeps running, nothing is left behind, exit 128 + the signal.
 children_of() { pgrep -P "$1" | tr '\n' ' '; }
-gone() { for p in $1; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+gone() { for p in $1; do kill -0 "$p" 2>>"$DISCARD" && return 1; done; return 0; }
 "$X" run faults.xcargo --entry spin --trust k.pub --timeout 60 > spin.out 2>&1 &
 xpid=$!
 eventually 30 "a local run starts its loader" pgrep -P $xpid
@@ -126,7 +126,7 @@ xpid=$!
 eventually 30 "a local run starts its loader" pgrep -P $xpid
 local_loader=$(children_of $xpid)
 kill -KILL $xpid
-wait $xpid 2>/dev/null
+wait $xpid 2>>"$DISCARD"
 eventually 10 "a killed xcargo run leaves no local loader behind" gone "$local_loader"
 mkdir scratch many
 for i in $(seq 1 12); do
@@ -169,6 +169,6 @@ expect 3 "limit: the cargo is [0-9]+ bytes, over 127.0.0.1:[0-9]+'s limit of 100
   "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --to "$(cat ready.addr)"
 expect 3 "limit: the cargo is [0-9]+ bytes" -- "$X" push hello.xcargo --to "$(cat ready.addr)"
 kill -TERM "$loader"
-eventually 30 "the loader stops on SIGTERM" bash -c "! kill -0 $loader 2>/dev/null"
+eventually 30 "the loader stops on SIGTERM" bash -c "! kill -0 $loader"
 check "a stopped loader leaves no ready file" test ! -e ready.addr
 finish

@@ -11,7 +11,7 @@ LOADER=$(dirname "$X")/xcargo-loader
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
 sup=
-trap '[ -n "$sup" ] && { pkill -9 -P "$sup"; kill -9 "$sup"; } 2>/dev/null; rm -rf "$TMP"' EXIT
+trap '[ -n "$sup" ] && { pkill -9 -P "$sup"; kill -9 "$sup"; } 2>>"$DISCARD"; rm -rf "$TMP"' EXIT
 
 # start: a loader on the shared cache, JIT first (so that pushes write the disk cache).
 start() {
@@ -24,30 +24,30 @@ start() {
 }
 # wait_bounded PID: waits up to 30 s for a child; its exit code, or 124 if it hangs (killed).
 wait_bounded() {
-  for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$1" 2>/dev/null && { kill -9 "$1"; wait "$1" 2>/dev/null; return 124; }
+  for _ in $(seq 300); do kill -0 "$1" 2>>"$DISCARD" || break; sleep 0.1; done
+  kill -0 "$1" 2>>"$DISCARD" && { kill -9 "$1"; wait "$1" 2>>"$DISCARD"; return 124; }
   wait "$1"
 }
 # kill9: the supervisor and its worker, at once, as a power cut or the OOM killer would.
 kill9() {
-  pkill -9 -P "$sup" 2>/dev/null
-  kill -9 "$sup" 2>/dev/null
-  while kill -0 "$sup" 2>/dev/null; do sleep 0.01; done
+  pkill -9 -P "$sup" 2>>"$DISCARD"
+  kill -9 "$sup" 2>>"$DISCARD"
+  while kill -0 "$sup" 2>>"$DISCARD"; do sleep 0.01; done
   sup=
 }
 
 mkdir trust clients
-"$X" keygen -o me >/dev/null && cp me.pub clients/
+"$X" keygen -o me >>"$DISCARD" && cp me.pub clients/
 export XCARGO_IDENTITY=$TMP/me
-"$X" keygen -o k >/dev/null && cp k.pub trust/
-"$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key k 2>/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k 2>/dev/null
+"$X" keygen -o k >>"$DISCARD" && cp k.pub trust/
+"$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key k 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>>"$DISCARD"
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k 2>>"$DISCARD"
 
 # Killed at 12 moments of a push that JIT-compiles two cargos and writes their cache entries.
 for delay in 0 0.002 0.005 0.01 0.015 0.02 0.03 0.04 0.06 0.08 0.12 0.2; do
   start
-  ( "$X" push sgemm.xcargo --to "$node"; "$X" push hello.xcargo --to "$node" ) >/dev/null 2>&1 &
+  ( "$X" push sgemm.xcargo --to "$node"; "$X" push hello.xcargo --to "$node" ) >>"$DISCARD" 2>&1 &
   client=$!
   sleep "$delay"
   kill9
@@ -79,7 +79,7 @@ import os; names = os.listdir('cache/jit'); assert all(n.endswith('.o') or '.o.t
 
 # Killed in the middle of an invocation: the client is told, the next loader serves.
 for _ in 1 2 3; do
-  "$X" push faults.xcargo --to "$node" >/dev/null 2>&1
+  "$X" push faults.xcargo --to "$node" >>"$DISCARD" 2>&1
   w=$(pgrep -x xcargo-loader -P "$sup" | head -1)
   ticks0=$(awk '{print $14 + $15}' "/proc/$w/stat")
   "$X" run faults.xcargo --entry burn --arg u64:100000 --to "$node" > burn.out 2>&1 &

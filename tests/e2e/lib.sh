@@ -4,12 +4,14 @@ set -u
 failures=0
 checks=0
 TMP=$(mktemp -d /tmp/xcargo-e2e-XXXXXX)
+# Output a test does not look at goes here, never to /dev/null (see output_test.sh).
+export DISCARD=$TMP/discarded.out
 # Processes a test starts in the background (loaders): add their pids to `pids`; they and
 # their children (workers) are killed when the test ends, and TMP is removed (kept, and
 # named, when XCARGO_KEEP_TMP is set: for looking at a failure's logs).
 pids=()
 remove_tmp() { if [ -n "${XCARGO_KEEP_TMP:-}" ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi; }
-trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; remove_tmp' EXIT
+trap 'for p in "${pids[@]}"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>>"$DISCARD"; remove_tmp' EXIT
 
 # expect CODE REGEX -- CMD...: CMD exits with CODE and its stderr+stdout matches REGEX (ERE).
 expect() {
@@ -35,7 +37,7 @@ check() {
   local what=$1
   shift
   checks=$((checks + 1))
-  if ! "$@" >/dev/null 2>&1; then
+  if ! "$@" >>"$DISCARD" 2>&1; then
     echo "FAIL: $what"
     failures=$((failures + 1))
   fi
@@ -52,7 +54,7 @@ eventually() {
   shift 2
   local deadline=$(( $(now_ms) + limit * 1000 ))
   checks=$((checks + 1))
-  until "$@" >/dev/null 2>&1; do
+  until "$@" >>"$DISCARD" 2>&1; do
     if [ "$(now_ms)" -ge "$deadline" ]; then
       echo "FAIL: $what (not within $limit s)"
       failures=$((failures + 1))
@@ -63,7 +65,7 @@ eventually() {
 }
 
 # lines_at_least N REGEX FILE: FILE has at least N lines matching REGEX (for eventually).
-lines_at_least() { [ "$(grep -Ec -- "$2" "$3" 2>/dev/null)" -ge "$1" ]; }
+lines_at_least() { [ "$(grep -Ec -- "$2" "$3" 2>>"$DISCARD")" -ge "$1" ]; }
 
 # wait_file FILE [SECONDS]: waits (default 60 s) until FILE is non-empty; 1 if it never is.
 wait_file() {
@@ -77,7 +79,7 @@ wait_file() {
 # proc_fds PID, proc_rss_kb PID: a process's open descriptors and resident memory. They print
 # nothing and return 1 when the process is not there, so that a reading that could not be
 # taken fails its check (measure) instead of being shown as a number.
-proc_fds() { [ -d "/proc/$1/fd" ] && ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+proc_fds() { [ -d "/proc/$1/fd" ] && ls "/proc/$1/fd" 2>>"$DISCARD" | wc -l; }
 # fewest_fds PID: the fewest descriptors of 5 readings 0.5 s apart: what a loader holds for
 # a moment (its probe's connection every 2 s, the pipe of a worker that is ending) is not a
 # leak, and one reading may catch it.
@@ -90,7 +92,7 @@ fewest_fds() {
   done
   echo "$least"
 }
-proc_rss_kb() { awk '/^VmRSS/ {print $2; found=1} END {exit !found}' "/proc/$1/status" 2>/dev/null; }
+proc_rss_kb() { awk '/^VmRSS/ {print $2; found=1} END {exit !found}' "/proc/$1/status" 2>>"$DISCARD"; }
 
 # measure VAR DESCRIPTION CMD...: VAR=$(CMD); a failed or empty reading fails with its reason.
 measure() {
@@ -112,7 +114,7 @@ measure() {
 in_cluster_dir() {
   cd "$TMP" || exit 1
   export XCARGO_CLUSTER_DIR=$TMP/cluster
-  trap '"$SRC/scripts/cluster" down >/dev/null 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; remove_tmp' EXIT
+  trap '"$SRC/scripts/cluster" down >>"$DISCARD" 2>&1; for p in "${pids[@]}"; do kill -9 "$p" 2>>"$DISCARD"; done; remove_tmp' EXIT
 }
 
 # diagnose FILE...: finish prints the last lines of each FILE if a check failed (a loader's

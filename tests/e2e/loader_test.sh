@@ -25,14 +25,14 @@ start_loader() {
 }
 
 mkdir trust clients
-"$X" keygen -o k >/dev/null && cp k.pub trust/
+"$X" keygen -o k >>"$DISCARD" && cp k.pub trust/
 # The client identity every loader here accepts (tests/e2e/auth_test.sh tests the refusals).
-"$X" keygen -o me >/dev/null && cp me.pub clients/
+"$X" keygen -o me >>"$DISCARD" && cp me.pub clients/
 export XCARGO_IDENTITY=$TMP/me
-"$X" keygen -o other >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>/dev/null
-"$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key other 2>/dev/null
+"$X" keygen -o other >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo --name hello2 2>>"$DISCARD"
+"$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key other 2>>"$DISCARD"
 
 start_loader node --trust trust --cache cache
 check "the loader reports where it listens" grep -q "listening on $node" node.log
@@ -77,7 +77,7 @@ vals = ",".join(str(r.getrandbits(32)) for _ in range(2_600_000))
 open("big.c", "w").write("#include <xcargo/kernel.h>\nstatic const uint32_t t[] = {" + vals + "};\n"
   "XC_ENTRY int at(xc_ctx *c, const void *in, size_t n) { uint32_t i; memcpy(&i, in, 4); return xc_reply(c, &t[i % (sizeof t / 4)], 4); }\n")
 PY
-"$X" build big.c -o big.xcargo --key k -t x86_64 -t bitcode -j 2 2>/dev/null
+"$X" build big.c -o big.xcargo --key k -t x86_64 -t bitcode -j 2 2>>"$DISCARD"
 check "the large cargo is over 8 MiB" test "$(stat -c %s big.xcargo)" -gt 8388608
 expect 0 'pushed' -- "$X" push big.xcargo --to "$node"
 expect 0 '^[0-9]+$' -- "$X" run big.xcargo --entry at --arg u32:5 --result u32 --to "$node"
@@ -148,8 +148,8 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 # revoking that key refuses the loaded cargo, until the copy the first key signed is pushed
 # (a client whose run was refused pushes again), which lets it run again, and that push is
 # logged with the key that signed it (found by an attacker helper, 2026-11-24).
-"$X" keygen -o k2 >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello-k2.xcargo --name hello --key k2 2>/dev/null  # the same digest
+"$X" keygen -o k2 >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello-k2.xcargo --name hello --key k2 2>>"$DISCARD"  # the same digest
 k2id=$("$X" inspect hello-k2.xcargo --json | grep -m1 '"key_id"' | sed -E 's/.*"key_id": "([0-9a-f]+)".*/\1/')
 mkdir strust
 cp k.pub k2.pub strust/
@@ -204,7 +204,7 @@ expect 0 '^42$' -- "$X" run hello-1.0.xcargo --entry add --arg i64:2 --arg i64:4
 # node serves everyone again. A restart takes about 0.15 s on a quiet machine; the ceilings
 # (RECOVERY_MS, and the limit plus RECOVERY_MS) are for a slow one that is busy too.
 RECOVERY_MS=10000
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>/dev/null
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>>"$DISCARD"
 # --inline-us 1000: a quick run preempted on a busy 2-core machine still counts as quick, so
 # the kernels below are run inline as the checks expect (12 warm-up runs: the last 4 must be quick).
 start_loader safe --trust trust --timeout 1 --executors 3 --inline-us 1000
@@ -223,13 +223,13 @@ eventually 10 "a restarted worker's lines reach the log" grep -q 'accepted invok
 expect 3 'crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
 # The same for kernels quick enough to have been run inline, on the thread receiving requests.
-for _ in $(seq 12); do "$X" run faults.xcargo --entry burn --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+for _ in $(seq 12); do "$X" run faults.xcargo --entry burn --arg u64:0 --to "$safe" >>"$DISCARD" 2>&1; done
 t0=$(now_ms)
 expect 3 'timeout: the kernel ran past the time limit of 1 s' -- "$X" run faults.xcargo --entry burn --arg u64:100000000 --to "$safe"
 took=$(( $(now_ms) - t0 ))
 check "an inline kernel that hangs: its client hears back ($took ms, ceiling 1 s + $RECOVERY_MS ms)" test "$took" -lt $((1000 + RECOVERY_MS))
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
-for _ in $(seq 12); do "$X" run faults.xcargo --entry crash_if --arg u64:0 --to "$safe" >/dev/null 2>&1; done
+for _ in $(seq 12); do "$X" run faults.xcargo --entry crash_if --arg u64:0 --to "$safe" >>"$DISCARD" 2>&1; done
 expect 3 'crashed: the kernel crashed: signal 11 .*the node recovered' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
 eventually 10 "both ran inline (the log says so)" lines_at_least 2 'inline' safe.log
@@ -237,15 +237,15 @@ eventually 10 "both ran inline (the log says so)" lines_at_least 2 'inline' safe
 # A long kernel from one client does not hold up a trivial one from another: the trivial run
 # returns while the long one is still running (compared within this run, not with a constant).
 start_loader busy --trust trust --timeout 60 --executors 2
-"$X" push faults.xcargo --to "$busy" >/dev/null 2>&1
-"$X" push hello.xcargo --to "$busy" >/dev/null 2>&1
+"$X" push faults.xcargo --to "$busy" >>"$DISCARD" 2>&1
+"$X" push hello.xcargo --to "$busy" >>"$DISCARD" 2>&1
 t0=$(now_ms)
-"$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$busy" >/dev/null 2>&1
+"$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$busy" >>"$DISCARD" 2>&1
 idle=$(( $(now_ms) - t0 ))
 busy_worker=$(pgrep -x xcargo-loader -P "$busy_pid" | head -1)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 ticks0=$(cpu_ticks "$busy_worker")
-( t=$(now_ms); "$X" run faults.xcargo --entry burn --arg u64:6000 --to "$busy" >/dev/null 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
+( t=$(now_ms); "$X" run faults.xcargo --entry burn --arg u64:6000 --to "$busy" >>"$DISCARD" 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
 long=$!
 # The long kernel is running once the worker has spent 0.1 s of CPU on it.
 eventually 60 "the long kernel starts" bash -c "test \$(awk '{print \$14 + \$15}' /proc/$busy_worker/stat) -ge $((ticks0 + 10))"

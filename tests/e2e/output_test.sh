@@ -10,10 +10,10 @@ source "$(dirname "$0")/lib.sh"
 chmod 755 "$TMP"  # the unprivileged user reads the cargo too
 cd "$TMP"
 
-"$X" keygen -o k >/dev/null
-"$X" keygen -o k2 >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k -t x86_64 2>/dev/null
-"$X" extract hello.xcargo --variant x86_64 -o ref.o 2>/dev/null
+"$X" keygen -o k >>"$DISCARD"
+"$X" keygen -o k2 >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k -t x86_64 2>>"$DISCARD"
+"$X" extract hello.xcargo --variant x86_64 -o ref.o 2>>"$DISCARD"
 chmod 644 hello.xcargo ref.o
 
 # every_verb TARGET: each verb that writes a file, writing to TARGET.
@@ -28,7 +28,7 @@ is_null_device() { [ -c "$1" ] && [ "$(stat -c '%a %t:%T' "$1")" = "666 1:3" ]; 
 
 # A private copy of /dev/null first: if writing to a device were broken again, only this copy
 # would be damaged. The system's /dev/null is tried only once the copy came through.
-if mknod pnull c 1 3 2>/dev/null && chmod 666 pnull; then
+if mknod pnull c 1 3 2>>"$DISCARD" && chmod 666 pnull; then
   every_verb pnull
   check "a device node stays a device node, mode 0666 (private copy of /dev/null)" is_null_device pnull
   expect 0 '^key id' -- "$X" keygen -o pnull --force
@@ -53,18 +53,18 @@ check "a FIFO receives the bytes" cmp from-pipe ref.o
 check "a FIFO stays a FIFO" test -p pipe
 
 # '-' and /dev/stdout print the bytes; appending with >> keeps what was there.
-"$X" extract hello.xcargo --variant x86_64 -o - > dash.o 2>/dev/null
+"$X" extract hello.xcargo --variant x86_64 -o - > dash.o 2>>"$DISCARD"
 check "-o - writes the bytes to standard output" cmp dash.o ref.o
-"$X" extract hello.xcargo --variant x86_64 -o /dev/stdout > stdout.o 2>/dev/null
+"$X" extract hello.xcargo --variant x86_64 -o /dev/stdout > stdout.o 2>>"$DISCARD"
 check "-o /dev/stdout writes the bytes to standard output" cmp stdout.o ref.o
 echo head > appended
-"$X" extract hello.xcargo --variant x86_64 -o /dev/stdout >> appended 2>/dev/null
+"$X" extract hello.xcargo --variant x86_64 -o /dev/stdout >> appended 2>>"$DISCARD"
 check "-o /dev/stdout >> FILE appends" bash -c '(echo head; cat ref.o) | cmp - appended'
-"$X" build "$SRC/examples/hello/hello.c" -o - --name hello --key k -t x86_64 > piped.xcargo 2>/dev/null
+"$X" build "$SRC/examples/hello/hello.c" -o - --name hello --key k -t x86_64 > piped.xcargo 2>>"$DISCARD"
 expect 0 'signature by a trusted key|verified|OK|ok' -- "$X" verify piped.xcargo --trust k.pub
 expect 2 "cannot use '-' as the cargo name" -- "$X" build "$SRC/examples/hello/hello.c" -o - -t x86_64
 expect 2 "keygen writes two files" -- "$X" keygen -o -
-"$X" run hello.xcargo --entry greet --trust k.pub --output - > greet.out 2>/dev/null
+"$X" run hello.xcargo --entry greet --trust k.pub --output - > greet.out 2>>"$DISCARD"
 check "run --output - prints the reply's bytes, and only them" test "$(cat greet.out)" = "hello from node 0"
 
 # A symbolic link is followed: the target gets the bytes, the link stays a link.
@@ -95,11 +95,11 @@ check "a replaced file keeps its narrower mode (0600)" test "$(stat -c %a regula
 loader=$!
 wait_file ready.out 30
 check "--ready-file - prints where the loader listens" grep -Eq '^127\.0\.0\.1:[0-9]+$' ready.out
-kill "$loader" 2>/dev/null
-wait "$loader" 2>/dev/null
+kill "$loader" 2>>"$DISCARD"
+wait "$loader" 2>>"$DISCARD"
 
 # The same as an unprivileged user, where this machine can switch to one.
-if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >>"$DISCARD"; then
   nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
   expect 0 '' -- "${nobody[@]}" "$X" extract hello.xcargo --variant x86_64 -o /dev/null
   check "as an unprivileged user, -o /dev/null leaves /dev/null as it was" is_null_device /dev/null
@@ -108,7 +108,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
   expect 0 '' -- "${nobody[@]}" "$X" extract hello.xcargo --variant x86_64 -o upipe
   wait
   check "as an unprivileged user, a FIFO receives the bytes" cmp from-upipe ref.o
-  "${nobody[@]}" "$X" extract hello.xcargo --variant x86_64 -o - > nobody.o 2>/dev/null
+  "${nobody[@]}" "$X" extract hello.xcargo --variant x86_64 -o - > nobody.o 2>>"$DISCARD"
   check "as an unprivileged user, -o - prints the bytes" cmp nobody.o ref.o
 else
   echo "note: not root or no setpriv: the unprivileged-user checks did not run"

@@ -5,11 +5,11 @@ X=$1
 SRC=$2
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
-"$X" keygen -o k >/dev/null
-"$X" keygen -o other >/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>/dev/null
-"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo 2>/dev/null
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>/dev/null
+"$X" keygen -o k >>"$DISCARD"
+"$X" keygen -o other >>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -o unsigned.xcargo 2>>"$DISCARD"
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>>"$DISCARD"
 
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --trust k.pub
 expect 0 'variant x86_64, pushed first' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --trust k.pub
@@ -19,7 +19,7 @@ printf '\x05\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00' > in.b
 expect 0 '^12$' -- "$X" run hello.xcargo --entry add --input in.bin --result i64 --trust k.pub
 expect 0 '' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --output out.bin --trust k.pub
 check "--output writes the raw reply" test "$(od -An -tx1 out.bin | tr -d ' \n')" = 0300000000000000
-"$X" run hello.xcargo --entry add --arg i64:20 --arg i64:22 --json --trust k.pub --result i64 > r.json 2>/dev/null
+"$X" run hello.xcargo --entry add --arg i64:20 --arg i64:22 --json --trust k.pub --result i64 > r.json 2>>"$DISCARD"
 check "run --json says which variant ran" python3 -c "
 import json; j=json.load(open('r.json')); assert j['ok'] and j['variant']=='x86_64' and j['value']=='42', j"
 
@@ -38,7 +38,7 @@ expect 3 'kernel_error: the kernel returned 1' -- "$X" run hello.xcargo --entry 
 # Kernels that crash or hang: a clear error soon after the limit (ceilings for a busy machine).
 expect 3 'the kernel crashed: .*signal 11' -- "$X" run faults.xcargo --entry segfault --trust k.pub
 expect 3 'the kernel crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --trust k.pub --prefer bitcode
-"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k -t x86_64 2>/dev/null
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k -t x86_64 2>>"$DISCARD"
 expect 3 'the sandbox stopped the kernel: it made a system call itself' -- "$X" run adv.xcargo --entry sys_execve --trust k.pub
 expect 3 'the kernel crashed: .*signal 11' -- "$X" run adv.xcargo --entry wild_ctx --trust k.pub
 start=$(date +%s%N)

@@ -10,6 +10,8 @@
 
 namespace xcargo::net {
 
+std::atomic<const UcxApi*> ucx_loaded{nullptr};
+
 const UcxApi* ucx_api(const char** why) {
   static UcxApi api;
   static const UcxApi* loaded = nullptr;
@@ -32,6 +34,7 @@ const UcxApi* ucx_api(const char** why) {
     XC_UCX_FUNCTIONS(XC_UCX_RESOLVE)
 #undef XC_UCX_RESOLVE
     loaded = &api;
+    ucx_loaded.store(&api, std::memory_order_release);
   });
   if (why) *why = error.c_str();
   return loaded;

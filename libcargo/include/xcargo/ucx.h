@@ -7,6 +7,7 @@
 #include <ucp/api/ucp.h>
 #include <ucs/config/global_opts.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ struct UcxApi {
 // The loaded functions, or nullptr (with *why set) when UCX's libraries cannot be loaded.
 const UcxApi* ucx_api(const char** why = nullptr);
 
+// The table once loaded: UCX-> reads it without a call (a polling loop calls through the table
+// millions of times a second).
+extern std::atomic<const UcxApi*> ucx_loaded;
+inline const UcxApi* ucx_table() {
+  const UcxApi* api = ucx_loaded.load(std::memory_order_acquire);
+  return api ? api : ucx_api();
+}
+
 // Sets UCX's log level for this process unless the user chose one with UCX_LOG_LEVEL.
 // Works whether or not UCX is already loaded (a program may link it directly): setting the
 // variable instead would be read too late then, and UCX would warn that it went unused.
@@ -46,7 +55,7 @@ void default_ucx_log_level(const char* level);
 
 // Calls through the table: UCX->ucp_worker_progress(w). Only after UcxWorker::create()
 // succeeded, which checks that the table loaded.
-#define UCX (::xcargo::net::ucx_api())
+#define UCX (::xcargo::net::ucx_table())
 
 namespace xcargo::net {
 

@@ -148,7 +148,7 @@ protected:
     if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
     if (req == nullptr) send_done_ = true;
     else send_req_ = req;
-    Waiting wait(*this);
+    Waiting wait(*this, wait_kind(type, header));
     while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
       if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
       if (!wait.idle()) {
@@ -173,14 +173,27 @@ private:
   // A wait for a reply. Sleeping costs a wake-up when the reply comes (0.15 to 0.45 ms on a
   // VM: more than a millisecond-scale kernel can bear, bench-kernels), and polling costs a
   // core that the kernel may be sharing (a loader on this machine: 2 cores). So: poll for
-  // kMinSpin; if the last wait that slept took W, sleep until kWakeEarly before W, then poll
-  // until 2 W (at most ConnectOptions::max_spin_us after the start); then sleep until the
-  // reply wakes this thread. A client calling the same kernel again catches its reply
-  // polling, with its core free for most of the kernel's run. The clock is read only after
-  // kQuietPolls empty polls: a quick reply never needs it.
+  // kMinSpin; if the last wait of the same kind (wait_kind) slept and took W, sleep until
+  // kWakeEarly before W, then poll until 2 W (at most ConnectOptions::max_spin_us after the
+  // start); then sleep until the reply wakes this thread. A client calling the same kernel
+  // again catches its reply polling, with its core free for most of the kernel's run; a push
+  // or another kernel does not inherit the last one's wait (a push after a slow
+  // authentication, then the first call after a slow push, each napped a millisecond or
+  // more past their replies). The clock is read only after kQuietPolls empty polls: a quick
+  // reply never needs it.
+  static constexpr uint64_t kOther = 0, kPipelined = 1;
+  // Invocations of one entry with one input size share a kind; other requests have none.
+  static uint64_t wait_kind(MsgType type, ByteView header) {
+    if (type != MsgType::invoke || header.size() <= 8) return kOther;
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over all but the request id
+    for (uint8_t b : header.subspan(8)) h = (h ^ b) * 1099511628211ull;
+    return h > kPipelined ? h : h + 2;
+  }
   class Waiting {
   public:
-    explicit Waiting(UcxConnection& c) : c_(c) {}
+    Waiting(UcxConnection& c, uint64_t kind) : c_(c), kind_(kind) {
+      if (kind_ == kOther || kind_ != c_.last_kind_) c_.last_wait_ = Clock::duration::zero();
+    }
     // After an empty poll: false once the reply's time limit has passed.
     bool idle() {
       if (++quiet_ < kQuietPolls) return true;
@@ -202,13 +215,17 @@ private:
       }
       return true;
     }
-    void done() { c_.last_wait_ = quiet_ >= kQuietPolls ? Clock::now() - start_ : Clock::duration::zero(); }
+    void done() {
+      c_.last_wait_ = quiet_ >= kQuietPolls ? Clock::now() - start_ : Clock::duration::zero();
+      c_.last_kind_ = kind_;
+    }
 
   private:
     static constexpr int kQuietPolls = 64;
     static constexpr std::chrono::microseconds kMinSpin{200};
     static constexpr std::chrono::microseconds kWakeEarly{500};
     UcxConnection& c_;
+    const uint64_t kind_;
     int quiet_ = 0;
     Clock::time_point start_, deadline_, spin_until_, nap_until_;
   };
@@ -374,7 +391,7 @@ protected:
     return {};
   }
   Result<Frame> next_reply() override {
-    Waiting wait(*this);
+    Waiting wait(*this, kPipelined);
     for (;;) {
       for (auto it = arrived_.begin(); it != arrived_.end(); ++it)
         if ((*it)->ready) {
@@ -423,7 +440,8 @@ private:
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
   int timeout_ms_ = 5000;
-  Clock::duration last_wait_{};  // the last reply's wait, for Waiting
+  Clock::duration last_wait_{};  // the last reply's wait, and its kind (wait_kind), for Waiting
+  uint64_t last_kind_ = kOther;
   Slot slots_[kMaxMsgType + 1] = {};
   Frame reply_;
   std::optional<uint64_t> expect_id_;  // the request id the reply must carry

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "xcargo/error.h"
 
 namespace xcargo::canon {
 
@@ -48,5 +52,19 @@ bool is_plain_key(const std::string& key);
 // The canonical text of a top-level mapping. Precondition: keys are unique in every mapping
 // and no sequence holds a sequence (what a reader's tree and the writer's always satisfy).
 std::string emit(const Node& root);
+
+// The tree of a manifest text (printable ASCII and LF, checked by the caller) that is in
+// canonical form; an `Errc::manifest` error otherwise, naming the line. Section 5.3's
+// "parse it, re-encode it and compare": read_canonical, and when that refuses, read_yaml
+// for the reason.
+Result<Node> parse(std::string_view text);
+
+// The two readers parse() combines, each exposed for the test that compares them:
+// read_canonical reads only section 5.3's grammar, a line at a time (about 50 times faster
+// than yaml-cpp), and accepts a text only if it re-emits identically; read_yaml parses any
+// YAML with yaml-cpp, types the tree as section 5.3 does, and then requires the same.
+// Whenever read_canonical accepts a text, read_yaml accepts it with the same tree.
+std::optional<Node> read_canonical(std::string_view text);
+Result<Node> read_yaml(std::string_view text);
 
 }  // namespace xcargo::canon

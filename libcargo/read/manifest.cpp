@@ -1,10 +1,7 @@
 // Parses and validates the YAML manifest (spec section 5) into a Manifest.
 #include "xcargo/manifest.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <charconv>
 #include <set>
 
 #include "read/canonical.h"
@@ -228,84 +225,6 @@ Result<Manifest> parse_root(const Node& root) {
   return out;
 }
 
-// The tree of a YAML document, as section 5.3 types it: a quoted scalar is a string, a plain
-// one an integer if it is one (anything else is a string, which re-emits quoted and so
-// fails the byte comparison). Empty values, non-scalar keys, duplicate keys and lists in
-// lists have no canonical form.
-Result<Node> to_tree(const YAML::Node& y, const std::string& where, int depth) {
-  if (depth > 8) return bad(where + ": nested too deeply");
-  switch (y.Type()) {
-    case YAML::NodeType::Scalar: {
-      const std::string& s = y.Scalar();
-      uint64_t v = 0;
-      const bool decimal = !s.empty() && (s == "0" || s[0] != '0') &&
-                           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (y.Tag() == "?" && decimal && ec == std::errc() && p == s.data() + s.size()) return Node::of(v);
-      return Node::of(s);
-    }
-    case YAML::NodeType::Map: {
-      Node m = Node::map();
-      std::set<std::string> seen;
-      for (const auto& kv : y) {
-        if (!kv.first.IsScalar()) return bad(where + ": keys must be strings");
-        const std::string k = kv.first.Scalar();
-        if (!seen.insert(k).second) return bad(where + ": duplicate key '" + k + "'");
-        auto v = to_tree(kv.second, where + "." + k, depth + 1);
-        XC_TRY(v);
-        m.add(k, std::move(*v));
-      }
-      return m;
-    }
-    case YAML::NodeType::Sequence: {
-      Node s = Node::seq();
-      for (size_t i = 0; i < y.size(); ++i) {
-        const std::string at = where + "[" + std::to_string(i) + "]";
-        if (y[i].IsSequence()) return bad(at + ": a list inside a list has no canonical form");
-        auto v = to_tree(y[i], at, depth + 1);
-        XC_TRY(v);
-        s.push(std::move(*v));
-      }
-      return s;
-    }
-    default: return bad(where + ": empty value");
-  }
-}
-
-// Line `n` (1-based) of `text`, made printable for a message.
-std::string line_of(std::string_view text, size_t n) {
-  size_t start = 0;
-  for (size_t i = 1; i < n && start != std::string_view::npos; ++i) {
-    start = text.find('\n', start);
-    if (start != std::string_view::npos) ++start;
-  }
-  if (start == std::string_view::npos || start >= text.size()) return "(end of text)";
-  std::string_view line = text.substr(start, text.find('\n', start) - start);
-  std::string out;
-  for (unsigned char c : line.substr(0, 100)) {
-    if (c >= 0x20 && c < 0x7f) out += char(c);
-    else {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out + (line.size() > 100 ? "..." : "");
-}
-
-// Section 5.3: the stored bytes are exactly the canonical text of the tree they parse to.
-Status check_canonical(std::string_view yaml, const Node& tree) {
-  const std::string canonical = canon::emit(tree);
-  if (canonical == yaml) return {};
-  size_t line = 1;
-  for (size_t i = 0; i < std::min(canonical.size(), yaml.size()) && canonical[i] == yaml[i]; ++i)
-    if (yaml[i] == '\n') ++line;
-  return bad("not in canonical form (section 5.3): line " + std::to_string(line) + " is '" + line_of(yaml, line) +
-             "', the canonical encoding has '" + line_of(canonical, line) + "'")
-      .hint("write the manifest as 'xcargo build' does: block style, keys sorted, strings double-quoted, LF line ends");
-}
-
 }  // namespace
 
 Result<Manifest> parse_manifest(std::string_view yaml) {
@@ -319,20 +238,9 @@ Result<Manifest> parse_manifest(std::string_view yaml) {
                  " is not allowed: a manifest is printable ASCII and LF (section 5.3)")
           .hint(c == '\r' ? "lines end with LF, not CR LF" : c == 0xEF ? "remove the UTF-8 byte order mark" : "escape or remove it");
   }
-  Node tree;
-  try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    auto t = to_tree(root, "top level", 0);
-    XC_TRY(t);
-    tree = std::move(*t);
-  } catch (const YAML::Exception& e) {
-    return bad("not valid YAML: line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  } catch (const std::exception& e) {
-    return bad(std::string("not valid YAML: ") + e.what());
-  }
-  if (tree.type != Node::Type::mapping) return bad("top level must be a mapping");
-  XC_TRY(check_canonical(yaml, tree));
-  return parse_root(tree);
+  auto tree = canon::parse(yaml);
+  XC_TRY(tree);
+  return parse_root(*tree);
 }
 
 }  // namespace xcargo

@@ -235,10 +235,12 @@ private:
     Error e(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
     e.hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
     std::string set;  // UCX settings that may keep it from reaching the node
-    for (const char* var : {"UCX_TLS", "UCX_NET_DEVICES"})
+    for (const char* var : {"UCX_TLS", "UCX_NET_DEVICES", "UCX_MAX_RNDV_LANES"})
       if (const char* v = std::getenv(var); v && *v) set += (set.empty() ? "" : " ") + std::string(var) + "=" + v;
     if (!handshaken() && !set.empty())
       e.hint(set + " is set: 'ucx_info -d' lists this machine's transports and devices (UCX_NET_DEVICES names them as 'ip link' does)");
+    if (!handshaken() && std::getenv("UCX_MAX_RNDV_LANES"))
+      e.hint("a loader on this machine must have the same UCX_MAX_RNDV_LANES, or UCX cannot connect over shared memory");
     return e;
   }
   bool handshaken() const { return node().max_cargo != 0; }

@@ -732,6 +732,7 @@ struct UcxServer::Impl {
         monitor->wake();
         bool failed = false;
         Step r = execute(me, *j, &failed);
+        last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply
         int expected = 1;
         const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
         const bool quick = steady_ns() - me.since < int64_t(std::chrono::nanoseconds(timing::kBatchRun).count());

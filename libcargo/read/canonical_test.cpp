@@ -14,18 +14,6 @@ using canon::Node;
 
 namespace {
 
-std::string small_manifest_text() {
-  Manifest m = test::small_manifest();
-  uint32_t i = 1;
-  for (auto& p : test::small_payloads()) {
-    p.variant.section = i++;
-    p.variant.raw_size = p.raw.size();
-    p.variant.sha256 = sha256(p.raw);
-    m.variants.push_back(p.variant);
-  }
-  return emit_manifest(m);
-}
-
 bool same(const Node& a, const Node& b) {
   if (a.type != b.type) return false;
   switch (a.type) {
@@ -67,7 +55,7 @@ std::string nested(int depth) {
 }  // namespace
 
 TEST_CASE("the canonical reader reads what the writer emits, as yaml-cpp does", "[manifest][canonical]") {
-  const std::string y = small_manifest_text();
+  const std::string y = test::small_manifest_text();
   CHECK(agree(y));
   CHECK(agree("a: {}\nb: []\nc: 0\nd: \"\"\n"));
   CHECK(agree("\"A\": \"quote \\\" and backslash \\\\\"\nlist:\n  - {}\n  - 18446744073709551615\n  - \"s\"\n"
@@ -111,7 +99,7 @@ TEST_CASE("the canonical reader refuses what has no canonical form", "[manifest]
 }
 
 TEST_CASE("mutated manifests: whatever the canonical reader accepts, yaml-cpp accepts the same way", "[manifest][canonical]") {
-  const std::string y = small_manifest_text();
+  const std::string y = test::small_manifest_text();
   const std::string alphabet = " \n\"\\:-{}[]0123456789abz_A#'";
   std::mt19937 rng(17);
   int accepted = 0;

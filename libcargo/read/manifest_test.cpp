@@ -7,17 +7,7 @@
 
 using namespace xcargo;
 
-static std::string valid_yaml() {
-  Manifest m = test::small_manifest();
-  uint32_t i = 1;
-  for (auto& p : test::small_payloads()) {
-    p.variant.section = i++;
-    p.variant.raw_size = p.raw.size();
-    p.variant.sha256 = sha256(p.raw);
-    m.variants.push_back(p.variant);
-  }
-  return emit_manifest(m);
-}
+static std::string valid_yaml() { return test::small_manifest_text(); }
 
 static std::string edit(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);

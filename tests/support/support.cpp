@@ -67,6 +67,18 @@ std::vector<Payload> small_payloads() {
   return {b, x};
 }
 
+std::string small_manifest_text() {
+  Manifest m = small_manifest();
+  uint32_t i = 1;
+  for (auto& p : small_payloads()) {
+    p.variant.section = i++;
+    p.variant.raw_size = p.raw.size();
+    p.variant.sha256 = sha256(p.raw);
+    m.variants.push_back(p.variant);
+  }
+  return emit_manifest(m);
+}
+
 Bytes small_cargo(int zstd_level) {
   auto b = write_cargo(small_manifest(), small_payloads(), {zstd_level});
   if (!b.ok()) throw std::runtime_error(b.error().message());

@@ -34,5 +34,7 @@ TrustStore vector_trust();   // holds vector-signer.pub only
 Bytes small_cargo(int zstd_level = 19);
 Manifest small_manifest();
 std::vector<Payload> small_payloads();
+// The manifest text of small_cargo(): small_manifest() with small_payloads()' variants.
+std::string small_manifest_text();
 
 }  // namespace xcargo::test

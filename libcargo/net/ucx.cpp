@@ -151,14 +151,6 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma) {
   // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
   // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
   if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
-  // No rendezvous lanes of their own: large messages go in fragments over the endpoint's
-  // active-message lanes. Otherwise a same-host endpoint takes a TCP lane for rendezvous,
-  // which keeps UCX polling the TCP interface (an epoll_wait per progress call: an invocation
-  // round trip over shm took 3.6 us instead of 1.9) and carried 64 MiB at 2.4 GB/s where shm
-  // fragments carry 6.5 (over TCP: 2.4 before, 2.9 now). Both ends of a same-host connection
-  // must agree on this or UCX cannot connect them: every xcargo program sets it here, and a
-  // user who sets UCX_MAX_RNDV_LANES sets it for both (README, "UCX settings").
-  if (!std::getenv("UCX_MAX_RNDV_LANES")) UCX->ucp_config_modify(config, "MAX_RNDV_LANES", "0");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);

@@ -76,6 +76,9 @@ void emit_sequence(std::string& out, const Node& seq, size_t indent) {
 }
 
 
+// The deepest node either reader takes (the top-level mapping is at depth 0).
+constexpr int kMaxDepth = 8;
+
 // Section 5.3's grammar, read a line at a time. Any text it cannot read, or whose tree does
 // not re-emit to the same bytes, is left to read_yaml (which says why).
 class CanonicalReader {
@@ -89,8 +92,6 @@ public:
   }
 
 private:
-  static constexpr int kMaxDepth = 8;  // as read_yaml: a node deeper than this is refused
-
   bool at(char c) const { return p_ < t_.size() && t_[p_] == c; }
   bool at_digit() const { return p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9'; }
   bool eat(char c) { return at(c) ? (++p_, true) : false; }
@@ -198,7 +199,7 @@ Error bad(const std::string& msg) { return Error(Errc::manifest, "manifest: " + 
 // fails the byte comparison). Empty values, non-scalar keys, duplicate keys and lists in
 // lists have no canonical form.
 Result<Node> to_tree(const YAML::Node& y, const std::string& where, int depth) {
-  if (depth > 8) return bad(where + ": nested too deeply");
+  if (depth > kMaxDepth) return bad(where + ": nested too deeply");
   switch (y.Type()) {
     case YAML::NodeType::Scalar: {
       const std::string& s = y.Scalar();

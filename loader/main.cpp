@@ -92,15 +92,17 @@ int serve_stdio(Handler& handler) {
 
 // The engine as the settings describe it, trusting cfg.trust; log receives its lines.
 // Bitcode variants are compiled by `compile` (the compile service, which owns the cache).
-// open_regions false: node memory waits for Engine::open_regions (a standby worker).
+// open_regions false: node memory waits for Engine::open_regions (a standby worker). tiers:
+// bitcode runs its quick tier until the server's leader has it replaced (EngineConfig::jit_tiers).
 Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::function<void(std::string_view)>& log,
-                                            Compiler compile, bool open_regions = true) {
+                                            Compiler compile, bool open_regions = true, bool tiers = false) {
   auto store = TrustStore::load(cfg.trust);
   XC_TRY(store);
   EngineConfig ec;
   ec.node_memory_fd = cfg.node_memory_fd;
   ec.kept_cargos_fd = cfg.kept_cargos_fd;
   ec.compile = std::move(compile);
+  ec.jit_tiers = tiers;
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   ec.max_reply = cfg.max_reply;
@@ -347,7 +349,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
   // Node memory is opened when this worker takes over: until then the one it replaces may
   // still change the table.
-  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false);
+  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
   ServerOptions so;

@@ -27,7 +27,7 @@ struct ReplyHead {
 Result<ReplyHead> reply_head(const uint8_t* p) {
   if (std::memcmp(p, kReplyMagic, 4) != 0) return broken("a reply without its magic");
   ReplyHead h{get32(p + 4), get32(p + 8), get32(p + 12), get64(p + 16)};
-  if (h.status > kMaxErrc + 1 || h.flags > 7 || h.text > kMaxText || h.object > kMaxObject || (h.status != 0 && h.object != 0))
+  if (h.status > kMaxErrc + 1 || h.flags > 15 || h.text > kMaxText || h.object > kMaxObject || (h.status != 0 && h.object != 0))
     return broken("a reply whose header is out of range");
   return h;
 }
@@ -50,6 +50,7 @@ Result<CompiledObject> reply_value(const ReplyHead& h, std::string text, Bytes o
   c.cache_enabled = h.flags & 1;
   c.cache_hit = h.flags & 2;
   c.cache_damaged = h.flags & 4;
+  c.quick = h.flags & 8;
   c.store_error = std::move(text);
   c.object = std::move(object);
   return c;
@@ -57,10 +58,11 @@ Result<CompiledObject> reply_value(const ReplyHead& h, std::string text, Bytes o
 
 }  // namespace
 
-Bytes encode_request(const std::string& variant, ByteView cargo) {
+Bytes encode_request(const std::string& variant, ByteView cargo, bool allow_quick) {
   Bytes b(kRequestMagic, kRequestMagic + 4);
   put32(b, uint32_t(variant.size()));
   put64(b, cargo.size());
+  put32(b, allow_quick ? 1 : 0);
   b.insert(b.end(), variant.begin(), variant.end());
   b.insert(b.end(), cargo.begin(), cargo.end());
   return b;
@@ -71,7 +73,7 @@ Bytes encode_reply(const Result<CompiledObject>& r) {
   uint32_t status = 0, flags = 0;
   ByteView object;
   if (r.ok()) {
-    flags = (r->cache_enabled ? 1 : 0) | (r->cache_hit ? 2 : 0) | (r->cache_damaged ? 4 : 0);
+    flags = (r->cache_enabled ? 1 : 0) | (r->cache_hit ? 2 : 0) | (r->cache_damaged ? 4 : 0) | (r->quick ? 8 : 0);
     text = r->store_error;
     object = r->object;
   } else {
@@ -91,7 +93,7 @@ Bytes encode_reply(const Result<CompiledObject>& r) {
 }
 
 Result<Request> read_request(int fd, uint64_t max_cargo) {
-  uint8_t head[16];
+  uint8_t head[20];
   switch (read_exact(fd, head, sizeof head)) {
     case ReadEnd::done: break;
     case ReadEnd::closed: return Error(Errc::unreachable, "compile service: the worker closed the connection");
@@ -100,8 +102,10 @@ Result<Request> read_request(int fd, uint64_t max_cargo) {
   if (std::memcmp(head, kRequestMagic, 4) != 0) return broken("a request without its magic");
   const uint32_t name = get32(head + 4);
   const uint64_t size = get64(head + 8);
-  if (name == 0 || name > kMaxVariantName || size > max_cargo) return broken("a request over the limits");
+  const uint32_t flags = get32(head + 16);
+  if (name == 0 || name > kMaxVariantName || size > max_cargo || flags > 1) return broken("a request over the limits");
   Request r;
+  r.allow_quick = flags & 1;
   r.variant.resize(name);
   r.cargo.resize(size);
   if (read_exact(fd, reinterpret_cast<uint8_t*>(r.variant.data()), name) != ReadEnd::done ||

@@ -1,8 +1,10 @@
 // The messages between a worker and its compile service, one request and one reply at a
 // time on a stream socket. Both ends check every length against its limit before allocating.
-//   request: "XCRQ", u32 variant-name length, u64 cargo length, the name, the signed cargo
+//   request: "XCRQ", u32 variant-name length, u64 cargo length, u32 flags (1: the quick tier
+//            will do), the name, the signed cargo
 //   reply:   "XCRP", u32 status (0: ok, else 1 + Errc), u32 flags (1: cache consulted, 2: hit,
-//            4: damaged entry replaced), u32 text length, u64 object length, text, object.
+//            4: damaged entry replaced, 8: the quick tier), u32 text length, u64 object
+//            length, text, object.
 //            text: for a failure its message and hints, one per line; for success a cache
 //            store error or nothing.
 #pragma once
@@ -24,9 +26,10 @@ inline constexpr size_t kReplyHeader = 24;
 struct Request {
   std::string variant;
   Bytes cargo;
+  bool allow_quick = false;
 };
 
-Bytes encode_request(const std::string& variant, ByteView cargo);
+Bytes encode_request(const std::string& variant, ByteView cargo, bool allow_quick);
 Bytes encode_reply(const Result<CompiledObject>& reply);
 
 // One request from fd. Errc::unreachable when fd is closed before the first byte.

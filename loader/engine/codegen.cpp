@@ -11,7 +11,7 @@ std::string cache_key(const Digest& digest, const Variant& v, const HostInfo& h,
   return to_hex(sha256(as_bytes(key)));
 }
 
-Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, const Cargo& cargo, const Variant& v) {
+Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, const Cargo& cargo, const Variant& v, bool allow_quick) {
   CompiledObject out;
   out.cache_enabled = cache.enabled();
   const bool fp_strict = cargo.manifest().fp == "strict";
@@ -23,9 +23,10 @@ Result<CompiledObject> compile_or_fetch(const Jit& jit, const DiskCache& cache, 
   }
   auto payload = cargo.variant_payload(v);
   XC_TRY(payload);
-  auto compiled = jit.compile_bitcode(*payload, cargo.manifest().name + " " + v.name, fp_strict);
+  auto compiled = jit.compile_bitcode(*payload, cargo.manifest().name + " " + v.name, fp_strict, allow_quick, &out.quick);
   XC_TRY(compiled);
   out.object = std::move(*compiled);
+  if (out.quick) return out;  // only -O2 objects are kept
   std::vector<KeyId> signers;
   for (const Signer& s : cargo.signers())
     if (s.trusted) signers.push_back(s.key_id);

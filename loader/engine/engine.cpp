@@ -22,7 +22,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // An entry and its run-time profile: runs that returned, how many of the latest in a row
 // were quick, and how often one run as quick held others up (config.misjudged_ns).
 struct Entry {
-  EntryFn fn = nullptr;
+  std::atomic<EntryFn> fn{nullptr};  // replaced once by a tier-up (Engine::tier_up)
   std::atomic<uint32_t> runs{0}, streak{0}, misjudged{0};
 };
 
@@ -38,6 +38,8 @@ struct Loaded {
   std::atomic<bool> revoked{false};  // it may not run any more (update_trust): see why
   mutable std::mutex why_mu;
   std::string why;                   // the refusal, for invoke's message
+  // Runs its quick tier: the cargo, to ask for the -O2 object with (Engine::tier_up; under load_mu).
+  std::shared_ptr<const Cargo> tier_up;
 };
 
 // Why a loaded cargo may no longer run under `trust` (its keys revoked, or a rule of the trust
@@ -107,7 +109,8 @@ struct Engine::Impl {
   }
   mutable std::shared_mutex mu;  // guards cargos
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
-  std::mutex load_mu;            // one load at a time: loads are rare, invocations are not
+  std::mutex load_mu;            // one load (or tier-up) at a time: loads are rare, invocations are not
+  std::atomic<size_t> tier_ups{0};  // loaded cargos running their quick tier
   std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0},
       invocations{0}, invocations_failed{0};
 
@@ -119,6 +122,11 @@ struct Engine::Impl {
   bool load_kept(const Digest& digest);
   void log_kept(const LoadReport& r) const;
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
+  // The object for a bitcode variant (the compile service's, or compiled here), counted and
+  // its cache events logged.
+  Result<CompiledObject> bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick);
+  // What linking the object would allocate, then the allow-list, before any of it is linked.
+  Status check_object(ByteView object, const std::string& what) const;
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -187,22 +195,13 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
 
   Bytes object;
   const auto t1 = Clock::now();
+  bool quick = false;
   if (v.kind == VariantKind::bitcode) {
-    auto compiled = config.compile ? config.compile(*cargo, v) : compile_or_fetch(*jit, cache, *cargo, v);
+    auto compiled = bitcode_object(*cargo, v, config.jit_tiers);
     XC_TRY(compiled);
-    if (compiled->cache_damaged) {
-      cache_corrupt++;
-      log("disk cache: a damaged entry for " + what + " was removed; compiled again");
-    }
-    if (!compiled->store_error.empty()) log("disk cache: cannot store " + compiled->store_error);
-    if (compiled->cache_hit) {
-      report.disk_cache_hit = true;
-      cache_hits++;
-    } else {
-      if (compiled->cache_enabled) cache_misses++;
-      report.jit_compiled = true;
-      jit_compiles++;
-    }
+    report.disk_cache_hit = compiled->cache_hit;
+    report.jit_compiled = !compiled->cache_hit;
+    quick = compiled->quick;
     object = std::move(compiled->object);
   } else {
     auto payload = cargo->variant_payload(v);
@@ -210,21 +209,19 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
     object = std::move(*payload);
   }
   report.object_ms = ms_since(t1);
-
-  // What linking would allocate (a JIT-compiled object's too), then the allow-list, both on
-  // what will actually be linked, before any of it is linked.
-  XC_TRY(object_loaded_size(object, what));
-  auto undefined = jit->undefined_symbols(object, what);
-  XC_TRY(undefined);
-  std::vector<std::string> forbidden;
-  for (const auto& s : *undefined)
-    if (!abi::is_allowed_import(s)) forbidden.push_back(s);
-  if (!forbidden.empty()) {
-    std::string list;
-    for (const auto& s : forbidden) list += (list.empty() ? "'" : ", '") + s + "'";
-    return Error(Errc::import, what + ": imports " + list + ", outside the allowed kernel API")
-        .hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+  Status checked = check_object(object, what);
+  // LLVM lowers some operations to library calls at one level and not at another: a quick
+  // object that the allow-list refuses is not the cargo's fault; -O2's decides.
+  if (quick && !checked.ok()) {
+    auto compiled = bitcode_object(*cargo, v, false);
+    XC_TRY(compiled);
+    quick = false;
+    object = std::move(compiled->object);
+    checked = check_object(object, what);
+    report.object_ms = ms_since(t1);
   }
+  XC_TRY(checked);
+  report.quick_tier = quick;
 
   auto t2 = Clock::now();
   std::vector<std::string> symbols;
@@ -243,11 +240,92 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   loaded->signed_by.store(report.signed_by);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
+  if (quick) {
+    loaded->tier_up = std::make_shared<const Cargo>(std::move(*cargo));
+    tier_ups++;
+  }
   if (kept && keeping)
     if (auto s = kept->keep(report.digest, *loaded->bytes); !s.ok()) log("not kept for the next worker: " + s.error().message());
   std::unique_lock lock(mu);
   cargos[report.digest] = std::move(loaded);
   return report;
+}
+
+Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick) {
+  auto compiled = config.compile ? config.compile(cargo, v, allow_quick) : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
+  XC_TRY(compiled);
+  const std::string what = cargo.manifest().name + " " + v.name;
+  if (compiled->cache_damaged) {
+    cache_corrupt++;
+    log("disk cache: a damaged entry for " + what + " was removed; compiled again");
+  }
+  if (!compiled->store_error.empty()) log("disk cache: cannot store " + compiled->store_error);
+  if (compiled->cache_hit) {
+    cache_hits++;
+  } else {
+    if (compiled->cache_enabled && !compiled->quick) cache_misses++;
+    jit_compiles++;
+  }
+  return compiled;
+}
+
+Status Engine::Impl::check_object(ByteView object, const std::string& what) const {
+  XC_TRY(object_loaded_size(object, what));
+  auto undefined = jit->undefined_symbols(object, what);
+  XC_TRY(undefined);
+  std::vector<std::string> forbidden;
+  for (const auto& s : *undefined)
+    if (!abi::is_allowed_import(s)) forbidden.push_back(s);
+  if (forbidden.empty()) return {};
+  std::string list;
+  for (const auto& s : forbidden) list += (list.empty() ? "'" : ", '") + s + "'";
+  return Error(Errc::import, what + ": imports " + list + ", outside the allowed kernel API")
+      .hint("kernels may call only the functions declared in <xcargo/kernel.h>");
+}
+
+bool Engine::tier_up_pending() const { return impl_->tier_ups.load(std::memory_order_relaxed) > 0; }
+
+std::vector<TierUpReport> Engine::tier_up() {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.load_mu);
+  std::vector<std::shared_ptr<Loaded>> pending;
+  {
+    std::shared_lock l(m.mu);
+    for (const auto& [digest, c] : m.cargos)
+      if (c->tier_up) pending.push_back(c);
+  }
+  std::vector<TierUpReport> out;
+  for (const auto& c : pending) {
+    std::shared_ptr<const Cargo> cargo = std::move(c->tier_up);
+    m.tier_ups--;
+    TierUpReport r{c->summary.digest, c->summary.name, c->summary.version, c->summary.variant};
+    const Variant* v = nullptr;
+    for (const Variant& x : cargo->manifest().variants)
+      if (x.name == c->summary.variant) v = &x;
+    if (!v) continue;  // the digest names the bytes: cannot happen
+    const auto t1 = Clock::now();
+    auto compiled = m.bitcode_object(*cargo, *v, false);
+    r.object_ms = ms_since(t1);
+    const std::string what = cargo->manifest().name + " " + v->name;
+    Status ok = compiled.ok() ? m.check_object(compiled->object, what) : Status(compiled.error());
+    if (ok.ok()) {
+      const auto t2 = Clock::now();
+      std::vector<std::string> symbols;
+      for (const auto& e : v->entries) symbols.push_back(e.symbol);
+      auto addrs = m.jit->link(compiled->object, to_hex(r.digest) + "/" + v->name + "/O2", symbols);
+      r.link_ms = ms_since(t2);
+      if (addrs.ok()) {  // the quick object stays linked: runs that started there finish there
+        for (size_t i = 0; i < v->entries.size(); ++i)
+          c->entries[v->entries[i].entry].fn.store(reinterpret_cast<EntryFn>((*addrs)[i]), std::memory_order_release);
+        r.disk_cache_hit = compiled->cache_hit;
+      } else {
+        ok = addrs.error();
+      }
+    }
+    if (!ok.ok()) r.error = ok.error().message();
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void Engine::warm_up() {
@@ -426,7 +504,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   }
   cargo->invocations++;
   const auto t0 = Clock::now();
-  r.kernel_return = e.fn(kernel_handle(&ctx), input.data(), input.size());
+  r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
   const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   r.kernel_ns = ns;
   if (e.runs.fetch_add(1, std::memory_order_relaxed) > 0) {

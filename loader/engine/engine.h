@@ -47,6 +47,9 @@ struct EngineConfig {
   // Where objects for bitcode variants come from: empty, this engine compiles them and keeps
   // them in cache_dir; the loader's worker sets its compile service (and no cache_dir).
   Compiler compile;
+  // A bitcode variant missing from the cache is loaded in its quick tier (Jit::compile_bitcode)
+  // and runs that until tier_up() replaces it with -O2's object.
+  bool jit_tiers = false;
 };
 
 // What a kernel asked for with xc_forward: this entry, on that node, with this input.
@@ -74,7 +77,18 @@ struct LoadReport {
   bool already_loaded = false;
   bool jit_compiled = false;
   bool disk_cache_hit = false;
+  bool quick_tier = false;  // it runs its quick tier until Engine::tier_up
   double verify_ms = 0, object_ms = 0, link_ms = 0;  // object: the payload, or the compile service's answer
+};
+
+// One cargo's tier-up: its entries now run -O2's object, or error says why they still run
+// the quick tier's (which stays: nothing is lost).
+struct TierUpReport {
+  Digest digest{};
+  std::string name, version, variant;
+  bool disk_cache_hit = false;  // the compile service had it ready
+  double object_ms = 0, link_ms = 0;
+  std::string error;
 };
 
 struct LoadedSummary {
@@ -125,6 +139,11 @@ public:
   // nothing and returns nullopt. Lookup failures are returned as results.
   std::optional<InvokeResult> invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input);
   static constexpr uint32_t kQuickRuns = 4;
+  // Whether a loaded cargo runs its quick tier (EngineConfig::jit_tiers).
+  bool tier_up_pending() const;
+  // Replaces each quick tier with -O2's object (asked of the compiler without allow_quick:
+  // waits for it). Runs already under way finish in the quick tier's code, which stays linked.
+  std::vector<TierUpReport> tier_up();
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;
   const HostInfo& host() const;

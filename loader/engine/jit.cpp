@@ -116,18 +116,30 @@ void make_fp_strict(llvm::Module& m) {
   }
 }
 
+// Whether the module defines a global a kernel can write: its quick tier's state would not
+// carry over to the object that replaces it.
+bool has_writable_global(const llvm::Module& m) {
+  for (const llvm::GlobalVariable& g : m.globals())
+    if (!g.isDeclaration() && !g.isConstant() && !g.getName().startswith("llvm."))  // llvm.used and the like: no data
+      return true;
+  return false;
+}
+
 }  // namespace
 
-Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict) const {
+Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict, bool allow_quick, bool* quick) const {
   llvm::LLVMContext ctx;
   auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
   if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
   XC_TRY(bitcode::check_module(**mod, what));  // before any pass sees it
-  return compile_module(**mod, what, fp_strict);
+  const bool q = allow_quick && !has_writable_global(**mod);
+  if (quick) *quick = q;
+  return compile_module(**mod, what, fp_strict, q);
 }
 
-Result<Bytes> Jit::compile_module(llvm::Module& m, const std::string& what, bool fp_strict) const {
+Result<Bytes> Jit::compile_module(llvm::Module& m, const std::string& what, bool fp_strict, bool quick) const {
   orc::JITTargetMachineBuilder jtmb = impl_->jtmb;
+  if (quick) jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::None);
   if (fp_strict) {
     make_fp_strict(m);
     jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;  // llvm.fmuladd: fmul, then fadd
@@ -147,7 +159,10 @@ Result<Bytes> Jit::compile_module(llvm::Module& m, const std::string& what, bool
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+  if (quick)  // the cargo's bitcode was optimised when it was built; only what code generation needs
+    pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0).run(m, mam);
+  else
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
 
   orc::SimpleCompiler compile(**tm);
   auto obj = compile(m);
@@ -185,11 +200,15 @@ done:
 }  // namespace
 
 Result<Bytes> Jit::warm_up() const {
-  llvm::LLVMContext ctx;
-  llvm::SMDiagnostic diag;
-  auto m = llvm::parseAssemblyString(kWarmUpIR, diag, ctx);
-  if (!m) return Error(Errc::compile, "the JIT's warm-up module does not parse: " + diag.getMessage().str());
-  return compile_module(*m, "warm-up", false);
+  auto compile = [this](bool quick) -> Result<Bytes> {
+    llvm::LLVMContext ctx;
+    llvm::SMDiagnostic diag;
+    auto m = llvm::parseAssemblyString(kWarmUpIR, diag, ctx);
+    if (!m) return Error(Errc::compile, "the JIT's warm-up module does not parse: " + diag.getMessage().str());
+    return compile_module(*m, "warm-up", false, quick);
+  };
+  if (auto quick = compile(true); !quick.ok()) return quick;  // both tiers' first-use costs
+  return compile(false);
 }
 
 Result<std::vector<std::string>> Jit::undefined_symbols(ByteView object, const std::string& what) const {

@@ -33,10 +33,15 @@ public:
   // built with --fp strict): no floating-point operation is fused or reassociated, whatever
   // the module's fast-math flags and attributes say, and llvm.fmuladd is a multiply and an
   // add, each rounded; the object then rounds like every other variant of the cargo.
-  Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict = false) const;
+  // allow_quick: a first tier instead, where it is safe to replace later: for a module that
+  // defines no writable global (whose state a later object would not share), code generation
+  // without optimisation (LLVM's fast instruction selection; about a quarter of -O2's time
+  // for a small cargo). *quick says whether that is what was made.
+  Result<Bytes> compile_bitcode(ByteView bitcode, const std::string& what, bool fp_strict = false,
+                                bool allow_quick = false, bool* quick = nullptr) const;
 
-  // Compiles a small module of this file's own, as compile_bitcode would, and returns its
-  // object. A compile job forked ahead of its request calls it while it waits: LLVM's first
+  // Compiles a small module of this file's own, as compile_bitcode would (quick, then at -O2),
+  // and returns the -O2 object. A compile job forked ahead of its request calls it while it waits: LLVM's first
   // compile in a process pays for lazy initialisation, symbol binding and page faults
   // (about 40 ms of a 50 ms first compile of a tiny cargo here), the real one then not.
   Result<Bytes> warm_up() const;
@@ -50,7 +55,7 @@ public:
 
 private:
   Jit();
-  Result<Bytes> compile_module(llvm::Module& m, const std::string& what, bool fp_strict) const;
+  Result<Bytes> compile_module(llvm::Module& m, const std::string& what, bool fp_strict, bool quick) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -133,12 +133,26 @@ Reply Handler::push(ByteView header, ByteView data) {
   char line[384];
   std::snprintf(line, sizeof line, "accepted push: %s %s digest %s variant %s%s%s (%.0f us: verify %.0f, object %.0f, link %.0f)",
                 loaded->name.c_str(), log_word(loaded->version).c_str(), short_digest(loaded->digest).c_str(), loaded->variant.c_str(),
-                loaded->already_loaded ? ", already loaded" : loaded->jit_compiled ? ", jit compiled" : "",
+                loaded->already_loaded ? ", already loaded" : !loaded->jit_compiled ? "" : loaded->quick_tier ? ", jit compiled (quick tier; -O2 follows)" : ", jit compiled",
                 loaded->disk_cache_hit ? ", disk cache hit" : "", us_since(t0), loaded->verify_ms * 1000,
                 loaded->object_ms * 1000, loaded->link_ms * 1000);
   note(std::string(line) + (loaded->signed_by ? ", " + *loaded->signed_by : ""));
   flush_log();  // written before any of the cargo's code can run (and could stop the flusher)
   return {MsgType::push_reply, encode(r), {}};
+}
+
+void Handler::tier_up() {
+  for (const TierUpReport& r : engine_.tier_up()) {
+    const std::string what = r.name + " " + log_word(r.version) + " digest " + short_digest(r.digest) + " variant " + r.variant;
+    if (!r.error.empty()) {
+      log_("tier-up failed: " + what + ": " + r.error + "; its entries keep running the quick tier's code");
+      continue;
+    }
+    char line[384];
+    std::snprintf(line, sizeof line, "tiered up: %s: its entries run code compiled at -O2 now (object %.0f us%s, link %.0f us)",
+                  what.c_str(), r.object_ms * 1000, r.disk_cache_hit ? " from the disk cache" : "", r.link_ms * 1000);
+    log_(line);
+  }
 }
 
 Reply Handler::has(ByteView header) {

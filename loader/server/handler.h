@@ -72,6 +72,10 @@ public:
   Reply bad_request(const std::string& why);
   // Logs the sums of runs (RunLog) that are a second old, or all of them (before the worker ends).
   void flush_runs(bool all = false) { runs_.flush(all); }
+  // Whether a pushed bitcode cargo still runs its quick tier; tier_up() gives it -O2's code
+  // (waiting for the compile service) and logs a line per cargo.
+  bool tier_up_pending() const { return engine_.tier_up_pending(); }
+  void tier_up();
 
 private:
   // log_ with the request's origin (RequestOrigin) appended.

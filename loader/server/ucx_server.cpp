@@ -137,6 +137,7 @@ struct UcxServer::Impl {
   Clock::time_point wary_until{};
   const Client* last_accepted = nullptr;  // compared only: the probe's own connection is no cause to be wary
   std::atomic<bool> quit{false};
+  std::atomic<bool> tiering{false};  // a thread is in handler->tier_up()
   bool started = false;              // start_threads ran
   std::vector<std::thread> threads;  // what start_threads started; run() joins them
 
@@ -752,6 +753,16 @@ struct UcxServer::Impl {
       if (UCX->ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
         last_activity = Clock::now();
         continue;
+      }
+      // Nothing to do this moment: a cargo running its quick tier gets -O2's code now, in
+      // this thread while a follower leads (or, with no follower, once idle: requests wait
+      // meanwhile). The wait is the compile service's -O2 compile, begun at the push.
+      if (handler->tier_up_pending() && (slots.size() > 1 || Clock::now() - last_activity >= opt.spin) &&
+          !tiering.exchange(true)) {
+        depose(me);
+        handler->tier_up();
+        tiering = false;
+        return;
       }
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.

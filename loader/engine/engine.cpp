@@ -123,8 +123,9 @@ struct Engine::Impl {
   void log_kept(const LoadReport& r) const;
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
   // The object for a bitcode variant (the compile service's, or compiled here), counted and
-  // its cache events logged.
-  Result<CompiledObject> bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick);
+  // its cache events logged. tier_up: the -O2 object of a quick tier, compiled since the push
+  // (counted a compile, wherever it comes from).
+  Result<CompiledObject> bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up = false);
   // What linking the object would allocate, then the allow-list, before any of it is linked.
   Status check_object(ByteView object, const std::string& what) const;
 };
@@ -251,7 +252,7 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   return report;
 }
 
-Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick) {
+Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up) {
   auto compiled = config.compile ? config.compile(cargo, v, allow_quick) : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
   XC_TRY(compiled);
   const std::string what = cargo.manifest().name + " " + v.name;
@@ -260,10 +261,10 @@ Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Va
     log("disk cache: a damaged entry for " + what + " was removed; compiled again");
   }
   if (!compiled->store_error.empty()) log("disk cache: cannot store " + compiled->store_error);
-  if (compiled->cache_hit) {
+  if (compiled->cache_hit && !tier_up) {
     cache_hits++;
   } else {
-    if (compiled->cache_enabled && !compiled->quick) cache_misses++;
+    if (compiled->cache_enabled && !tier_up) cache_misses++;
     jit_compiles++;
   }
   return compiled;
@@ -304,7 +305,7 @@ std::vector<TierUpReport> Engine::tier_up() {
       if (x.name == c->summary.variant) v = &x;
     if (!v) continue;  // the digest names the bytes: cannot happen
     const auto t1 = Clock::now();
-    auto compiled = m.bitcode_object(*cargo, *v, false);
+    auto compiled = m.bitcode_object(*cargo, *v, false, true);
     r.object_ms = ms_since(t1);
     const std::string what = cargo->manifest().name + " " + v->name;
     Status ok = compiled.ok() ? m.check_object(compiled->object, what) : Status(compiled.error());

@@ -38,7 +38,7 @@ std::string key_path() {
 Bytes build_example(const test::ScratchDir& dir, const std::string& src, const std::string& extra = "") {
   std::string out = dir / (std::filesystem::path(src).stem().string() + ".xcargo");
   std::string cmd = std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/" + src + " -o " + out +
-                    " --key " + key_path() + " " + extra + " 2>/dev/null";
+                    " --key " + key_path() + " " + extra + " 2>>" + (dir / "build.err");
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto b = read_file(out, 1 << 26);
   REQUIRE(b.ok());
@@ -183,6 +183,57 @@ TEST_CASE("the disk cache spares a restarted engine the JIT, and survives damage
   CHECK(r->jit_compiled);
   CHECK(e->stats().disk_cache_corrupt == 1);
   CHECK(as_i64(e->invoke(r->digest, "add", i64s(5, 6)).output) == 11);
+}
+
+TEST_CASE("a quick tier runs until tier_up replaces it with -O2's code; writable globals get -O2 at once", "[engine][tiers]") {
+  test::ScratchDir dir;
+  EngineConfig c;
+  c.prefer = Prefer::bitcode;
+  c.cache_dir = dir / "cache";
+  c.jit_tiers = true;
+  auto e = Engine::create(c, test::vector_trust());
+  REQUIRE(e.ok());
+  const Bytes hello = build_example(dir, "hello/hello.c");
+  auto r = (*e)->load(hello);
+  REQUIRE(r.ok());
+  CHECK(r->jit_compiled);
+  CHECK(r->quick_tier);
+  CHECK((*e)->tier_up_pending());
+  CHECK(as_i64((*e)->invoke(r->digest, "add", i64s(2, 40)).output) == 42);
+  auto ups = (*e)->tier_up();
+  REQUIRE(ups.size() == 1);
+  CHECK(ups[0].error.empty());
+  CHECK(ups[0].digest == r->digest);
+  CHECK_FALSE((*e)->tier_up_pending());
+  CHECK((*e)->tier_up().empty());
+  CHECK(as_i64((*e)->invoke(r->digest, "add", i64s(1, 2)).output) == 3);
+  CHECK((*e)->stats().jit_compiles == 2);
+  {  // only -O2's object was kept: a restarted engine runs it at once
+    auto again = Engine::create(c, test::vector_trust());
+    REQUIRE(again.ok());
+    auto r2 = (*again)->load(hello);
+    REQUIRE(r2.ok());
+    CHECK(r2->disk_cache_hit);
+    CHECK_FALSE(r2->quick_tier);
+    CHECK_FALSE((*again)->tier_up_pending());
+    CHECK(as_i64((*again)->invoke(r2->digest, "add", i64s(3, 4)).output) == 7);
+  }
+  // A counter kept in a global would restart from 0 in a new object: no quick tier for it.
+  const std::string src = dir / "counter.c", out = dir / "counter.xcargo";
+  std::ofstream(src) << "#include <xcargo/kernel.h>\nstatic int64_t count;\n"
+                        "XC_ENTRY int tick(xc_ctx *ctx, const void *in, size_t n) {\n"
+                        "  (void)in; (void)n; ++count; return xc_reply(ctx, &count, sizeof count);\n}\n";
+  const std::string cmd = std::string(XCARGO_BIN) + " build " + src + " -t bitcode -o " + out + " --key " + key_path() + " 2>>" + (dir / "build.err");
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto counter = read_file(out, 1 << 20);
+  REQUIRE(counter.ok());
+  auto rc = (*e)->load(*counter);
+  REQUIRE(rc.ok());
+  CHECK(rc->jit_compiled);
+  CHECK_FALSE(rc->quick_tier);
+  CHECK_FALSE((*e)->tier_up_pending());
+  CHECK(as_i64((*e)->invoke(rc->digest, "tick", {}).output) == 1);
+  CHECK(as_i64((*e)->invoke(rc->digest, "tick", {}).output) == 2);
 }
 
 TEST_CASE("untrusted and tampered cargos are refused at load", "[engine]") {

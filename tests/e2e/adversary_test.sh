@@ -182,6 +182,8 @@ syscall_address  # a new supervisor: its C library elsewhere
 CACHE=$XCARGO_CLUSTER_DIR/cache-0/jit
 "$X" build "$SRC/examples/hello/hello.c" -t bitcode --name victim -o victim.xcargo --key "$KEY" 2> build.err
 expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+# Its -O2 object reaches the cache after the push (its quick tier is never kept).
+eventually 60 "the victim's -O2 object is in the cache" grep -q 'tiered up: victim ' "$XCARGO_CLUSTER_DIR/node-0.log"
 ls "$CACHE"/*.o > entries.txt 2>&1
 measure VICTIM_ENTRY "the victim's cache entry" head -1 entries.txt
 sum0=$(sha256sum < "$VICTIM_ENTRY")
@@ -224,6 +226,7 @@ expect 0 '^42$' -- "$X" run victim.xcargo --entry add --arg i64:2 --arg i64:40 -
 cp "$XCARGO_CLUSTER_DIR/doomed.pub" "$XCARGO_CLUSTER_DIR/trust/"
 "$X" build "$SRC/examples/hello/hello.c" -t bitcode --name doomed -o doomed.xcargo --key "$XCARGO_CLUSTER_DIR/doomed" 2> build.err
 eventually 10 "the doomed cargo runs once the worker trusts its key" "$X" run doomed.xcargo --entry add --arg i64:2 --arg i64:40 --to "$NODE"
+eventually 60 "the doomed cargo's -O2 object is kept" grep -q 'tiered up: doomed ' "$XCARGO_CLUSTER_DIR/node-0.log"
 ls "$CACHE"/*.o > entries.txt
 measure ENTRIES "cache entries with the doomed key's" bash -c "wc -l < entries.txt"
 awk '/^key id/ {print $3 "  # revoked by the test"}' keygen.txt > "$XCARGO_CLUSTER_DIR/trust/revoked.txt"

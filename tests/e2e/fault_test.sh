@@ -62,6 +62,8 @@ done
 start
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$node"
 expect 0 '' -- "$X" push sgemm.xcargo --to "$node"
+# Quick tiers first: the -O2 objects reach the cache after the pushes.
+eventually 60 "both cargos' -O2 objects are in the cache" python3 -c "import glob; assert len(glob.glob('cache/jit/*.o')) >= 2"
 "$X" ls --to "$node" --json > ls.json
 check "no cache entry is damaged after 12 kills (disk_cache_corrupt 0)" python3 -c "
 import json; s=json.load(open('ls.json'))['stats']; assert s['disk_cache_corrupt']==0, s"

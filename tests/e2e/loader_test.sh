@@ -85,6 +85,7 @@ expect 0 '^[0-9]+$' -- "$X" run big.xcargo --entry at --arg u32:5 --result u32 -
 # Restart with the same cache: bitcode is not compiled again (visible in the statistics).
 start_loader jit --trust trust --cache jitcache --prefer bitcode
 expect 0 'variant bitcode' -- "$X" run hello.xcargo --entry greet --to "$jit"
+eventually 60 "the quick tier is replaced by -O2's code, which is kept" grep -q 'tiered up: hello ' jit.log
 kill -TERM "$jit_pid"
 eventually 30 "SIGTERM stops the loader" bash -c "! kill -0 $jit_pid"
 check "SIGTERM stops the loader cleanly (its log says so)" grep -q 'stopped' jit.log
@@ -105,9 +106,11 @@ import glob
 b = bytearray(open(p, "rb").read()); b[-1] ^= 0xff; open(p, "wb").write(b)
 PY
 expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result str --to "$jit3"
+# Compiled again in two tiers: a quick one at the push, then -O2's code (loader/README, "Tiers").
+eventually 60 "the quick tier is replaced by -O2's code" grep -q 'tiered up: hello ' jit3.log
 "$X" ls --to "$jit3" --json > jit3.json
 check "a damaged cache entry is not used: compiled again" python3 -c "
-import json; s=json.load(open('jit3.json'))['stats']; assert s['jit_compiles']==1 and s['disk_cache_hits']==0, s"
+import json; s=json.load(open('jit3.json'))['stats']; assert s['jit_compiles']==2 and s['disk_cache_hits']==0, s"
 # (A service that had not yet swept the cache when the entry was damaged, on a very busy
 # machine, removes it in that sweep instead: also logged, also compiled again.)
 check "the damaged entry is logged" grep -Eq 'disk cache: (a damaged entry for hello bitcode was removed; compiled again|removed 1 entries)' jit3.log

@@ -7,11 +7,13 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -38,7 +40,7 @@ void reply_fatal(const char* reason) {
 // signatures), the variant found, the object from the cache or compiled. *then: for a quick
 // tier, with a cache, the -O2 compile the job goes on with once it has answered (stored in
 // the cache, where the worker's next request for it finds it).
-Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options& o, Request req, std::function<void()>* then) {
+Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options& o, Request req, std::function<bool()>* then) {
   auto trust = TrustStore::load(o.trust);
   XC_TRY(trust);
   auto loaded = load_cargo(std::move(req.cargo), &*trust, o.limits);
@@ -49,7 +51,7 @@ Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options
       if (v.kind != VariantKind::bitcode) return Error(Errc::invalid_argument, "variant " + v.name + " is not bitcode");
       auto out = compile_or_fetch(jit, cache, *cargo, v, req.allow_quick);
       if (out.ok() && out->quick && cache.enabled())
-        *then = [&jit, &cache, cargo, &v] { (void)compile_or_fetch(jit, cache, *cargo, v); };
+        *then = [&jit, &cache, cargo, &v] { return compile_or_fetch(jit, cache, *cargo, v).ok(); };
       return out;
     }
   return Error(Errc::invalid_argument, "the cargo has no variant " + req.variant);
@@ -155,7 +157,7 @@ bool request_waiting(void* fd) {
   ::setrlimit(RLIMIT_CPU, &cpu);
   g_reply_fd = reply_fd;
   Jit::on_fatal_error(reply_fatal);
-  std::function<void()> then;
+  std::function<bool()> then;
   (void)write_all(reply_fd, encode_reply(job(jit, cache, o, std::move(*req), &then)));
   if (then) {  // the service waits for this job to end before it reads the next request
     ::close(reply_fd);
@@ -163,7 +165,7 @@ bool request_waiting(void* fd) {
     // Behind the worker linking the quick tier and running it: on 2 cores this compile took
     // a core from the push's reply and the first invocation.
     (void)::setpriority(PRIO_PROCESS, 0, 19);
-    then();
+    _exit(then() ? 0 : 71);
   }
   _exit(0);
 }
@@ -192,12 +194,50 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
   return Standby{pid, req[1], rep[0]};
 }
 
+// Waits until deadline for a job that answered and may still be compiling (-O2 after a quick
+// tier), then kills it. Returns why it did not end well, or "" if it did.
+std::string finish(pid_t pid, Clock::time_point deadline) {
+  const int pidfd = int(::syscall(SYS_pidfd_open, pid, 0));  // -1 before Linux 5.3: short sleeps
+  int ws = 0;
+  std::string why;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &ws, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;  // already waited for: nothing to say
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+      }
+      why = "it was still compiling at its time limit and was stopped";
+      break;
+    }
+    pollfd p{pidfd, POLLIN, 0};
+    ::poll(pidfd >= 0 ? &p : nullptr, pidfd >= 0 ? 1 : 0, int(std::min<long long>(left, pidfd >= 0 ? 1000 : 5)));
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  if (!why.empty()) return why;
+  if (WIFSIGNALED(ws)) return std::string("the compiler was ended by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")";
+  if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) return "the compiler failed (exit status " + std::to_string(WEXITSTATUS(ws)) + ")";
+  return "";
+}
+
+// A request's variant and cargo, as the key of a -O2 compile that followed a quick tier.
+std::string followup_key(const Request& req) { return req.variant + "/" + to_hex(sha256(req.cargo)); }
+
 // Runs one request in the standby (forked now if there is none) and returns the reply to
-// send. *reap: a job still ending, to wait for once the reply is sent.
-Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::optional<Standby>& standby, Request req, pid_t* reap) {
+// send. *reap: a job still ending, to wait for once the reply is sent; *followup: its key
+// (followup_key) when it answered with a quick tier and is compiling -O2. failed: those
+// -O2 compiles that did not end well, and why; a request for one is answered with that.
+Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::optional<Standby>& standby, Request req, pid_t* reap,
+              std::string* followup, const std::map<std::string, std::string>& failed) {
   const std::string what = "variant " + req.variant;
   bool damaged = false;
   if (auto hit = cached(jit, cache, o, req, &damaged)) return encode_reply(std::move(*hit));
+  if (!req.allow_quick && !failed.empty())
+    if (auto it = failed.find(followup_key(req)); it != failed.end())
+      return encode_reply(Error(Errc::compile, what + ": its -O2 compile after the quick tier did not end well: " + it->second)
+                              .hint("the cargo keeps running its quick tier's code"));
   if (standby && ::waitpid(standby->pid, nullptr, WNOHANG) == standby->pid) {  // it ended while waiting
     ::close(standby->request_fd);
     ::close(standby->reply_fd);
@@ -220,6 +260,7 @@ Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::opt
   ::close(child.reply_fd);
   if (unreaped) *reap = child.pid;
   if (auto r = decode_reply(out); r.ok()) {  // whatever the job said, error or object
+    if (r->ok() && (*r)->quick) *followup = followup_key(req);
     if (damaged && r->ok()) {  // the job compiled what replaced the damaged entry
       (*r)->cache_damaged = true;
       return encode_reply(*r);
@@ -251,6 +292,7 @@ int serve(int fd, const Options& o) {
   sweep(*cache, o);
   warm_up_verification();  // for the cache hits it answers itself (cached)
   std::optional<Standby> standby;
+  std::map<std::string, std::string> failed;  // run_job's
   auto drop_standby = [&] {
     if (!standby) return;
     ::close(standby->request_fd);  // it reads end of file and exits
@@ -291,9 +333,16 @@ int serve(int fd, const Options& o) {
       return 1;
     }
     pid_t ending = -1;
-    const bool answered = write_all(fd, run_job(**jit, *cache, o, standby, std::move(*req), &ending)).ok();
+    std::string followup;
+    const auto started = Clock::now();
+    const bool answered = write_all(fd, run_job(**jit, *cache, o, standby, std::move(*req), &ending, &followup, failed)).ok();
+    // A job that answered with a quick tier compiles -O2 for the next request (the worker's
+    // tier-up): waited for, within the same time limit as any compile.
     if (ending > 0)
-      while (::waitpid(ending, nullptr, 0) < 0 && errno == EINTR) {
+      if (std::string why = finish(ending, started + o.job_limit); !why.empty() && !followup.empty()) {
+        if (o.log) o.log("compile service: variant " + followup.substr(0, followup.find('/')) + ": -O2 after the quick tier: " + why);
+        if (failed.size() >= 256) failed.erase(failed.begin());
+        failed[followup] = why;
       }
     if (!answered) {
       drop_standby();

@@ -33,7 +33,7 @@ Runner add_build(CLI::App& app) {
   cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str()->type_name("VERSION");
   cmd->add_option("-t,--target", o->targets,
                   "Variant to build, repeatable: bitcode, x86_64[:CPU], aarch64[:CPU], riscv64[:CPU]\n"
-                  "(default: bitcode x86_64 aarch64)")->type_name("TARGET");
+                  "(default: bitcode x86_64 aarch64)")->type_name("TARGET")->allow_extra_args(false);
   cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str()->type_name("LEVEL");
   cmd->add_option("--fp", o->fp,
                   "Floating point: contract (a*b+c may become one fused multiply-add where a target has one,\n"
@@ -42,8 +42,8 @@ Runner add_build(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"contract", "strict"}))
       ->type_name("MODE");
-  cmd->add_option("-I", o->includes, "Add an include directory")->type_name("DIR");
-  cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)")->type_name("MACRO");
+  cmd->add_option("-I", o->includes, "Add an include directory")->type_name("DIR")->allow_extra_args(false);
+  cmd->add_option("-D", o->defines, "Define a macro (NAME or NAME=VALUE)")->type_name("MACRO")->allow_extra_args(false);
   cmd->add_option("--key", o->key, "Sign the cargo with this private key as it is written")->type_name("KEY");
   cmd->add_option("-j,--jobs", o->jobs, "Compiler processes to run at once (default: this machine's cores)")
       ->check(CLI::Range(1, 64));

@@ -39,7 +39,7 @@ Runner add_run(CLI::App& app) {
   cluster->excludes("--to");
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
   cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
-                                     "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE");
+                                     "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE")->allow_extra_args(false);
   cmd->add_option("--input", o->input, "Append this file's bytes to the input ('-': standard input)")->type_name("FILE");
   cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 str hex")
       ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));

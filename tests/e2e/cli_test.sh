@@ -41,6 +41,8 @@ check "building from another directory is byte-identical" cmp hello.xcargo third
 expect 0 'variants: x86_64:x86-64-v3, riscv64, bitcode' -- "$X" build "$HELLO" -o multi.xcargo -t x86_64:x86-64-v3 -t riscv64 -t bitcode -O3 -j 2
 expect 0 'unsigned' -- "$X" build "$SRC/examples/cpp-reduce/reduce.cc" -o cpp.xcargo
 expect 2 'xcargo: error: .*missing.c: no such file' -- "$X" build missing.c -o m.xcargo
+# A repeatable option takes one value each time: what follows is the next argument.
+expect 0 'variants: x86_64; entries' -- "$X" build -t x86_64 "$HELLO" -o order.xcargo -D UNUSED=1 -I "$SRC/examples"
 expect 2 "unknown target 'mips'" -- "$X" build "$HELLO" -o m.xcargo -t mips
 expect 2 'hint: targets are' -- "$X" build "$HELLO" -o m.xcargo -t mips
 expect 2 "cannot use 'Bad Name' as the cargo name" -- "$X" build "$HELLO" -o "Bad Name.xcargo"

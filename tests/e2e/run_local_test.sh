@@ -12,6 +12,7 @@ cd "$TMP"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 -t bitcode 2>>"$DISCARD"
 
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --trust k.pub
+expect 0 '^42$' -- "$X" run --entry add --arg i64:2 --arg i64:40 hello.xcargo --result i64 --trust k.pub  # the cargo after --arg
 expect 0 'variant x86_64, pushed first' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --trust k.pub
 expect 0 '^hello from node 0$' -- "$X" run hello.xcargo --entry greet --result str --trust k.pub --prefer bitcode
 expect 0 'variant bitcode' -- "$X" run hello.xcargo --entry greet --trust k.pub --prefer bitcode

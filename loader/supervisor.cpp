@@ -380,6 +380,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         log_line("listening on " + addr + options.started + (confined.empty() ? "" : "; worker " + confined));
         listen = addr;  // restarts keep the port, even one picked with port 0
         first = false;
+        standby_at = Clock::now() + timing::kFirstStandbyAfter;
       } else {
         log_line("worker restarted; listening on " + addr + " " + ms_since(gap_since) + " ms after the last one began to end" +
                  (was_ready ? "" : " (no standby was ready)"));
@@ -387,7 +388,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       flush_log();  // lifecycle lines are rare: write them at once
       cur = std::move(w);
     }
-    // 2. A standby, started once the serving worker serves (they do not compete to start).
+    // 2. A standby, started once the serving worker serves (they do not compete to start; the
+    //    first a second later: kFirstStandbyAfter).
     if (options.standby && !standby && Clock::now() >= standby_at) {
       auto c = spawn(listen, worker, compiler);
       if (c.ok()) {

@@ -21,6 +21,12 @@ inline constexpr std::chrono::milliseconds kTakeOverListen = 2000ms;
 // its replies take at most kFlushReplies + kLingerForClose.
 inline constexpr std::chrono::milliseconds kEndingGrace = 2000ms;
 
+// A loader's first standby worker starts this long after the loader listens: its start (a
+// JIT warm-up, its compile service) took a core for tens of ms from the first clients' pushes
+// (a restarted node's first push and invocation: 10 ms with it, 3 to 7 without). Later ones
+// start as soon as a worker takes over.
+inline constexpr std::chrono::milliseconds kFirstStandbyAfter = 1000ms;
+
 // A standby loads kept cargos for at most this long before it says it is ready; the rest
 // load on first use (a kernel could fill the store to keep standbys from being ready).
 inline constexpr std::chrono::milliseconds kPreloadBudget = 1000ms;

@@ -89,6 +89,8 @@ fi
 "$SRC/scripts/cluster" down >>"$DISCARD"
 cluster_up "$RESTART_LIMIT"
 adversary faults.xcargo segfault crashed 1 'signal 11'
+# The loader's first standby starts a second after it listens: counted from then on.
+eventually 20 "the supervisor runs a standby worker" pgrep -x xcargo-standby -P "$SUPERVISOR"
 measure sfds0 "the supervisor's descriptors" fewest_fds "$SUPERVISOR"
 measure srss0 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"
 adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'

@@ -34,15 +34,20 @@ std::string key_path() {
   return copy;
 }
 
-// Builds an example with the real xcargo binary, signed by the vector signer.
-Bytes build_example(const test::ScratchDir& dir, const std::string& src, const std::string& extra = "") {
-  std::string out = dir / (std::filesystem::path(src).stem().string() + ".xcargo");
-  std::string cmd = std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/" + src + " -o " + out +
-                    " --key " + key_path() + " " + extra + " 2>>" + (dir / "build.err");
+// Builds a source file with the real xcargo binary, signed by the vector signer.
+Bytes build_cargo(const test::ScratchDir& dir, const std::string& path, const std::string& extra = "") {
+  std::string out = dir / (std::filesystem::path(path).stem().string() + ".xcargo");
+  std::string cmd = std::string(XCARGO_BIN) + " build " + path + " -o " + out + " --key " + key_path() + " " + extra +
+                    " 2>>" + (dir / "build.err");
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto b = read_file(out, 1 << 26);
   REQUIRE(b.ok());
   return *b;
+}
+
+// The same for one of examples/.
+Bytes build_example(const test::ScratchDir& dir, const std::string& src, const std::string& extra = "") {
+  return build_cargo(dir, test::source_dir() + "/examples/" + src, extra);
 }
 
 std::unique_ptr<Engine> engine(Prefer prefer = Prefer::native, const std::string& cache = "") {
@@ -219,15 +224,12 @@ TEST_CASE("a quick tier runs until tier_up replaces it with -O2's code; writable
     CHECK(as_i64((*again)->invoke(r2->digest, "add", i64s(3, 4)).output) == 7);
   }
   // A counter kept in a global would restart from 0 in a new object: no quick tier for it.
-  const std::string src = dir / "counter.c", out = dir / "counter.xcargo";
+  const std::string src = dir / "counter.c";
   std::ofstream(src) << "#include <xcargo/kernel.h>\nstatic int64_t count;\n"
                         "XC_ENTRY int tick(xc_ctx *ctx, const void *in, size_t n) {\n"
                         "  (void)in; (void)n; ++count; return xc_reply(ctx, &count, sizeof count);\n}\n";
-  const std::string cmd = std::string(XCARGO_BIN) + " build " + src + " -t bitcode -o " + out + " --key " + key_path() + " 2>>" + (dir / "build.err");
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  auto counter = read_file(out, 1 << 20);
-  REQUIRE(counter.ok());
-  auto rc = (*e)->load(*counter);
+  const Bytes counter = build_cargo(dir, src, "-t bitcode");
+  auto rc = (*e)->load(counter);
   REQUIRE(rc.ok());
   CHECK(rc->jit_compiled);
   CHECK_FALSE(rc->quick_tier);

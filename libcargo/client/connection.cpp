@@ -80,6 +80,19 @@ Error Connection::denied(const std::string& why) const {
 }
 
 Status Connection::handshake(const SigningKey* identity, const std::string& identity_path) {
+  XC_TRY(greet(identity, identity_path));
+  if (!wants_lane() || !(verbs_ & auth::kRun)) return {};
+  // A shared-memory lane (wire-protocol.md section 8): its requests skip UCX both ways.
+  const uint64_t id = next_id_++;
+  auto f = request(MsgType::lane, MsgType::lane_reply, encode(RequestOnly{id}), {});
+  XC_TRY(f);
+  auto r = decode_reply(peer(), f->header, id, decode_lane_offer);
+  XC_TRY(r);
+  if (r->status == ReplyStatus::ok) take_lane(*r);  // else, or if it cannot be attached here: UCX only
+  return {};
+}
+
+Status Connection::greet(const SigningKey* identity, const std::string& identity_path) {
   token_.reset();  // a connection made again starts without a session
   identity_id_.clear();
   ++session_;

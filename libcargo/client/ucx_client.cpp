@@ -10,9 +10,14 @@
 #include <cstring>
 #include <thread>
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/shm.h>
+
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
 #include "xcargo/client.h"
+#include "xcargo/lane.h"
 #include "xcargo/large_buffers.h"
 
 namespace xcargo::client {
@@ -21,6 +26,21 @@ using namespace wire;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Whether an IPv4 address is this host's: loopback, or one of its interfaces'. Only then can
+// a node's shared-memory lane be attached here (and the nonce check proves it was).
+bool on_this_host(const sockaddr_storage& a) {
+  if (a.ss_family != AF_INET) return false;
+  const in_addr_t ip = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
+  if ((ntohl(ip) >> 24) == 127) return true;
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return false;
+  bool mine = false;
+  for (ifaddrs* i = all; i && !mine; i = i->ifa_next)
+    mine = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == ip;
+  ::freeifaddrs(all);
+  return mine;
+}
 
 class UcxConnection final : public Connection {
 public:
@@ -96,6 +116,24 @@ public:
   }
 
 protected:
+  bool wants_lane() const override {
+    if (!o_.lane) return false;
+    if (const char* v = std::getenv("XCARGO_LANES"); v && std::string(v) == "0") return false;
+    auto a = net::parse_host_port(peer_, nullptr);
+    return a.ok() && on_this_host(*a);
+  }
+  void take_lane(const LaneOffer& offer) override {
+    void* p = ::shmat(offer.shm_id, nullptr, 0);
+    if (p == reinterpret_cast<void*>(-1)) return;  // another host after all, or another uid: UCX only
+    lane::Segment seg(static_cast<uint8_t*>(p));
+    if (!seg.matches(offer.nonce)) {
+      ::shmdt(p);
+      return;
+    }
+    lane_ = seg;
+    kick_ = sealed({});
+  }
+
   // The node went away between requests (a worker replaced after a kernel failed): the next
   // request, not yet sent, goes to a new connection.
   bool lost_before_sending() const override { return failed_ && !closed_ && handshaken(); }
@@ -139,17 +177,22 @@ protected:
     // address) is dropped, not taken for this request's reply.
     expect_id_ = leading_request_id(type, header);
     send_done_ = false;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.flags = UCP_AM_SEND_FLAG_REPLY;
-    p.cb.send = &UcxConnection::on_sent;
-    p.user_data = this;
-    ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
-    if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
-    if (req == nullptr) send_done_ = true;
-    else send_req_ = req;
+    if (lane_send(type, header, data)) {
+      send_done_ = true;
+    } else {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      p.flags = UCP_AM_SEND_FLAG_REPLY;
+      p.cb.send = &UcxConnection::on_sent;
+      p.user_data = this;
+      ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(type), header.data(), header.size(), data.data(), data.size(), &p);
+      if (UCS_PTR_IS_ERR(req)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
+      if (req == nullptr) send_done_ = true;
+      else send_req_ = req;
+    }
     Waiting wait(*this, wait_kind(type, header));
     while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
+      if (lane_ && lane_poll()) continue;
       if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
       if (!wait.idle()) {
         if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
@@ -211,10 +254,10 @@ private:
       if (now > deadline_) return false;
       if (now > start_ + kMinSpin && now < nap_until_) {  // before the reply is due: sleep, whole milliseconds
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(nap_until_ - now).count();
-        if (ms >= 1) c_.w_->progress_or_wait(int(ms));
+        if (ms >= 1) c_.sleep(int(ms));
         else nap_until_ = now;
       } else if (now > spin_until_) {
-        c_.w_->progress_or_wait(10);  // long waits sleep instead of spinning
+        c_.sleep(10);  // long waits sleep instead of spinning
       }
       return true;
     }
@@ -236,6 +279,70 @@ private:
     int quiet_ = 0;
     Clock::time_point start_, deadline_, spin_until_, nap_until_;
   };
+
+  // Sleeps until UCX has an event or ms pass; a node writing a reply into the lane meanwhile
+  // kicks this worker awake (wire-protocol.md 8.3).
+  void sleep(int ms) {
+    if (lane_) {
+      lane_.set_client_idle(true);
+      lane::fence();
+      if (lane_.replies().ready(lane_read_)) return lane_.set_client_idle(false);
+    }
+    w_->progress_or_wait(ms);
+    if (lane_) lane_.set_client_idle(false);
+  }
+  // Sends a request through the lane if it has one, the request fits a slot and a slot is free.
+  bool lane_send(MsgType type, ByteView header, ByteView data) {
+    if (!lane_ || type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || !lane::fits(header, data)) return false;
+    const lane::Ring r = lane_.requests();
+    if (!r.has_room(lane_sent_)) return false;
+    r.write(lane_sent_++, type, header, data);
+    lane::fence();
+    if (lane_.worker_idle()) {  // it may be asleep: a kick wakes it (sealed, as every request)
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+      p.flags = UCP_AM_SEND_FLAG_REPLY;
+      ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(MsgType::kick), kick_.data(), kick_.size(), nullptr, 0, &p);
+      if (UCS_PTR_IS_PTR(req)) UCX->ucp_request_free(req);  // not expected: FORCE_IMM_CMPL
+    }
+    return true;
+  }
+  // Takes one reply from the lane, if one is there: true if one was.
+  bool lane_poll() {
+    MsgType type{};
+    ByteView h, d;
+    std::string why;
+    const lane::Ring r = lane_.replies();
+    const auto got = r.read(lane_read_, lane_buf_, &type, &h, &d, &why);
+    if (got == lane::Ring::Got::nothing) return false;
+    if (got == lane::Ring::Got::malformed) {
+      failed_ = true;
+      fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
+      return true;
+    }
+    r.taken(++lane_read_);
+    const auto t = uint16_t(type);
+    if (t == 0 || t % 2 != 0 || t > kMaxMsgType) return true;  // not a reply: dropped
+    const auto id = leading_request_id(type, h);
+    if (!awaited_.empty()) {
+      const auto at = id ? std::find(awaited_.begin(), awaited_.end(), *id) : awaited_.end();
+      if (at == awaited_.end()) return true;
+      *at = awaited_.back();
+      awaited_.pop_back();
+      auto a = std::make_unique<Arrival>();
+      a->self = this;
+      a->frame = {type, Bytes(h.begin(), h.end()), Bytes(d.begin(), d.end())};
+      a->ready = true;
+      arrived_.push_back(std::move(a));
+      return true;
+    }
+    if ((expect_id_ && id != expect_id_) || reply_ready_) return true;  // not the answer to this request
+    reply_.type = type;
+    reply_.header.assign(h.begin(), h.end());
+    reply_.data.assign(d.begin(), d.end());
+    reply_ready_ = true;
+    return true;
+  }
 
   Error lost() const {
     std::string why = UCX->ucs_status_string(fail_status_);
@@ -371,6 +478,7 @@ protected:
     std::erase_if(outgoing_, [](const Outgoing& o) { return o.done; });
     const auto id = leading_request_id(type, header);
     if (!id) return Error(Errc::invalid_argument, "a pipelined request needs a request id");
+    if (lane_send(type, header, data)) return awaited_.push_back(*id), Status{};
     auto failed = [&](ucs_status_ptr_t req) {
       return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
     };
@@ -410,6 +518,7 @@ protected:
           return f;
         }
       if (failed_) return lost();
+      if (lane_ && lane_poll()) continue;
       if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
       if (!wait.idle()) {
         unanswered_ = true;
@@ -421,6 +530,11 @@ protected:
 private:
   // Closes the endpoint; the connection may be made again (reconnect).
   void drop() {
+    if (lane_) {  // a new connection asks for a lane of its own
+      ::shmdt(lane_.base());
+      lane_ = {};
+      lane_sent_ = lane_read_ = 0;
+    }
     if (!ep_) {
       failed_ = true;
       return;
@@ -474,6 +588,10 @@ private:
   bool closed_ = false;      // close() was called: no more requests
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
+  lane::Segment lane_;                     // the node's shared-memory lane, if any (section 8)
+  uint64_t lane_sent_ = 0, lane_read_ = 0; // requests written to it, replies read from it
+  Bytes lane_buf_;                         // a reply copied out of it
+  Bytes kick_;                             // a kick's header: the session token
   ucs_status_t fail_status_ = UCS_OK;
 };
 

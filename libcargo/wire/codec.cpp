@@ -314,6 +314,21 @@ Result<AuthReply> decode_auth_reply(ByteView h) {
   return done(in, std::move(m));
 }
 
+Bytes encode(const LaneOffer& m) {
+  return Out().u64(m.request_id).u16(uint16_t(m.status)).u16(0).u32(uint32_t(m.shm_id)).raw(m.nonce).str(m.message).take();
+}
+Result<LaneOffer> decode_lane_offer(ByteView h) {
+  In in(h, "lane_reply");
+  LaneOffer m;
+  m.request_id = in.u64();
+  in.status_field(m.status);
+  in.zeros(2);
+  m.shm_id = int32_t(in.u32());
+  in.raw(m.nonce.data(), m.nonce.size());
+  m.message = in.str(kMaxMessage);
+  return done(in, std::move(m));
+}
+
 Bytes encode(const Push& m) { return Out().u64(m.request_id).u64(m.cargo_size).take(); }
 Result<Push> decode_push(ByteView h) {
   In in(h, "push");

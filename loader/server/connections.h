@@ -17,6 +17,8 @@ struct ucp_ep;
 
 namespace xcargo::loader {
 
+class Lane;
+
 // Connections from one host still to authenticate: past this, its new connections are
 // refused, so that one host cannot crowd others out.
 inline constexpr size_t kMaxUnauthenticatedPerHost = 128;
@@ -40,6 +42,7 @@ struct Client {
   std::shared_ptr<Usage> usage = std::make_shared<Usage>();  // its requests in flight
   std::shared_ptr<Usage> key_usage;  // its key's, once authenticated with one
   unsigned refusals = 0;             // requests refused on this connection
+  std::shared_ptr<Lane> lane;        // its shared-memory lane, if it asked for one (lane.h)
 };
 
 class Connections {

@@ -333,6 +333,8 @@ Reply Handler::stats(ByteView header) {
                             {"jit_compiles", s.jit_compiles}, {"disk_cache_hits", s.disk_cache_hits},
                             {"disk_cache_misses", s.disk_cache_misses}, {"disk_cache_corrupt", s.disk_cache_corrupt},
                             {"invocations", s.invocations}, {"invocations_failed", s.invocations_failed}};
+  if (transport_counters_)
+    for (Counter& t : transport_counters_()) c.push_back(std::move(t));
   return {MsgType::stats_reply, encode(RequestOnly{q->request_id}), encode_counters(c)};
 }
 

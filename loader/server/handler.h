@@ -77,6 +77,10 @@ public:
   bool tier_up_pending() const { return engine_.tier_up_pending(); }
   void tier_up();
 
+  // Counters of the transport (the UCX server's) that stats replies add to the engine's.
+  // Called from whichever thread answers a stats request.
+  void set_transport_counters(std::function<std::vector<wire::Counter>()> f) { transport_counters_ = std::move(f); }
+
 private:
   // log_ with the request's origin (RequestOrigin) appended.
   void note(std::string line);
@@ -97,6 +101,7 @@ private:
   Log log_;
   RunLog runs_;
   bool every_run_;
+  std::function<std::vector<wire::Counter>()> transport_counters_;
 };
 
 }  // namespace xcargo::loader

@@ -25,6 +25,7 @@
 #include "connections.h"
 #include "jobs.h"
 #include "kernel_guard.h"
+#include "lane.h"
 #include "log.h"
 #include "monitor.h"
 #include "peers.h"
@@ -92,6 +93,9 @@ struct UcxServer::Impl {
   uint64_t strays = 0;    // messages of types that are not requests
   uint64_t unsealed = 0;  // messages on authenticated connections without their token
   uint64_t limited = 0;   // requests refused for a connection's or a key's requests in flight
+  uint64_t lane_failures = 0, lane_strays = 0;
+  std::vector<std::shared_ptr<Lane>> lanes;  // polled by the leader; a Client holds each too
+  std::atomic<uint64_t> lanes_opened{0}, lane_requests{0};  // for stats replies
   Connections eps;
   // Endpoints to other loaders, by node id, through Link (UCX).
   struct Link : PeerLink {
@@ -218,6 +222,7 @@ struct UcxServer::Impl {
       jobs.hold(std::move(j));
     }
     peers->sweep(now, opt.auth_deadline);
+    reap_lanes();
     std::vector<std::string> late;
     for (ucp_ep_h ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_ep(ep);
     for (const std::string& peer : late)
@@ -331,11 +336,19 @@ struct UcxServer::Impl {
         self->log("dropped a request without a reply endpoint (" + std::to_string(self->noreply) + " such so far)");
       return UCS_OK;
     }
-    ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
-    Client* client = has_ep ? self->eps.find(param->reply_ep) : nullptr;
+    self->intake(type, has_ep ? param->reply_ep : nullptr, static_cast<const uint8_t*>(header), header_length, data, length,
+                 (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+    return UCS_OK;
+  }
+
+  // A request, from UCX (on_request) or from a lane (poll_lanes; never rendezvous). ep: its
+  // connection, null for a forward that came without one.
+  void intake(MsgType type, ucp_ep_h ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv) {
+    ByteView hv(header, std::min(header_length, kMaxHeader));
+    Client* client = ep ? eps.find(ep) : nullptr;
     // A refused connection's requests go unanswered, but for the worker's own probe's hello
     // (it may connect while one host crowds the node).
-    if (client && client->doomed && !(type == MsgType::hello && self->probe_hello(*client, hv))) return UCS_OK;
+    if (client && client->doomed && !(type == MsgType::hello && probe_hello(*client, hv))) return;
     // On an authenticated connection every request ends with its session token. UCX names a
     // message's connection by an id its sender writes, so a message without the token may
     // be another peer claiming this connection: it is dropped unanswered, so that nothing is
@@ -343,57 +356,59 @@ struct UcxServer::Impl {
     if (client && client->session.authenticated) {
       ByteView body;
       if (type == MsgType::hello || type == MsgType::auth || !AuthGate::sealed(client->session, hv, &body)) {
-        if (self->unsealed++ % 1000 == 0)
-          self->log("dropped a message of type " + std::to_string(int(type)) + " that claimed the connection of " +
+        if (unsealed++ % 1000 == 0)
+          log("dropped a message of type " + std::to_string(int(type)) + " that claimed the connection of " +
                     client->session.who + " from " + client->peer + " without its session token (" +
-                    std::to_string(self->unsealed) + " such so far)");
-        return UCS_OK;
+                    std::to_string(unsealed) + " such so far)");
+        return;
       }
       hv = body;
     }
-    if (type == MsgType::hello && client) return self->greet(param->reply_ep, *client, hv), UCS_OK;
-    if (type == MsgType::auth && client) return self->authenticate(param->reply_ep, *client, hv), UCS_OK;
-    if (!self->opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
-      return self->deny(has_ep ? param->reply_ep : nullptr, client, type, hv), UCS_OK;
-    if (self->restart) return self->unrun(has_ep ? param->reply_ep : nullptr, type, hv), UCS_OK;  // this worker is ending
-    if (type == MsgType::region && self->opt.one_sided_regions) return self->region(param->reply_ep, hv), UCS_OK;
+    if (type == MsgType::hello && client) return greet(ep, *client, hv);
+    if (type == MsgType::auth && client) return authenticate(ep, *client, hv);
+    if (!opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
+      return deny(ep, client, type, hv);
+    if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
+    if (restart) return unrun(ep, type, hv);  // this worker is ending
+    if (type == MsgType::lane) return open_lane(ep, client, hv);
+    if (type == MsgType::region && opt.one_sided_regions) return region(ep, hv);
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
       RequestOrigin origin(client ? client->origin.get() : nullptr);
-      return self->send(param->reply_ep, self->handler->handle(type, hv, {})), UCS_OK;
+      return send(ep, handler->handle(type, hv, {}));
     }
-    if ((type == MsgType::invoke || type == MsgType::forward) && self->opt.inline_quick && !self->jobs.any_ready() &&
-        !self->restart && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && header_length <= kMaxHeader &&
-        length <= self->handler->max_input() &&
-        self->run_inline(type, has_ep ? param->reply_ep : nullptr, hv, ByteView(static_cast<const uint8_t*>(data), length)))
-      return UCS_OK;
+    if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick && !jobs.any_ready() &&
+        !restart && !rndv && header_length <= kMaxHeader &&
+        length <= handler->max_input() &&
+        run_inline(type, ep, hv, ByteView(static_cast<const uint8_t*>(data), length)))
+      return;
     if (client && type != MsgType::forward)
-      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, self->largest()); !why.empty())
-        return self->refuse_limit(param->reply_ep, *client, type, hv, why), UCS_OK;
+      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, largest()); !why.empty())
+        return refuse_limit(ep, *client, type, hv, why);
     auto job = std::make_shared<Job>();
     job->since = Clock::now();
     job->length = length;
     if (client && type != MsgType::forward)
-      job->charge.emplace(client->usage, client->key_usage, length <= self->largest_request() ? length : 0);
-    job->ep = has_ep ? param->reply_ep : nullptr;
+      job->charge.emplace(client->usage, client->key_usage, length <= largest_request() ? length : 0);
+    job->ep = ep;
     if (client) job->serial = client->serial;
     job->type = type;
     job->header.assign(hv.begin(), hv.end());
     if (client) job->origin = client->origin;
-    if (type == MsgType::invoke) job->reply_address = self->client_address(job->ep);
-    const uint64_t limit = type == MsgType::forward ? self->handler->max_cargo() + self->handler->max_input()
-                                                    : std::max(self->handler->max_cargo(), self->handler->max_input());
+    if (type == MsgType::invoke) job->reply_address = client_address(job->ep);
+    const uint64_t limit = type == MsgType::forward ? handler->max_cargo() + handler->max_input()
+                                                    : std::max(handler->max_cargo(), handler->max_input());
     if (header_length > kMaxHeader) {
       job->failed = true;
       job->ready = true;
     } else if (length > limit) {
       job->ready = true;  // never fetched; the handler answers "limit" from the header
-    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    } else if (rndv) {
       job->data = take_large(length);  // run only once UCX has written it whole (on_data)
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &Impl::on_data;
       p.user_data = job.get();
-      ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(self->w->worker(), data, job->data.data(), length, &p);
+      ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job->data.data(), length, &p);
       if (UCS_PTR_IS_ERR(r)) job->failed = true, job->ready = true;
       else if (r == nullptr) job->ready = true;  // else on_data completes it
     } else {
@@ -401,8 +416,80 @@ struct UcxServer::Impl {
       job->data.assign(d, d + length);
       job->ready = true;
     }
-    self->jobs.push(std::move(job));
-    return UCS_OK;
+    jobs.push(std::move(job));
+  }
+
+  // A lane for the connection (wire-protocol.md 8.1): one per connection, kMaxLanes per worker.
+  void open_lane(ucp_ep_h ep, Client* c, ByteView header) {
+    auto q = decode_request(header);
+    if (!q.ok() || !c || c->probe) return send(ep, handler->bad_request(q.ok() ? "lane: not a client connection" : q.error().message()));
+    LaneOffer m;
+    m.request_id = q->request_id;
+    reap_lanes();
+    if (!c->lane && lanes.size() >= kMaxLanes) {
+      m.status = ReplyStatus::limit;
+      m.message = "this node has no shared-memory lane to spare (" + std::to_string(kMaxLanes) + " in use); requests go through UCX";
+    } else if (!c->lane) {
+      if (auto l = Lane::create(ep, c->serial); l.ok()) {
+        c->lane = std::move(*l);
+        lanes.push_back(c->lane);
+        lanes_opened.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        if (lane_failures++ % 1000 == 0) log("cannot make a shared-memory lane: " + l.error().message() + " (" + std::to_string(lane_failures) + " such so far)");
+        m.status = ReplyStatus::internal;
+        m.message = l.error().message();
+      }
+    }
+    if (c->lane) {
+      m.shm_id = c->lane->shm_id();
+      m.nonce = c->lane->nonce();
+    }
+    send(ep, {MsgType::lane_reply, encode(m), {}});
+  }
+  // Lanes whose connection is gone, or that broke, are polled no more.
+  void reap_lanes() {
+    std::erase_if(lanes, [](const std::shared_ptr<Lane>& l) { return l.use_count() == 1 || l->broken(); });
+  }
+  // Leader only: one request from each lane that has one. Whether any came.
+  bool poll_lanes() {
+    bool any = false;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      Lane& l = *lanes[i];
+      MsgType type{};
+      ByteView h, d;
+      std::string why;
+      const auto got = l.next(&type, &h, &d, &why);
+      if (got == lane::Ring::Got::nothing) continue;
+      any = true;
+      Client* c = eps.find(l.ep());
+      if (!c || c->serial != l.serial()) continue;  // its connection is gone: reap_lanes drops the lane
+      if (got == lane::Ring::Got::malformed) {
+        log("stopped reading the shared-memory lane of " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") +
+            ": " + why + "; its requests must come through UCX");
+        continue;
+      }
+      // What only UCX may carry: the handshake, lanes themselves, and loader-to-loader forwards.
+      if (type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || type == MsgType::kick ||
+          type == MsgType::forward) {
+        if (lane_strays++ % 1000 == 0)
+          log("dropped a message of type " + std::to_string(int(type)) + " from the shared-memory lane of " + c->peer +
+              ": only requests travel by lane (" + std::to_string(lane_strays) + " such so far)");
+        continue;
+      }
+      lane_requests.fetch_add(1, std::memory_order_relaxed);
+      intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
+    }
+    return any;
+  }
+  // Before the leader sleeps: tells the lanes' clients to kick it, then looks once more.
+  // False: a request came meanwhile (no sleep).
+  bool lanes_idle(bool idle) {
+    for (auto& l : lanes) l->set_idle(idle);
+    if (!idle || lanes.empty()) return true;
+    lane::fence();
+    for (auto& l : lanes)
+      if (l->pending()) return lanes_idle(false), false;
+    return true;
   }
 
   static void on_sent(void* request, ucs_status_t status, void* user) {
@@ -428,6 +515,13 @@ struct UcxServer::Impl {
     if (!c) return;
     if (c->probe) return send_on(ep, std::move(r));
     if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
+    if (c->lane && r.type != MsgType::lane_reply) {  // the lane's offer goes before its client has the lane
+      bool kick = false;
+      if (c->lane->reply(r.type, r.header, r.data, &kick)) {
+        if (kick) send_on(ep, {MsgType::kick, {}, {}});
+        return;
+      }
+    }
     const uint64_t size = r.header.size() + r.data.size();
     if (std::string why = unread_over_limit(c->usage.get(), c->key_usage.get(), size, largest()); !why.empty()) {
       if (c->closing) return;
@@ -718,6 +812,7 @@ struct UcxServer::Impl {
         progress_calls.fetch_add(1, std::memory_order_relaxed);
       }
       const bool posted = drain_outbox();
+      if (!lanes.empty() && poll_lanes()) last_activity = Clock::now();
       if (restart) return flush_and_quit();
       sweep();
       // The oldest request whose data is all here: one still arriving holds up nobody.
@@ -767,7 +862,9 @@ struct UcxServer::Impl {
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
       if (Clock::now() - last_activity < opt.spin) continue;
+      if (!lanes_idle(true)) continue;
       w->progress_or_wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
+      lanes_idle(false);
     }
   }
 
@@ -930,6 +1027,7 @@ struct UcxServer::Impl {
 UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
+  if (impl_->handler) impl_->handler->set_transport_counters({});
   if (!impl_->w) return;
   if (std::any_of(impl_->threads.begin(), impl_->threads.end(), [](const std::thread& t) { return t.joinable(); })) {
     impl_->stop_threads();  // started, but run() never came (a start-up failure)
@@ -991,6 +1089,9 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.opt = options;
   m.opt.executors = std::max(1u, options.executors);
   m.handler = &handler;
+  handler.set_transport_counters([&m]() -> std::vector<Counter> {
+    return {{"lanes_opened", m.lanes_opened.load()}, {"lane_requests", m.lane_requests.load()}};
+  });
   m.log = std::move(log);
   m.incident = incident;
   m.incident_size = incident_size;

@@ -99,6 +99,12 @@ protected:
   // names it in messages) when the node asks for it or accepts it; implementations call it
   // once connected.
   Status handshake(const SigningKey* identity, const std::string& identity_path);
+  // A shared-memory lane (wire-protocol.md section 8), for transports that can use one:
+  // whether to ask the node for one after the handshake, and its offer (which the transport
+  // may find it cannot use: then its requests go the usual way).
+  virtual bool wants_lane() const { return false; }
+  virtual void take_lane(const wire::LaneOffer&) {}
+  Bytes sealed(ByteView header) const;  // header, then the session's token once authenticated
   // A new connection to the same node, handshake included, for a request the node answered
   // `restarting` (it was replacing its worker): retried while the connection is refused,
   // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).
@@ -118,9 +124,9 @@ private:
   // connection, up to kResends times (it did not run: wire-protocol.md section 5.1).
   Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
   static constexpr int kResends = 5;
+  Status greet(const SigningKey* identity, const std::string& identity_path);  // hello, then auth
   Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
-  Bytes sealed(ByteView header) const;         // header, then the session's token once authenticated
   // An invoke's result frame to request id as the caller gets it.
   Result<InvokeReply> invoke_reply(wire::Frame& f, uint64_t id) const;
   wire::HelloReply node_;
@@ -160,6 +166,9 @@ struct ConnectOptions {
   // The identity already loaded (load_identity): then `identity` only names it. A program
   // that connects to several nodes loads it once, so an encrypted key is asked for once.
   std::shared_ptr<const SigningKey> identity_key;
+  // Ask a node on this host for a shared-memory lane (wire-protocol.md section 8): small
+  // requests and their replies then skip UCX. Also off when XCARGO_LANES=0.
+  bool lane = true;
   // Read regions one-sidedly where the node allows it (its loader has one-sided-regions).
   // This process's UCX context then offers one-sided access too: over tcp and shared memory
   // the node (and any peer of this worker) could read and write this process's memory.

@@ -20,7 +20,7 @@
 
 namespace xcargo::wire {
 
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
 inline constexpr size_t kMaxHeader = 8192;        // no header is longer
 inline constexpr size_t kMaxName = 64;            // entry and variant names
@@ -39,8 +39,10 @@ enum class MsgType : uint16_t {
   region = 15, region_reply = 16,              // where a region is, and its length
   region_read = 17, region_data = 18,          // bytes of a region, read by the loader with bounds checked
   auth = 19, auth_reply = 20,                  // the client proves its identity (section 7)
+  lane = 21, lane_reply = 22,                  // a shared-memory lane for this connection (section 8)
+  kick = 23,                                   // wakes the other end of a lane; no reply (section 8.3)
 };
-inline constexpr uint16_t kMaxMsgType = 20;
+inline constexpr uint16_t kMaxMsgType = 23;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -209,6 +211,13 @@ struct RegionData {  // region_data's header; its data are the bytes read
   ReplyStatus status = ReplyStatus::ok;
   uint64_t length = 0;  // the data's length (0 unless ok)
 };
+struct LaneOffer {  // lane_reply's header (section 8.1)
+  uint64_t request_id = 0;
+  ReplyStatus status = ReplyStatus::ok;  // ok, or limit (the node has no lane to spare)
+  int32_t shm_id = -1;                   // the System V segment, to attach by id
+  std::array<uint8_t, 16> nonce{};       // what the segment's control page holds
+  std::string message;
+};
 struct Counter {
   std::string name;
   uint64_t value = 0;
@@ -231,6 +240,7 @@ Bytes encode(const RegionRead&);
 Bytes encode(const Auth&);
 Bytes encode(const AuthReply&);
 Bytes encode(const RegionData&);
+Bytes encode(const LaneOffer&);
 // The u64 request_id that every message but hello and hello_reply starts with (section 4),
 // read without decoding the rest; nullopt for those two types or a header under 8 bytes.
 std::optional<uint64_t> leading_request_id(MsgType type, ByteView header);
@@ -253,6 +263,7 @@ Result<RegionRead> decode_region_read(ByteView header);
 Result<RegionData> decode_region_data(ByteView header);
 Result<Auth> decode_auth(ByteView header);
 Result<AuthReply> decode_auth_reply(ByteView header);
+Result<LaneOffer> decode_lane_offer(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
 Bytes encode_listing(const Listing&);

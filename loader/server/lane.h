@@ -1,0 +1,56 @@
+// A connection's shared-memory lane, the worker's end (format-spec/wire-protocol.md section
+// 8): the segment it made, the next request to copy out, and replies written into it.
+// Transport-free; only the leader touches a lane.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "xcargo/error.h"
+#include "xcargo/lane.h"
+
+struct ucp_ep;
+
+namespace xcargo::loader {
+
+// Lanes per worker, at kSegmentSize (132 KiB) each: past this, lane requests get `limit`.
+inline constexpr size_t kMaxLanes = 64;
+
+class Lane {
+public:
+  // A System V segment, mode 0600 (only this uid, or root, can attach it), marked for
+  // removal at once: it goes away when both ends have detached, whatever happens to them.
+  static Result<std::unique_ptr<Lane>> create(ucp_ep* ep, uint64_t serial);
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  int shm_id() const { return id_; }
+  const wire::lane::LaneNonce& nonce() const { return nonce_; }
+  ucp_ep* ep() const { return ep_; }
+  uint64_t serial() const { return serial_; }
+
+  // The next request, copied out (views into this lane's buffer, good until the next call).
+  // malformed: the lane is broken for good (why says why), and nothing more is read from it.
+  wire::lane::Ring::Got next(wire::MsgType* type, ByteView* header, ByteView* data, std::string* why);
+  bool pending() const { return !broken_ && seg_.requests().ready(next_request_); }
+  // Writes a reply if it fits and its slot is free; false: it goes another way (UCX).
+  // *kick: the client sleeps, and needs a kick to see it.
+  bool reply(wire::MsgType type, ByteView header, ByteView data, bool* kick);
+  void set_idle(bool idle) const { seg_.set_worker_idle(idle); }
+  bool broken() const { return broken_; }
+  uint64_t requests() const { return next_request_; }
+
+private:
+  Lane() = default;
+  wire::lane::Segment seg_;
+  int id_ = -1;
+  wire::lane::LaneNonce nonce_{};
+  ucp_ep* ep_ = nullptr;
+  uint64_t serial_ = 0;
+  uint64_t next_request_ = 0, next_reply_ = 0;
+  bool broken_ = false;
+  Bytes buf_;
+};
+
+}  // namespace xcargo::loader

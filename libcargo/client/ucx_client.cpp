@@ -193,7 +193,7 @@ protected:
     Waiting wait(*this, wait_kind(type, header));
     while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
       if (lane_ && lane_poll()) continue;
-      if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
+      if (progress_due() && (ucx_busy_ = UCX->ucp_worker_progress(w_->worker()) != 0)) continue;
       if (!wait.idle()) {
         if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
         unanswered_ = true;
@@ -307,6 +307,19 @@ private:
     }
     return true;
   }
+  // Whether to call UCX's progress now. With a lane, while UCX has nothing to do, at most
+  // every kLaneProgressEvery: a progress call over TCP is a system call (epoll_wait, 2 to
+  // 3 us), and the lane's reply would wait it out. A reply through UCX (one too large for a
+  // slot) may wait up to that longer to begin.
+  bool progress_due() {
+    if (!lane_ || ucx_busy_) return true;
+    if (++lane_polls_ % 16 != 0) return false;
+    const auto now = Clock::now();
+    if (now - last_progress_ < kLaneProgressEvery) return false;
+    last_progress_ = now;
+    return true;
+  }
+  static constexpr std::chrono::microseconds kLaneProgressEvery{20};
   // Takes one reply from the lane, if one is there: true if one was.
   bool lane_poll() {
     MsgType type{};
@@ -519,7 +532,7 @@ protected:
         }
       if (failed_) return lost();
       if (lane_ && lane_poll()) continue;
-      if (UCX->ucp_worker_progress(w_->worker()) != 0) continue;
+      if (progress_due() && (ucx_busy_ = UCX->ucp_worker_progress(w_->worker()) != 0)) continue;
       if (!wait.idle()) {
         unanswered_ = true;
         return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
@@ -592,6 +605,9 @@ private:
   uint64_t lane_sent_ = 0, lane_read_ = 0; // requests written to it, replies read from it
   Bytes lane_buf_;                         // a reply copied out of it
   Bytes kick_;                             // a kick's header: the session token
+  uint64_t lane_polls_ = 0;                // progress_due
+  bool ucx_busy_ = false;                  // the last progress call did something
+  Clock::time_point last_progress_{};
   ucs_status_t fail_status_ = UCS_OK;
 };
 

@@ -13,7 +13,7 @@ struct ucp_ep;
 
 namespace xcargo::loader {
 
-// Lanes per worker, at kSegmentSize (132 KiB) each: past this, lane requests get `limit`.
+// Lanes per worker, at kSegmentSize (516 KiB) each: past this, lane requests get `limit`.
 inline constexpr size_t kMaxLanes = 64;
 
 class Lane {

@@ -46,6 +46,11 @@ inline constexpr std::chrono::milliseconds kKeepLargeBuffers = 2000ms;
 // with batches of 16, 700K/s with 32, 740K/s with 64.)
 inline constexpr int kReadyBatch = 32;
 inline constexpr std::chrono::microseconds kBatchRun = 20us;
+// While shared-memory lanes carry requests (one came within the spin time), the leader calls
+// UCX's progress at most this often and polls the lanes in between: a progress call polls the
+// TCP interface (epoll_wait, 2 to 3 us here with the sandbox's filter), which a lane request
+// arriving meanwhile would wait out. Requests through UCX wait up to this much longer then.
+inline constexpr std::chrono::microseconds kLaneProgressEvery = 20us;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.

@@ -96,6 +96,8 @@ struct UcxServer::Impl {
   uint64_t lane_failures = 0, lane_strays = 0;
   std::vector<std::shared_ptr<Lane>> lanes;  // polled by the leader; a Client holds each too
   std::atomic<uint64_t> lanes_opened{0}, lane_requests{0};  // for stats replies
+  Clock::time_point last_lane_activity{}, last_progress{};  // progress_due
+  bool ucx_busy = false;  // the last progress call did something
   Connections eps;
   // Endpoints to other loaders, by node id, through Link (UCX).
   struct Link : PeerLink {
@@ -450,34 +452,37 @@ struct UcxServer::Impl {
   void reap_lanes() {
     std::erase_if(lanes, [](const std::shared_ptr<Lane>& l) { return l.use_count() == 1 || l->broken(); });
   }
-  // Leader only: one request from each lane that has one. Whether any came.
+  // Leader only: the requests waiting in each lane, up to timing::kReadyBatch from each.
+  // Whether any came.
   bool poll_lanes() {
     bool any = false;
-    for (size_t i = 0; i < lanes.size(); ++i) {
-      Lane& l = *lanes[i];
-      MsgType type{};
-      ByteView h, d;
-      std::string why;
-      const auto got = l.next(&type, &h, &d, &why);
-      if (got == lane::Ring::Got::nothing) continue;
-      any = true;
-      Client* c = eps.find(l.ep());
-      if (!c || c->serial != l.serial()) continue;  // its connection is gone: reap_lanes drops the lane
-      if (got == lane::Ring::Got::malformed) {
-        log("stopped reading the shared-memory lane of " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") +
-            ": " + why + "; its requests must come through UCX");
-        continue;
+    for (const std::shared_ptr<Lane>& lp : lanes) {
+      Lane& l = *lp;
+      for (int n = 0; n < timing::kReadyBatch; ++n) {
+        MsgType type{};
+        ByteView h, d;
+        std::string why;
+        const auto got = l.next(&type, &h, &d, &why);
+        if (got == lane::Ring::Got::nothing) break;
+        any = true;
+        Client* c = eps.find(l.ep());
+        if (!c || c->serial != l.serial()) break;  // its connection is gone: reap_lanes drops the lane
+        if (got == lane::Ring::Got::malformed) {
+          log("stopped reading the shared-memory lane of " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") +
+              ": " + why + "; its requests must come through UCX");
+          break;
+        }
+        // What only UCX may carry: the handshake, lanes themselves, and loader-to-loader forwards.
+        if (type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || type == MsgType::kick ||
+            type == MsgType::forward) {
+          if (lane_strays++ % 1000 == 0)
+            log("dropped a message of type " + std::to_string(int(type)) + " from the shared-memory lane of " + c->peer +
+                ": only requests travel by lane (" + std::to_string(lane_strays) + " such so far)");
+          continue;
+        }
+        lane_requests.fetch_add(1, std::memory_order_relaxed);
+        intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
       }
-      // What only UCX may carry: the handshake, lanes themselves, and loader-to-loader forwards.
-      if (type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || type == MsgType::kick ||
-          type == MsgType::forward) {
-        if (lane_strays++ % 1000 == 0)
-          log("dropped a message of type " + std::to_string(int(type)) + " from the shared-memory lane of " + c->peer +
-              ": only requests travel by lane (" + std::to_string(lane_strays) + " such so far)");
-        continue;
-      }
-      lane_requests.fetch_add(1, std::memory_order_relaxed);
-      intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
     }
     return any;
   }
@@ -806,13 +811,14 @@ struct UcxServer::Impl {
     while (!quit) {
       // One progress call, then whatever it delivered: every progress call also polls the
       // TCP interface (a system call), so a request should cost as few of them as possible.
-      if (batch == 0 || batch >= timing::kReadyBatch || !jobs.any_ready()) {
+      if ((batch == 0 || batch >= timing::kReadyBatch || !jobs.any_ready()) && progress_due()) {
         batch = 0;
-        if (UCX->ucp_worker_progress(w->worker()) != 0) last_activity = Clock::now();
+        ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0;
+        if (ucx_busy) last_activity = Clock::now();
         progress_calls.fetch_add(1, std::memory_order_relaxed);
       }
       const bool posted = drain_outbox();
-      if (!lanes.empty() && poll_lanes()) last_activity = Clock::now();
+      if (!lanes.empty() && poll_lanes()) last_activity = last_lane_activity = Clock::now();
       if (restart) return flush_and_quit();
       sweep();
       // The oldest request whose data is all here: one still arriving holds up nobody.
@@ -845,7 +851,8 @@ struct UcxServer::Impl {
         return;
       }
       if (posted) continue;
-      if (UCX->ucp_worker_progress(w->worker()) != 0) {  // more to do before deciding we are idle
+      if (!progress_due()) continue;
+      if ((ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0)) {  // more to do before deciding we are idle
         last_activity = Clock::now();
         continue;
       }
@@ -866,6 +873,18 @@ struct UcxServer::Impl {
       w->progress_or_wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
       lanes_idle(false);
     }
+  }
+
+  // Whether the leader calls UCX's progress now: always, but while lanes are busy and UCX
+  // is not (timing::kLaneProgressEvery).
+  bool progress_due() {
+    if (lanes.empty() || ucx_busy) return true;
+    const auto now = Clock::now();
+    if (now - last_lane_activity > opt.spin || now - last_progress >= timing::kLaneProgressEvery) {
+      last_progress = now;
+      return true;
+    }
+    return false;
   }
 
   // Sends the replies executors and the monitor posted; false if there were none.

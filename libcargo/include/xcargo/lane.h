@@ -21,8 +21,8 @@ namespace xcargo::wire::lane {
 
 inline constexpr uint8_t kMagic[4] = {'X', 'C', 'L', 'N'};
 inline constexpr uint32_t kLayoutVersion = 1;
-inline constexpr uint32_t kSlots = 16;         // per ring
-inline constexpr uint32_t kSlotSize = 4096;
+inline constexpr uint32_t kSlots = 128;        // per ring: a client's 64 requests in flight fit
+inline constexpr uint32_t kSlotSize = 2048;
 inline constexpr size_t kSlotHeader = 24;      // seq u64, type u16, 0 u16, header_len u32, data_len u32, 0 u32
 inline constexpr size_t kCapacity = kSlotSize - kSlotHeader;  // header + data bytes a slot holds
 inline constexpr size_t kControlSize = 4096;

@@ -270,6 +270,17 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   CHECK(ard->token == ar.token);
   check_strict(encode(ar), decode_auth_reply);
 
+  LaneOffer lo{11, ReplyStatus::ok, 123456, {}, ""};
+  lo.nonce[0] = 1;
+  lo.nonce[15] = 9;
+  auto lod = decode_lane_offer(encode(lo));
+  REQUIRE(lod.ok());
+  CHECK(lod->request_id == 11);
+  CHECK(lod->shm_id == 123456);
+  CHECK(lod->nonce == lo.nonce);
+  check_strict(encode(lo), decode_lane_offer);
+  CHECK(decode_lane_offer(encode(LaneOffer{11, ReplyStatus::limit, -1, {}, "no lane to spare"}))->shm_id == -1);
+
   RegionRead rd{7, 4080, 16, "chase"};
   auto r = decode_region_read(encode(rd));
   REQUIRE(r.ok());

@@ -32,8 +32,22 @@ for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'regi
             'read-inside \(control\): ok'; do
   check "attack report: $line" grep -Eq "$line" attack.out
 done
+# The shared-memory lane (wire-protocol.md section 8): what a client on this host writes into
+# it is checked like a request from UCX, and a slot that lies about its length ends the lane.
+expect 0 '' -- bash -c "'$BIN/xcargo-lane-attack' --to '$NODE' --key '$XCARGO_IDENTITY' > lane.out 2>&1"
+cat lane.out | sed 's/^/    /'
+for line in 'before-auth: refused: unauthenticated' 'control: refused: a sealed list in the lane was answered' \
+            'unsealed: refused' 'handshake: refused' 'lying-taken: refused: the reply came through UCX' \
+            'overlong: refused: the connection is still answered through UCX'; do
+  check "lane attack report: $line" grep -Eq "$line" lane.out
+done
+eventually 30 "the worker logged the lane it stopped reading" lines_at_least 1 'stopped reading the shared-memory lane of .*claims' "$LOG"
+eventually 30 "the worker logged the frames only UCX may carry" lines_at_least 1 'from the shared-memory lane of .*only requests travel by lane' "$LOG"
 check "the worker that was attacked is still the one serving" test "$(pgrep -x xcargo-loader -P "$SUPERVISOR")" = "$WORKER"
 expect 0 'chase +1048576' -- "$X" ls --to "$NODE"
+lanes=$("$X" ls --to "$NODE" --json | python3 -c 'import json, sys; s = json.load(sys.stdin)["stats"]; print(s["lanes_opened"], s["lane_requests"])')
+check "a client on this host used a lane ($lanes: lanes opened, requests through lanes)" test "${lanes%% *}" -ge 3 -a "${lanes##* }" -ge 2
+check "XCARGO_LANES=0: no lane" bash -c "XCARGO_LANES=0 '$X' ls --to '$NODE' --json | python3 -c 'import json, sys; s = json.load(sys.stdin)[\"stats\"]; sys.exit(s[\"lanes_opened\"] != ${lanes%% *})'"
 eventually 30 "the loader logged the refused region reads" lines_at_least 1 'refused region read' "$LOG"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 down

@@ -1,0 +1,141 @@
+// xcargo-lane-attack: writes into a shared-memory lane what no client would
+// (loader/SECURITY.md, "Memory access by peers"; wire-protocol.md section 8).
+// usage: xcargo-lane-attack --to HOST:PORT --key AUTHORIZED_KEY
+//   before-auth    a lane asked for before authenticating: refused, no segment
+//   unsealed       a list request in the lane without the session token: dropped unanswered
+//   handshake      hello, auth, lane, kick and forward frames in the lane: dropped unanswered
+//   lying-taken    the client's replies_taken set far ahead: the reply comes through UCX
+//   overlong       a slot whose lengths pass its end (and a wrapping pair): the worker stops
+//                  reading that lane and still answers the connection through UCX
+//   and a control: a sealed list request in the lane is answered in the reply ring.
+// Prints one "ATTACK: outcome" line each; exits 0 when every attack failed as it should, 1
+// when one got through, 2 when the tool itself could not run.
+#include <sys/shm.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "raw_client.h"
+#include "tool_args.h"
+#include "xcargo/identity.h"
+#include "xcargo/lane.h"
+#include "xcargo/wire.h"
+
+using namespace xcargo;
+using namespace xcargo::wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) { test::die("xcargo-lane-attack", what, 2); }
+
+int g_failures = 0;
+void report(const char* attack, bool defended, const std::string& outcome) {
+  std::printf("%s: %s: %s\n", attack, defended ? "refused" : "GOT THROUGH", outcome.c_str());
+  std::fflush(stdout);
+  if (!defended) ++g_failures;
+}
+
+// An authenticated raw connection with its lane attached.
+struct Laned {
+  test::RawClient c;
+  lane::Segment seg;
+  uint64_t sent = 0, read = 0;
+  Bytes buf;
+  Laned(const std::string& to, const SigningKey& key) : c("xcargo-lane-attack", to) {
+    c.greet();
+    if (std::string s = c.prove(c.proof(key)); s != "ok") die("the authorized key was refused: " + s);
+    if (!c.ask(MsgType::lane, encode(RequestOnly{1}))) die("no lane_reply");
+    auto offer = decode_lane_offer(c.answer());
+    if (!offer.ok() || offer->status != ReplyStatus::ok) die("no lane: " + (offer.ok() ? offer->message : offer.error().message()));
+    void* p = ::shmat(offer->shm_id, nullptr, 0);
+    if (p == reinterpret_cast<void*>(-1)) die("cannot attach the lane: " + std::string(std::strerror(errno)));
+    seg = lane::Segment(static_cast<uint8_t*>(p));
+    if (!seg.matches(offer->nonce)) die("the lane's control page does not match its offer");
+  }
+  ~Laned() { ::shmdt(seg.base()); }
+  // Writes a frame; kicks the worker as a client would (sealed kick, through UCX).
+  void put(MsgType type, const Bytes& header) {
+    seg.requests().write(sent++, type, header, {});
+    lane::fence();
+    if (seg.worker_idle()) c.send(uint16_t(MsgType::kick), c.sealed({}), true);
+  }
+  // Whether a reply appears in the reply ring within `ms`.
+  bool reply_within(int ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+    MsgType type{};
+    ByteView h, d;
+    std::string why;
+    while (Clock::now() < deadline) {
+      if (seg.replies().read(read, buf, &type, &h, &d, &why) == lane::Ring::Got::frame) {
+        seg.replies().taken(++read);
+        return true;
+      }
+      ucp_worker_progress(c.worker().worker());
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return false;
+  }
+};
+
+SigningKey load(const std::string& path) {
+  auto k = SigningKey::load(path);
+  if (!k.ok()) die(path + ": " + k.error().message());
+  return std::move(*k);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string to = test::arg(argc, argv, "--to");
+  if (to.empty()) die("usage: xcargo-lane-attack --to HOST:PORT --key KEY");
+  const SigningKey key = load(test::arg(argc, argv, "--key"));
+  {
+    test::RawClient c("xcargo-lane-attack", to);
+    c.greet();
+    const bool answered = c.ask(MsgType::lane, encode(RequestOnly{1}), {}, 5);
+    auto offer = decode_lane_offer(c.answer());
+    auto refusal = decode_result(c.answer());
+    const bool lane = answered && offer.ok() && offer->status == ReplyStatus::ok;
+    report("before-auth", !lane,
+           !answered ? "no answer" : lane ? "a lane (segment " + std::to_string(offer->shm_id) + ")" :
+           refusal.ok() ? std::string(status_name(refusal->status)) : "refused");
+  }
+  {
+    Laned l(to, key);
+    l.put(MsgType::list, l.c.sealed(encode(RequestOnly{7})));
+    const bool control = l.reply_within(5000);
+    report("control", true, control ? "a sealed list in the lane was answered in the reply ring" : "NOT ANSWERED");
+    if (!control) ++g_failures;
+    l.put(MsgType::list, encode(RequestOnly{8}));  // no token
+    report("unsealed", !l.reply_within(1000), "a list without the session token");
+    for (MsgType t : {MsgType::hello, MsgType::auth, MsgType::lane, MsgType::kick, MsgType::forward})
+      l.put(t, l.c.sealed(encode(RequestOnly{9})));
+    report("handshake", !l.reply_within(1000), "hello, auth, lane, kick and forward frames");
+    // The worker must not wait for a client that claims it took replies it never had.
+    __atomic_store_n(reinterpret_cast<uint64_t*>(l.seg.base() + lane::kOffRepliesTaken), uint64_t(1) << 62, __ATOMIC_RELEASE);
+    l.put(MsgType::list, l.c.sealed(encode(RequestOnly{10})));
+    const bool by_ucx = l.c.wait_answer(5);
+    report("lying-taken", by_ucx, by_ucx ? "the reply came through UCX" : "no reply at all");
+  }
+  {
+    Laned l(to, key);
+    for (auto [hl, dl] : {std::pair<uint32_t, uint32_t>{0xfffffff0u, 0x20u}, {uint32_t(lane::kCapacity), 1}}) {
+      uint8_t* slot = l.seg.base() + lane::kOffRequests + (l.sent % lane::kSlots) * lane::kSlotSize;
+      std::memcpy(slot + 12, &hl, 4);
+      std::memcpy(slot + 16, &dl, 4);
+      const uint64_t seq = ++l.sent;
+      __atomic_store_n(reinterpret_cast<uint64_t*>(slot), seq, __ATOMIC_RELEASE);
+      l.c.send(uint16_t(MsgType::kick), l.c.sealed({}), true);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const bool alive = l.c.ask(MsgType::list, encode(RequestOnly{11}), {}, 5) && !l.c.lost();
+    test::RawClient other("xcargo-lane-attack", to);
+    other.greet();
+    report("overlong", alive && !other.lost(), alive ? "the connection is still answered through UCX" : "the node went away");
+  }
+  return g_failures ? 1 : 0;
+}

@@ -45,7 +45,8 @@ TEST_CASE("messages go round a ring in order, each copied out whole", "[lane]") 
   std::string why;
   for (uint64_t i = 0; i < 3 * kSlots; ++i) {
     CHECK(r.read(i, buf, &type, &h, &d, &why) == Ring::Got::nothing);
-    REQUIRE(w.has_room(i));
+    uint64_t seen = 0;
+    REQUIRE(w.has_room(i, &seen));
     const Bytes header = text("header " + std::to_string(i)), data = text(std::string(i % 100, 'x'));
     w.write(i, MsgType::invoke, header, data);
     REQUIRE(r.read(i, buf, &type, &h, &d, &why) == Ring::Got::frame);
@@ -59,17 +60,21 @@ TEST_CASE("messages go round a ring in order, each copied out whole", "[lane]") 
 TEST_CASE("a writer waits for the reader: no slot is written before it was taken", "[lane]") {
   Mapped m;
   const Ring ring = m.seg.replies();
+  uint64_t seen = 0;
   for (uint64_t i = 0; i < kSlots; ++i) {
-    REQUIRE(ring.has_room(i));
+    REQUIRE(ring.has_room(i, &seen));
     ring.write(i, MsgType::result, text("r"), {});
   }
-  CHECK_FALSE(ring.has_room(kSlots));  // the reader took none
+  CHECK_FALSE(ring.has_room(kSlots, &seen));  // the reader took none
   ring.taken(1);
-  CHECK(ring.has_room(kSlots));
-  CHECK_FALSE(ring.has_room(kSlots + 1));
+  CHECK(ring.has_room(kSlots, &seen));
+  CHECK(seen == 1);
+  CHECK_FALSE(ring.has_room(kSlots + 1, &seen));
   // A reader that claims to have taken more than was written gets no room at all.
   ring.taken(kSlots * 10);
-  CHECK_FALSE(ring.has_room(kSlots));
+  CHECK_FALSE(ring.has_room(kSlots + 1, &seen));
+  CHECK(seen == kSlots * 10);
+  CHECK_FALSE(ring.has_room(kSlots + 1, &seen));
   CHECK(fits(Bytes(kCapacity - 10), Bytes(10)));
   CHECK_FALSE(fits(Bytes(kCapacity - 10), Bytes(11)));
 }

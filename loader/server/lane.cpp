@@ -48,7 +48,7 @@ Ring::Got Lane::next(wire::MsgType* type, ByteView* header, ByteView* data, std:
 
 bool Lane::reply(wire::MsgType type, ByteView header, ByteView data, bool* kick) {
   const Ring r = seg_.replies();
-  if (broken_ || !fits(header, data) || !r.has_room(next_reply_)) return false;
+  if (broken_ || !fits(header, data) || !r.has_room(next_reply_, &replies_taken_)) return false;
   r.write(next_reply_++, type, header, data);
   fence();
   *kick = seg_.client_idle();

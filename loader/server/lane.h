@@ -49,6 +49,7 @@ private:
   ucp_ep* ep_ = nullptr;
   uint64_t serial_ = 0;
   uint64_t next_request_ = 0, next_reply_ = 0;
+  uint64_t replies_taken_ = 0;  // the client's count, as last read (Ring::has_room)
   bool broken_ = false;
   Bytes buf_;
 };

@@ -37,7 +37,7 @@ done
 expect 0 '' -- bash -c "'$BIN/xcargo-lane-attack' --to '$NODE' --key '$XCARGO_IDENTITY' > lane.out 2>&1"
 cat lane.out | sed 's/^/    /'
 for line in 'before-auth: refused: unauthenticated' 'control: refused: a sealed list in the lane was answered' \
-            'unsealed: refused' 'handshake: refused' 'lying-taken: refused: the reply came through UCX' \
+            'unsealed: refused' 'handshake: refused' 'lying-taken: refused: the replies past the ring came through UCX' \
             'overlong: refused: the connection is still answered through UCX'; do
   check "lane attack report: $line" grep -Eq "$line" lane.out
 done

@@ -48,7 +48,13 @@ public:
 
   // Writer. Whether message `index` may be written now: the reader has copied out all but
   // fewer than kSlots of those before it (a taken count past index reads as no room).
-  bool has_room(uint64_t index) const { return index - load(taken_) < kSlots; }
+  // *seen: the writer's last reading of the reader's count, read again only when it shows
+  // no room (the count's cache line then stays with the reader most of the time).
+  bool has_room(uint64_t index, uint64_t* seen) const {
+    if (index - *seen < kSlots) return true;
+    *seen = load(taken_);
+    return index - *seen < kSlots;
+  }
   // Requires fits() and has_room(index).
   void write(uint64_t index, MsgType type, ByteView header, ByteView data) const;
 

@@ -39,10 +39,15 @@ void Handler::note(std::string line) {
   log_(line);
 }
 
-Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops, bool every_run)
-    : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(log), runs_(log), every_run_(every_run) {}
+void Handler::note_request(const std::string& line) { refusals_.line(line, RequestOrigin::current()); }
 
-Handler::~Handler() { runs_.flush(true); }
+Handler::Handler(Engine& engine, uint64_t max_input, Log log, uint32_t max_hops, bool every_run)
+    : engine_(engine), max_input_(max_input), max_hops_(max_hops), log_(log), runs_(log), refusals_(log), every_run_(every_run) {}
+
+Handler::~Handler() {
+  runs_.flush(true);
+  refusals_.flush(true);
+}
 
 uint64_t Handler::max_cargo() const { return engine_.config().limits.max_cargo_size; }
 uint64_t Handler::max_reply() const { return engine_.config().max_reply; }
@@ -80,7 +85,7 @@ std::string Handler::describe(MsgType type, ByteView header) const {
 }
 
 Reply Handler::bad_request(const std::string& why) {
-  note("refused request: bad_request: " + why);
+  note_request("refused request: bad_request: " + why);
   ResultMsg r;
   r.status = ReplyStatus::bad_request;
   r.message = why.substr(0, kMaxMessage);
@@ -112,7 +117,7 @@ Reply Handler::push(ByteView header, ByteView data) {
     r.status = ReplyStatus::limit;
     r.error_kind = ErrorKind::limit;
     r.message = "cargo of " + std::to_string(p->cargo_size) + " bytes is over this node's limit of " + std::to_string(max_cargo());
-    note("refused push: " + r.message);
+    note_request("refused push: " + r.message);
     return {MsgType::push_reply, encode(r), {}};
   }
   if (p->cargo_size != data.size()) return bad_request("push: cargo_size does not match the data");
@@ -122,7 +127,7 @@ Reply Handler::push(ByteView header, ByteView data) {
     r.status = e.code() == Errc::limit ? ReplyStatus::limit : ReplyStatus::refused;
     r.error_kind = error_kind_of(e.code());
     r.message = e.message().substr(0, kMaxMessage);
-    note(std::string("refused push: ") + errc_name(e.code()) + ": " + e.message());
+    note_request(std::string("refused push: ") + errc_name(e.code()) + ": " + e.message());
     return {MsgType::push_reply, encode(r), {}};
   }
   r.digest = loaded->digest;
@@ -176,7 +181,7 @@ std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView rep
     r.node_id = engine_.config().node_id;
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(inv->input_size) + " bytes is over this node's limit of " + std::to_string(max_input_);
-    note("refused invoke: " + r.message);
+    note_request("refused invoke: " + r.message);
     return Step{{MsgType::result, encode(r), {}}};
   }
   if (inv->input_size != data.size()) return Step{bad_request("invoke: input_size does not match the data")};
@@ -186,15 +191,15 @@ std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView rep
 std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only) {
   auto f = decode_forward(header);
   if (!f.ok()) {  // from a peer that does not speak the protocol: nobody to answer
-    note("refused forward: " + f.error().message());
+    note_request("refused forward: " + f.error().message());
     return Step{{}, {}, false};
   }
   if (data.size() != f->cargo_size + f->input_size) {
-    note("refused forward: cargo_size and input_size do not match the data");
+    note_request("refused forward: cargo_size and input_size do not match the data");
     return Step{{}, {}, false};
   }
   auto fail = [&](ReplyStatus status, const std::string& why) {
-    note("refused forward: " + short_digest(f->digest) + "/" + f->entry + " hop " + std::to_string(f->hop) + " from node " +
+    note_request("refused forward: " + short_digest(f->digest) + "/" + f->entry + " hop " + std::to_string(f->hop) + " from node " +
          std::to_string(f->from_node) + ": " + why);
     ResultMsg r;
     r.request_id = f->request_id;
@@ -235,7 +240,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   if (input.size() > max_input_) {
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(input.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
-    note(std::string("refused ") + what + r.message);
+    note_request(std::string("refused ") + what + r.message);
     return Step{{MsgType::result, encode(r), {}}, std::move(reply_to)};
   }
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
@@ -258,7 +263,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     if (every_run_) runs_.write_full(run);
     else runs_.ran(run);
   } else {
-    note(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
+    note_request(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
          res->message + (res->signed_by ? " (" + *res->signed_by + ")" : ""));
   }
   if (res->forward) {
@@ -315,7 +320,7 @@ Reply Handler::region_read(ByteView header) {
     Line l;
     l.add("refused region read: '").add(q->name).add("' bytes ").num(q->offset).add("+").num(q->length)
         .add(" are not inside its ").num(reg->length);
-    note(std::string(l.view()));
+    note_request(std::string(l.view()));
   } else if (q->length > engine_.config().max_reply) {
     r.status = ReplyStatus::limit;
   } else {

@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "reply.h"
+#include "line_limit.h"
 #include "run_log.h"
 #include "xcargo/wire.h"
 
@@ -71,7 +72,10 @@ public:
   // A result with status bad_request for a request that could not be taken in; logged.
   Reply bad_request(const std::string& why);
   // Logs the sums of runs (RunLog) that are a second old, or all of them (before the worker ends).
-  void flush_runs(bool all = false) { runs_.flush(all); }
+  void flush_runs(bool all = false) {
+    runs_.flush(all);
+    refusals_.flush(all);
+  }
   // Whether a pushed bitcode cargo still runs its quick tier; tier_up() gives it -O2's code
   // (waiting for the compile service) and logs a line per cargo.
   bool tier_up_pending() const { return engine_.tier_up_pending(); }
@@ -84,6 +88,8 @@ public:
 private:
   // log_ with the request's origin (RequestOrigin) appended.
   void note(std::string line);
+  // The same for a refused or failed request's line: at most so many per origin (LineLimit).
+  void note_request(const std::string& line);
   Reply hello(ByteView header);
   Reply push(ByteView header, ByteView data);
   Reply has(ByteView header);
@@ -100,6 +106,7 @@ private:
   uint32_t max_hops_;
   Log log_;
   RunLog runs_;
+  LineLimit refusals_;
   bool every_run_;
   std::function<std::vector<wire::Counter>()> transport_counters_;
 };

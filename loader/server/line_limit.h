@@ -1,0 +1,50 @@
+// LineLimit: the audit trail's lines about single refused or failed requests, at a rate a
+// log can keep. A client can send such requests by the hundred thousand a second (through
+// a lane, 56 MB of log in 3 s rotated every earlier line out of both files: found by an
+// attacker helper, 2026-11-25). Per origin (the connection's "from PEER key ..."), the first
+// kBurst lines are written at once, then kPerSecond; the others are counted, and one line
+// per origin and second sums them up with the text of the last one:
+//   refused invoke: ... (412345 more such lines from this origin in the last 1.0 s were not
+//   written one by one: the log's limit for refused and failed requests); from ...
+// Nothing is lost but the wording of each line: every refusal is counted, with its origin.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace xcargo::loader {
+
+class LineLimit {
+public:
+  using Sink = std::function<void(std::string_view)>;
+  using Clock = std::chrono::steady_clock;
+  explicit LineLimit(Sink sink) : sink_(std::move(sink)) {}
+  // text: what happened; origin: who asked (appended as "; ORIGIN"), or null.
+  void line(const std::string& text, const std::string* origin, Clock::time_point now = Clock::now());
+  // Writes the sums a second old (all: every one); forgets origins quiet for a minute.
+  void flush(bool all = false, Clock::time_point now = Clock::now());
+  size_t origins() const;
+
+  static constexpr double kBurst = 100, kPerSecond = 20;
+  static constexpr size_t kMaxOrigins = 1024;  // past this, new origins share one allowance
+  static constexpr std::chrono::seconds kForgetAfter{60};
+
+private:
+  struct Allowance {
+    double tokens = kBurst;
+    Clock::time_point refilled{}, since{};  // since: the first line not written
+    uint64_t held = 0;                      // lines not written since then
+    std::string last;                       // the last of them, in full
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Allowance> by_origin_;
+  Sink sink_;
+};
+
+}  // namespace xcargo::loader

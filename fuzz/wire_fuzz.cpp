@@ -1,9 +1,13 @@
 // Fuzz target: every wire-protocol decoder. The first byte picks the decoder, the rest is
 // the message. A message that decodes must encode back to the same bytes (the encodings are
 // canonical), except hello, whose version 1 form decodes without its address.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
+#include "xcargo/lane.h"
 #include "xcargo/wire.h"
 
 using namespace xcargo;
@@ -22,7 +26,7 @@ void round_trip(ByteView in, Decode decode) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const ByteView in(data + 1, size - 1);
-  switch (data[0] % 20) {
+  switch (data[0] % 21) {
     case 0: (void)decode_hello(in); break;
     case 1: round_trip(in, decode_hello_reply); break;
     case 2: round_trip(in, decode_push); break;
@@ -45,6 +49,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 15: round_trip(in, decode_region_data); break;
     case 16: round_trip(in, decode_auth); break;
     case 17: round_trip(in, decode_auth_reply); break;
+    case 18: round_trip(in, decode_lane_offer); break;
+    case 19: {  // a lane slot as a client wrote it (its seq set): copied out whole and within, or refused
+      static std::vector<uint8_t> segment(lane::kSegmentSize);
+      uint8_t* slot = segment.data() + lane::kOffRequests;
+      std::memset(slot, 0, lane::kSlotSize);
+      std::memcpy(slot + 8, in.data(), std::min(in.size(), size_t(lane::kSlotSize - 8)));
+      const uint64_t seq = 1;
+      std::memcpy(slot, &seq, 8);
+      Bytes buf;
+      MsgType type{};
+      ByteView h, d;
+      std::string why;
+      const lane::Ring r = lane::Segment(segment.data()).requests();
+      if (r.read(0, buf, &type, &h, &d, &why) == lane::Ring::Got::frame &&
+          (h.size() + d.size() > lane::kCapacity || h.data() < buf.data() || d.data() + d.size() > buf.data() + buf.size()))
+        std::abort();
+      break;
+    }
     default: {
       size_t used = 0;
       if (auto f = decode_frame(in, 1 << 20, &used); f.ok() && used > in.size()) std::abort();

@@ -26,6 +26,14 @@ inline constexpr int kMaxRequestsPerKey = 512;
 inline constexpr uint64_t kBytesInFlightPerConnection = 2;
 inline constexpr uint64_t kBytesInFlightPerKey = 4;
 
+// What a reply waiting for its client counts as: its bytes, but at least 4 KiB, about what
+// the worker and UCX hold for one (its request, its buffers). Without the floor a client
+// that never read its small replies (sending requests through its lane, which needs no UCX
+// progress) made the worker hold millions of them: 1.35 GB in 20 s, then bad_alloc (found by
+// an attacker helper, 2026-11-25).
+inline constexpr uint64_t kUnreadReplyFloor = 4096;
+inline uint64_t unread_charge(uint64_t size) { return size > kUnreadReplyFloor ? size : kUnreadReplyFloor; }
+
 // Why one more request of `length` bytes would take its connection or its key (either may
 // be null) past their limits, unread replies included; empty if it would not. largest: the
 // largest request or reply the node accepts; request data over it is never fetched and

@@ -3,6 +3,9 @@
 
 #include "in_flight.h"
 
+#include <memory>
+#include <vector>
+
 using namespace xcargo::loader;
 
 TEST_CASE("a connection may have 128 requests in flight, a key 512", "[in_flight]") {
@@ -68,4 +71,17 @@ TEST_CASE("unread replies count against new requests, and past the limit close t
   }
   CHECK(conn->replies == 0);
   CHECK(key->replies == 0);
+}
+
+TEST_CASE("a small unread reply counts as 4 KiB: what holding it costs, not its bytes", "[in_flight]") {
+  CHECK(unread_charge(0) == kUnreadReplyFloor);
+  CHECK(unread_charge(60) == kUnreadReplyFloor);
+  CHECK(unread_charge(kUnreadReplyFloor + 1) == kUnreadReplyFloor + 1);
+  // With 64 MiB the largest request, a connection holds at most 32768 small replies unread.
+  auto conn = std::make_shared<Usage>();
+  const uint64_t largest = 64ull << 20;
+  std::vector<std::unique_ptr<Charge>> held;
+  while (unread_over_limit(conn.get(), nullptr, unread_charge(60), largest).empty())
+    held.push_back(std::make_unique<Charge>(conn, nullptr, unread_charge(60), Charge::reply));
+  CHECK(held.size() == 32768);
 }

@@ -43,12 +43,13 @@ Ring::Got Lane::next(wire::MsgType* type, ByteView* header, ByteView* data, std:
   if (g == Ring::Got::malformed) broken_ = true;
   if (g != Ring::Got::frame) return g;
   r.taken(++next_request_);
+  used_ = true;
   return g;
 }
 
 bool Lane::reply(wire::MsgType type, ByteView header, ByteView data, bool* kick) {
   const Ring r = seg_.replies();
-  if (broken_ || !fits(header, data) || !r.has_room(next_reply_, &replies_taken_)) return false;
+  if (broken_ || !used_ || !fits(header, data) || !r.has_room(next_reply_, &replies_taken_)) return false;
   r.write(next_reply_++, type, header, data);
   fence();
   *kick = seg_.client_idle();

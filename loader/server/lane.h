@@ -34,8 +34,10 @@ public:
   // malformed: the lane is broken for good (why says why), and nothing more is read from it.
   wire::lane::Ring::Got next(wire::MsgType* type, ByteView* header, ByteView* data, std::string* why);
   bool pending() const { return !broken_ && seg_.requests().ready(next_request_); }
-  // Writes a reply if it fits and its slot is free; false: it goes another way (UCX).
-  // *kick: the client sleeps, and needs a kick to see it.
+  // Writes a reply if the client has written a request into the lane (so it attached the
+  // segment and reads it: a client that could not attach it, another uid's, say, gets all
+  // its replies through UCX), the reply fits and its slot is free; false: it goes another
+  // way (UCX). *kick: the client sleeps, and needs a kick to see it.
   bool reply(wire::MsgType type, ByteView header, ByteView data, bool* kick);
   void set_idle(bool idle) const { seg_.set_worker_idle(idle); }
   bool broken() const { return broken_; }
@@ -51,6 +53,7 @@ private:
   uint64_t next_request_ = 0, next_reply_ = 0;
   uint64_t replies_taken_ = 0;  // the client's count, as last read (Ring::has_room)
   bool broken_ = false;
+  bool used_ = false;  // a request came through it
   Bytes buf_;
 };
 

@@ -473,9 +473,9 @@ struct UcxServer::Impl {
               ": " + why + "; its requests must come through UCX");
           break;
         }
-        // What only UCX may carry: the handshake, lanes themselves, and loader-to-loader forwards.
-        if (type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || type == MsgType::kick ||
-            type == MsgType::forward) {
+        // A client's requests only: not the handshake, lanes themselves, loader-to-loader
+        // forwards, replies or unknown types (dropped, as over UCX).
+        if (!by_lane(type)) {
           if (lane_strays++ % 1000 == 0)
             log("dropped a message of type " + std::to_string(int(type)) + " from the shared-memory lane of " + c->peer +
                 ": only requests travel by lane (" + std::to_string(lane_strays) + " such so far)");
@@ -486,6 +486,13 @@ struct UcxServer::Impl {
       }
     }
     return any;
+  }
+  static bool by_lane(MsgType t) {
+    switch (t) {
+      case MsgType::push: case MsgType::has: case MsgType::invoke: case MsgType::list: case MsgType::stats:
+      case MsgType::region: case MsgType::region_read: return true;
+      default: return false;
+    }
   }
   // Before the leader sleeps: tells the lanes' clients to kick it, then looks once more.
   // False: a request came meanwhile (no sleep).
@@ -528,7 +535,7 @@ struct UcxServer::Impl {
         return;
       }
     }
-    const uint64_t size = r.header.size() + r.data.size();
+    const uint64_t size = unread_charge(r.header.size() + r.data.size());
     if (std::string why = unread_over_limit(c->usage.get(), c->key_usage.get(), size, largest()); !why.empty()) {
       if (c->closing) return;
       log("closing the connection from " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") + ": " + why);
@@ -557,7 +564,7 @@ struct UcxServer::Impl {
       }
     }
     auto* s = new Sending{std::move(r.header), std::move(r.data), {}, &in_flight, std::move(on_fail)};
-    if (unread || unread_key) s->unread.emplace(std::move(unread), std::move(unread_key), s->header.size() + s->data.size(), Charge::reply);
+    if (unread || unread_key) s->unread.emplace(std::move(unread), std::move(unread_key), unread_charge(s->header.size() + s->data.size()), Charge::reply);
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (flags ? UCP_OP_ATTR_FIELD_FLAGS : 0);
     p.flags = flags;
@@ -599,7 +606,7 @@ struct UcxServer::Impl {
   void send_to_address(const Bytes& address, Reply&& r) {
     ClientEp* c = client_ep(address);
     if (!c) return;
-    if (std::string why = unread_over_limit(c->usage.get(), nullptr, r.header.size() + r.data.size(), largest()); !why.empty()) {
+    if (std::string why = unread_over_limit(c->usage.get(), nullptr, unread_charge(r.header.size() + r.data.size()), largest()); !why.empty()) {
       if (unread_results++ % 1000 == 0)
         log("dropped forwarded results for a client that does not read them: " + why + " (" + std::to_string(unread_results) +
             " such so far)");
@@ -964,9 +971,11 @@ struct UcxServer::Impl {
     if (unrun_jobs) log("answered " + std::to_string(unrun_jobs) + " queued requests 'restarting': they did not run");
     // Replies still to send include one an executor posts just after setting `restart` (a
     // deposed leader whose kernel crashed): keep taking them from the outbox.
+    // Requests still coming through lanes are answered `restarting` too (intake, as restart is set).
     const auto deadline = Clock::now() + timing::kFlushReplies;
     do {
       drain_outbox();
+      if (!lanes.empty()) poll_lanes();
       UCX->ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
     // Linger until the clients answered have closed their connections: a reply sent is not
@@ -985,6 +994,7 @@ struct UcxServer::Impl {
                           (open() && now - start < timing::kLingerForClose);
       if (!wanted) break;
       drain_outbox();
+      if (!lanes.empty()) poll_lanes();
       w->progress_or_wait(1);
     }
     handler->flush_runs(true);

@@ -7,6 +7,12 @@
 //   lying-taken    the client's replies_taken set far ahead: replies past the ring come through UCX
 //   overlong       a slot whose lengths pass its end (and a wrapping pair): the worker stops
 //                  reading that lane and still answers the connection through UCX
+//   flood          100,000 sealed invocations of a cargo the node does not have, as fast as the
+//                  lane takes them (each is logged as failed): the node still answers; the log
+//                  keeps a bounded number of such lines (boundary_test.sh counts them)
+//   unread         sealed list requests written as fast as the lane takes them while the client
+//                  never reads a reply nor lets UCX deliver one: the worker closes the
+//                  connection (its unread replies' limit) instead of holding them all
 //   and a control: a sealed list request in the lane is answered in the reply ring.
 // Prints one "ATTACK: outcome" line each; exits 0 when every attack failed as it should, 1
 // when one got through, 2 when the tool itself could not run.
@@ -64,6 +70,26 @@ struct Laned {
     seg.requests().write(sent++, type, header, {});
     lane::fence();
     if (seg.worker_idle()) c.send(uint16_t(MsgType::kick), c.sealed({}), true);
+  }
+  // Writes a frame when the worker has taken enough to make room, without any UCX progress
+  // (nothing read, no kick); false if no room came within `ms`.
+  bool put_blind(MsgType type, const Bytes& header, int ms) {
+    if (!seg.requests().has_room(sent, &taken)) {
+      const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+      while (!seg.requests().has_room(sent, &taken))
+        if (Clock::now() >= deadline) return false;
+    }
+    seg.requests().write(sent++, type, header, {});
+    return true;
+  }
+  // Takes every reply waiting in the reply ring; how many.
+  int drain() {
+    MsgType type{};
+    ByteView h, d;
+    std::string why;
+    int n = 0;
+    while (seg.replies().read(read, buf, &type, &h, &d, &why) == lane::Ring::Got::frame) seg.replies().taken(++read), ++n;
+    return n;
   }
   // Whether a reply appears in the reply ring within `ms`.
   bool reply_within(int ms) {
@@ -139,6 +165,44 @@ int main(int argc, char** argv) {
     test::RawClient other("xcargo-lane-attack", to);
     other.greet();
     report("overlong", alive && !other.lost(), alive ? "the connection is still answered through UCX" : "the node went away");
+  }
+  {
+    Laned l(to, key);
+    Invoke inv;
+    inv.digest.fill(0x5a);
+    inv.entry = "lane_flood";
+    const auto t0 = Clock::now();
+    int sent = 0;
+    for (; sent < 100000 && Clock::now() - t0 < std::chrono::seconds(60); ++sent) {
+      inv.request_id = 1000 + sent;
+      while (!l.seg.requests().has_room(l.sent, &l.taken)) {
+        l.drain();
+        ucp_worker_progress(l.c.worker().worker());
+      }
+      l.put(MsgType::invoke, l.c.sealed(encode(inv)));
+      if (sent % 64 == 0) l.drain();
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const bool alive = l.c.ask(MsgType::list, l.c.sealed(encode(RequestOnly{12})), {}, 10) && !l.c.lost();
+    report("flood", alive, std::to_string(sent) + " failing invocations in " + std::to_string(s).substr(0, 4) + " s; " +
+                               (alive ? "the node still answers" : "the node went away"));
+  }
+  {
+    Laned l(to, key);
+    const auto t0 = Clock::now();
+    int sent = 0;
+    while (sent < 1000000 && Clock::now() - t0 < std::chrono::seconds(60) &&
+           l.put_blind(MsgType::list, l.c.sealed(encode(RequestOnly{uint64_t(2000 + sent)})), 3000))
+      ++sent;
+    // The worker stopped taking requests: it closed the connection, which UCX now reports.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!l.c.lost() && Clock::now() < deadline) ucp_worker_progress(l.c.worker().worker());
+    test::RawClient other("xcargo-lane-attack", to);
+    other.greet();
+    report("unread", l.c.lost() && !other.lost(),
+           std::to_string(sent) + " requests taken, no reply read; " +
+               (l.c.lost() ? "the worker closed the connection" : "the connection is still open") + "; a new client " +
+               (other.lost() ? "was not answered" : "is answered"));
   }
   return g_failures ? 1 : 0;
 }

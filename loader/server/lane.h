@@ -41,6 +41,8 @@ public:
   bool reply(wire::MsgType type, ByteView header, ByteView data, bool* kick);
   void set_idle(bool idle) const { seg_.set_worker_idle(idle); }
   bool broken() const { return broken_; }
+  // Reads nothing more from the lane and writes nothing more into it (a client broke the protocol).
+  void stop() { broken_ = true; }
   uint64_t requests() const { return next_request_; }
 
 private:

@@ -1,3 +1,6 @@
+// The audit trail's lines about floods, at a rate a log can keep: LineLimit for single
+// refused or failed requests, Tally for events counted rather than described.
+//
 // LineLimit: the audit trail's lines about single refused or failed requests, at a rate a
 // log can keep. A client can send such requests by the hundred thousand a second (through
 // a lane, 56 MB of log in 3 s rotated every earlier line out of both files: found by an
@@ -45,6 +48,26 @@ private:
   mutable std::mutex mu_;
   std::map<std::string, Allowance> by_origin_;
   Sink sink_;
+};
+
+// Tally: how many events of one kind (messages dropped unanswered, refused connections),
+// with a line due on the first and then at most once a second, giving the count so far.
+// "Every 1000th" was not enough: through a shared-memory lane a client can send millions
+// of messages a second (an attacker helper wrote 10 to 18 MB of log in 15 to 20 s that
+// way, 2026-11-25). Not thread-safe: one per thread that counts (the leader).
+class Tally {
+public:
+  using Clock = std::chrono::steady_clock;
+  bool due(Clock::time_point now = Clock::now()) {
+    if (count_++ != 0 && now - last_ < std::chrono::seconds(1)) return false;
+    last_ = now;
+    return true;
+  }
+  uint64_t count() const { return count_; }
+
+private:
+  uint64_t count_ = 0;
+  Clock::time_point last_{};
 };
 
 }  // namespace xcargo::loader

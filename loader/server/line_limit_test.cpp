@@ -48,3 +48,16 @@ TEST_CASE("origins are forgotten when quiet, and bounded in number", "[line_limi
   lim.line("refused request: bad_request: y", nullptr, t0);
   CHECK(out.back() == "refused request: bad_request: y");
 }
+
+TEST_CASE("a tally's line is due on the first event, then at most once a second", "[line_limit]") {
+  Tally t;
+  const auto t0 = Tally::Clock::now();
+  int due = 0;
+  for (int i = 0; i < 1000000; ++i) due += t.due(t0 + std::chrono::microseconds(i));  // a million in 1 s
+  CHECK(due == 1);
+  CHECK(t.count() == 1000000);
+  CHECK(t.due(t0 + std::chrono::seconds(1)));
+  CHECK_FALSE(t.due(t0 + std::chrono::milliseconds(1999)));
+  CHECK(t.due(t0 + std::chrono::seconds(2)));
+  CHECK(t.count() == 1000003);
+}

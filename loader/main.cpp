@@ -102,6 +102,7 @@ Result<std::unique_ptr<Engine>> make_engine(const LoaderConfig& cfg, const std::
   ec.node_memory_fd = cfg.node_memory_fd;
   ec.kept_cargos_fd = cfg.kept_cargos_fd;
   ec.compile = std::move(compile);
+  ec.read_cache_dir = cfg.cache;
   ec.jit_tiers = tiers;
   ec.prefer = cfg.prefer == "bitcode" ? Prefer::bitcode : Prefer::native;
   ec.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
@@ -149,6 +150,7 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
   sandbox::FileRules& serve = o.serve_files;
   serve.read = {rule_dir(cfg.trust), "/proc", "/sys"};
   if (!cfg.clients.empty()) serve.read.push_back(rule_dir(cfg.clients));
+  if (!cfg.cache.empty()) serve.read.push_back(cfg.cache);  // its hits, read without the service (EngineConfig::read_cache_dir)
   serve.write = {"/dev/shm", "/dev/null"};  // not the cache: only the compile service writes it
   // Starting: also the libraries UCX loads, and its settings.
   o.start_files = serve;

@@ -71,6 +71,13 @@ Result<DiskCache> DiskCache::open(const std::string& dir) {
   return c;
 }
 
+DiskCache DiskCache::open_read_only(const std::string& dir) {
+  DiskCache c;
+  c.dir_ = dir;
+  c.read_only_ = true;
+  return c;
+}
+
 std::string DiskCache::path_of(const std::string& key) const { return dir_ + "/jit/" + key + ".o"; }
 
 std::optional<Bytes> DiskCache::get(const std::string& key, bool* corrupt) const {
@@ -82,12 +89,13 @@ std::optional<Bytes> DiskCache::get(const std::string& key, bool* corrupt) const
   if (data.ok())
     if (auto p = parse(*data)) return Bytes(p->object.begin(), p->object.end());
   if (corrupt) *corrupt = true;
-  ::unlink(path.c_str());
+  if (!read_only_) ::unlink(path.c_str());
   return std::nullopt;
 }
 
 Status DiskCache::put(const std::string& key, ByteView object, const std::vector<KeyId>& signers) const {
   if (!enabled()) return {};
+  if (read_only_) return Error(Errc::invalid_argument, dir_ + ": this process only reads the cache");
   if (signers.empty() || signers.size() > kMaxSigners) return Error(Errc::invalid_argument, "a cache entry needs 1 to 16 signers");
   const size_t head = kFixed + signers.size() * format::kKeyIdSize;
   if (object.size() > kMaxEntry - head) return Error(Errc::limit, "the object is larger than a cache entry may be");

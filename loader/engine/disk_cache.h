@@ -17,6 +17,11 @@ class DiskCache {
 public:
   // An empty dir disables the cache. The directory is created if missing.
   static Result<DiskCache> open(const std::string& dir);
+  // The same cache for a process that only reads it (the worker: only the compile service
+  // writes, loader/SECURITY.md item 9): nothing is created, cleaned or removed; a damaged
+  // entry is reported (get's *corrupt) and left for the service. Never fails: a cache that
+  // cannot be read has no hits.
+  static DiskCache open_read_only(const std::string& dir);
 
   bool enabled() const { return !dir_.empty(); }
   // nullopt on a miss. A damaged entry is deleted and reported as a miss with *corrupt set.
@@ -31,6 +36,7 @@ public:
 private:
   std::string path_of(const std::string& key) const;
   std::string dir_;
+  bool read_only_ = false;
 };
 
 }  // namespace xcargo::loader

@@ -93,6 +93,7 @@ struct Engine::Impl {
   EngineConfig config;
   TrustStore trust;
   DiskCache cache;
+  DiskCache read_cache;  // EngineConfig::read_cache_dir
   std::unique_ptr<Jit> jit;
   std::unique_ptr<Regions> regions;
   std::unique_ptr<CargoStore> kept;
@@ -142,6 +143,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineConfig config, TrustStore t
   e->impl_->config = std::move(config);
   e->impl_->trust = std::move(trust);
   e->impl_->cache = std::move(*cache);
+  if (!e->impl_->config.read_cache_dir.empty()) e->impl_->read_cache = DiskCache::open_read_only(e->impl_->config.read_cache_dir);
   e->impl_->jit = std::move(*jit);
   if (e->impl_->config.open_regions) XC_TRY(e->open_regions());
   if (e->impl_->config.kept_cargos_fd >= 0) {
@@ -253,8 +255,19 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
 }
 
 Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up) {
-  auto compiled = config.compile ? config.compile(cargo, v, allow_quick) : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
+  // The service's cache read here first: the cargo was verified by this engine, and the key
+  // names its digest (a damaged entry is left to the service, which removes it).
+  std::optional<Bytes> hit;
+  if (config.compile && !tier_up && read_cache.enabled())
+    hit = read_cache.get(cache_key(cargo.digest(), v, jit->host(), cargo.manifest().fp == "strict"));
+  Result<CompiledObject> compiled = hit ? Result<CompiledObject>(CompiledObject{})
+                                        : config.compile ? config.compile(cargo, v, allow_quick)
+                                                         : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
   XC_TRY(compiled);
+  if (hit) {
+    compiled->object = std::move(*hit);
+    compiled->cache_enabled = compiled->cache_hit = true;
+  }
   const std::string what = cargo.manifest().name + " " + v.name;
   if (compiled->cache_damaged) {
     cache_corrupt++;

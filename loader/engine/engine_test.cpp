@@ -190,6 +190,52 @@ TEST_CASE("the disk cache spares a restarted engine the JIT, and survives damage
   CHECK(as_i64(e->invoke(r->digest, "add", i64s(5, 6)).output) == 11);
 }
 
+TEST_CASE("an engine whose objects come from a compile service reads that service's cache first", "[engine]") {
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  const std::string cache = dir / "cache";
+  {
+    auto e = engine(Prefer::bitcode, cache);  // writes the -O2 object into the cache
+    REQUIRE(e->load(cargo).ok());
+  }
+  int asked = 0;
+  auto service = [&] {
+    EngineConfig c;
+    c.prefer = Prefer::bitcode;
+    c.read_cache_dir = cache;
+    c.compile = [&](const Cargo&, const Variant&, bool) -> Result<CompiledObject> {
+      ++asked;
+      return Error(Errc::compile, "the service was asked");
+    };
+    auto e = Engine::create(c, test::vector_trust());
+    REQUIRE(e.ok());
+    return std::move(*e);
+  };
+  {
+    auto e = service();
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    CHECK(r->disk_cache_hit);
+    CHECK_FALSE(r->jit_compiled);
+    CHECK(asked == 0);
+    CHECK(e->stats().disk_cache_hits == 1);
+    CHECK(as_i64(e->invoke(r->digest, "add", i64s(1, 2)).output) == 3);
+  }
+  // A damaged entry is left for the service (which removes it and compiles again): asked.
+  std::string entry;
+  for (const auto& f : std::filesystem::directory_iterator(cache + "/jit")) {
+    entry = f.path();
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x55');
+  }
+  auto e = service();
+  auto r = e->load(cargo);
+  CHECK_FALSE(r.ok());
+  CHECK(asked == 1);
+  CHECK(std::filesystem::exists(entry));
+}
+
 TEST_CASE("a quick tier runs until tier_up replaces it with -O2's code; writable globals get -O2 at once", "[engine][tiers]") {
   test::ScratchDir dir;
   EngineConfig c;

@@ -478,7 +478,7 @@ struct UcxServer::Impl {
         }
         // A client's requests only: not the handshake, lanes themselves, loader-to-loader
         // forwards, replies or unknown types. No client writes them, so the lane is read no
-        // more (logged every 1000th, a flood of them through a lane wrote 1 MB of log a second).
+        // more (they were dropped and logged every 1000th: a flood of them wrote 1 MB of log a second).
         if (!by_lane(type)) {
           l.stop();
           log("stopped reading the shared-memory lane of " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") +

@@ -257,17 +257,14 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
 Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up) {
   // The service's cache read here first: the cargo was verified by this engine, and the key
   // names its digest (a damaged entry is left to the service, which removes it).
-  std::optional<Bytes> hit;
+  std::optional<CompiledObject> hit;
   if (config.compile && !tier_up && read_cache.enabled())
-    hit = read_cache.get(cache_key(cargo.digest(), v, jit->host(), cargo.manifest().fp == "strict"));
-  Result<CompiledObject> compiled = hit ? Result<CompiledObject>(CompiledObject{})
-                                        : config.compile ? config.compile(cargo, v, allow_quick)
-                                                         : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
+    if (auto object = read_cache.get(cache_key(cargo.digest(), v, jit->host(), cargo.manifest().fp == "strict")))
+      hit = CompiledObject{std::move(*object), true, true};
+  Result<CompiledObject> compiled = hit                ? Result<CompiledObject>(std::move(*hit))
+                                    : config.compile ? config.compile(cargo, v, allow_quick)
+                                                     : compile_or_fetch(*jit, cache, cargo, v, allow_quick);
   XC_TRY(compiled);
-  if (hit) {
-    compiled->object = std::move(*hit);
-    compiled->cache_enabled = compiled->cache_hit = true;
-  }
   const std::string what = cargo.manifest().name + " " + v.name;
   if (compiled->cache_damaged) {
     cache_corrupt++;

@@ -1,7 +1,7 @@
 // The monitor: promotion and time-outs.
 #include "monitor.h"
 
-#include <thread>
+#include <algorithm>
 
 #include "timing.h"
 
@@ -15,17 +15,16 @@ Monitor::Monitor(const std::vector<std::unique_ptr<Slot>>& slots, std::chrono::n
                  std::chrono::nanoseconds limit, Hooks hooks)
     : slots_(slots), promote_ns_(promote_after.count()), limit_ns_(limit.count()), hooks_(std::move(hooks)) {}
 
-bool Monitor::tick(int64_t now) {
+int64_t Monitor::tick(int64_t now) {
   if (hard_exit_at_ && now > hard_exit_at_) {
-    hooks_.force_exit();
-    return true;
+    if (!exit_forced_) hooks_.force_exit();  // ends the process (tests count it)
+    exit_forced_ = true;
+    return kNever;
   }
-  bool busy = false;
   for (const auto& sp : slots_) {
     Slot& s = *sp;
     const int64_t since = s.since.load();
     if (!since) continue;
-    busy = true;
     int expected = 1;
     if (now - since > promote_ns_ && s.phase.load() == 1 && s.phase.compare_exchange_strong(expected, 2)) hooks_.depose(s);
     if (now - since > limit_ns_ && !hard_exit_at_) {
@@ -33,37 +32,56 @@ bool Monitor::tick(int64_t now) {
       hard_exit_at_ = now + std::chrono::nanoseconds(timing::kRestartGrace).count();
     }
   }
-  return busy || hard_exit_at_;
+  return due();
+}
+
+int64_t Monitor::due() const {
+  int64_t next = hard_exit_at_ && !exit_forced_ ? hard_exit_at_ + 1 : kNever;
+  for (const auto& sp : slots_) {
+    const Slot& s = *sp;
+    const int64_t since = s.since.load();
+    if (!since) continue;
+    if (s.phase.load() == 1) next = std::min(next, since + promote_ns_ + 1);  // the first ns tick() deposes at
+    if (!hard_exit_at_) next = std::min(next, since + limit_ns_ + 1);
+  }
+  return next;
 }
 
 void Monitor::run(const std::atomic<bool>& quit) {
   const int64_t idle_ns = std::chrono::nanoseconds(timing::kMonitorIdle).count();
   int64_t last_busy = steady_ns();
   while (!quit) {
-    std::this_thread::sleep_for(timing::kMonitorTick);
     const int64_t now = steady_ns();
-    if (tick(now)) last_busy = now;
-    else if (now - last_busy > idle_ns) {
-      std::unique_lock<std::mutex> l(mu_);
-      asleep_ = true;
-      cv_.wait(l, [&] { return !asleep_ || stopping_; });
-      last_busy = steady_ns();
+    int64_t next = tick(now);
+    if (next != kNever) last_busy = now;
+    else if (now - last_busy < idle_ns) next = now + std::min(promote_ns_, limit_ns_);  // requests may follow: see started()
+    std::unique_lock<std::mutex> l(mu_);
+    // Published before the second look: a request that starts meanwhile either is seen by
+    // it or sees this deadline in started() (both sequentially consistent).
+    sleeping_until_.store(next);
+    if (stopping_ || due() < next) {
+      sleeping_until_.store(kAwake);
+      continue;
     }
+    if (next == kNever) cv_.wait(l, [&] { return woken_ || stopping_; });
+    else cv_.wait_until(l, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)), [&] { return woken_ || stopping_; });
+    if (woken_) last_busy = steady_ns();
+    woken_ = false;
+    sleeping_until_.store(kAwake);
   }
 }
 
-void Monitor::wake() {
-  if (asleep_.load(std::memory_order_relaxed)) {
-    std::lock_guard<std::mutex> l(mu_);
-    asleep_ = false;
-    cv_.notify_one();
-  }
+void Monitor::started(const Slot& s) {
+  const int64_t first = s.since.load() + (s.phase.load() == 1 ? promote_ns_ : limit_ns_);
+  if (sleeping_until_.load() <= first) return;  // looking now (kAwake), or due before it matters
+  std::lock_guard<std::mutex> l(mu_);
+  woken_ = true;
+  cv_.notify_one();
 }
 
 void Monitor::stop() {
   std::lock_guard<std::mutex> l(mu_);
   stopping_ = true;
-  asleep_ = false;
   cv_.notify_all();
 }
 

@@ -62,9 +62,9 @@ inline constexpr std::chrono::milliseconds kWaryAfterConnect = 500ms;
 // How often the thread that turns the stop signal into quit looks at the flag.
 inline constexpr std::chrono::milliseconds kStopPoll = 50ms;
 
-// The monitor looks at the executors this often while any runs a request...
-inline constexpr std::chrono::microseconds kMonitorTick = 500us;
-// ... and sleeps until one does after this long without any.
+// The monitor looks at the executors when a running request's promotion or limit is due,
+// and within promote_after while requests come; after this long without any it sleeps until
+// one starts.
 inline constexpr std::chrono::milliseconds kMonitorIdle = 100ms;
 // After a time-out the worker must have told the client and ended within this; else the
 // monitor ends it.

@@ -800,7 +800,7 @@ struct UcxServer::Impl {
     Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
     s.since = steady_ns();
     s.phase = 3;
-    monitor->wake();
+    monitor->started(s);
     std::optional<Step> r;
     const Client* c = eps.find(ep);
     const std::string* who = c ? c->origin.get() : nullptr;
@@ -852,7 +852,7 @@ struct UcxServer::Impl {
         me.job.store(j);
         me.since = steady_ns();
         me.phase = 1;
-        monitor->wake();
+        monitor->started(me);
         bool failed = false;
         Step r = execute(me, *j, &failed);
         last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply

@@ -62,9 +62,20 @@ Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options
 // The cargo is verified as a job would verify it; the service holds the same rights as its
 // jobs, and the worker parsed the same bytes first. nullopt: a job answers (a miss, or
 // anything a job would refuse); *damaged: a damaged entry was removed.
+// A miss is found before the signatures are checked (the key needs only the cargo parsed):
+// the worker reads the cache itself, so what reaches the service is mostly a miss, and the
+// job verifies it anyway (0.5 to 1 ms of a quick tier's push saved).
 std::optional<CompiledObject> cached(const Jit& jit, const DiskCache& cache, const Options& o, const Request& req, bool* damaged) {
   *damaged = false;
   if (!cache.enabled()) return std::nullopt;
+  {
+    auto parsed = load_cargo(req.cargo, nullptr, o.limits);
+    if (!parsed.ok()) return std::nullopt;  // the job says what is wrong
+    const Variant* v = nullptr;
+    for (const Variant& x : parsed->manifest().variants)
+      if (x.name == req.variant && x.kind == VariantKind::bitcode) v = &x;
+    if (!v || !cache.has(cache_key(parsed->digest(), *v, jit.host(), parsed->manifest().fp == "strict"))) return std::nullopt;
+  }
   auto trust = TrustStore::load(o.trust);
   if (!trust.ok()) return std::nullopt;
   auto cargo = load_cargo(req.cargo, &*trust, o.limits);

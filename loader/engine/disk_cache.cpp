@@ -93,6 +93,8 @@ std::optional<Bytes> DiskCache::get(const std::string& key, bool* corrupt) const
   return std::nullopt;
 }
 
+bool DiskCache::has(const std::string& key) const { return enabled() && ::access(path_of(key).c_str(), F_OK) == 0; }
+
 Status DiskCache::put(const std::string& key, ByteView object, const std::vector<KeyId>& signers) const {
   if (!enabled()) return {};
   if (read_only_) return Error(Errc::invalid_argument, dir_ + ": this process only reads the cache");

@@ -26,6 +26,8 @@ public:
   bool enabled() const { return !dir_.empty(); }
   // nullopt on a miss. A damaged entry is deleted and reported as a miss with *corrupt set.
   std::optional<Bytes> get(const std::string& key, bool* corrupt = nullptr) const;
+  // Whether an entry is stored under key (whole or damaged: get says which).
+  bool has(const std::string& key) const;
   // Stores object under key, compiled from a cargo that `signers` (trusted when it was
   // verified) signed.
   Status put(const std::string& key, ByteView object, const std::vector<KeyId>& signers) const;

@@ -51,6 +51,9 @@ inline constexpr std::chrono::microseconds kBatchRun = 20us;
 // TCP interface (epoll_wait, 2 to 3 us here with the sandbox's filter), which a lane request
 // arriving meanwhile would wait out. Requests through UCX wait up to this much longer then.
 inline constexpr std::chrono::microseconds kLaneProgressEvery = 20us;
+// A leader with a follower fetches a quick-tier cargo's -O2 code after this long without
+// requests (at most `spin`): a client's next request after its push's reply comes sooner.
+inline constexpr std::chrono::microseconds kTierUpAfterIdle = 500us;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.

@@ -877,10 +877,13 @@ struct UcxServer::Impl {
         last_activity = now;
         continue;
       }
-      // Nothing to do this moment: a cargo running its quick tier gets -O2's code now, in
+      // Nothing to do for a moment: a cargo running its quick tier gets -O2's code now, in
       // this thread while a follower leads (or, with no follower, once idle: requests wait
-      // meanwhile). The wait is the compile service's -O2 compile, begun at the push.
-      if (handler->tier_up_pending() && (slots.size() > 1 || now - last_activity >= opt.spin) &&
+      // meanwhile). The wait is the compile service's -O2 compile, begun at the push. Not at
+      // once after the push's reply: its client's first invocation, on its way, would wait
+      // for the follower to wake (1 to 4 ms of the first call here).
+      if (handler->tier_up_pending() &&
+          now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin) &&
           !tiering.exchange(true)) {
         depose(me);
         handler->tier_up();

@@ -871,7 +871,10 @@ struct UcxServer::Impl {
         if (mine) post(j->ep, j->serial, std::move(r));  // the new leader sends it
         return;
       }
-      if (posted) continue;
+      if (posted) {  // replies of requests another thread ran: their clients' next requests follow, as after execute()
+        last_activity = now;
+        continue;
+      }
       if (!progress_due(now)) continue;
       if ((ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0)) {  // more to do before deciding we are idle
         last_activity = now;

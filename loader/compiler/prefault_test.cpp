@@ -57,4 +57,7 @@ TEST_CASE("the JIT's warm-up compiles its own module into an object that imports
   auto undefined = (*jit)->undefined_symbols(*obj, "warm-up");
   REQUIRE(undefined.ok());
   CHECK(std::set<std::string>(undefined->begin(), undefined->end()) == std::set<std::string>{"xc_node_id", "xc_reply"});
+  auto addrs = (*jit)->link(*obj, "warm-up", Jit::warm_up_entries());  // as Engine::warm_up links it
+  REQUIRE(addrs.ok());
+  CHECK(addrs->size() == Jit::warm_up_entries().size());
 }

@@ -345,7 +345,7 @@ void Engine::warm_up() {
   if (!object.ok()) return;  // a warm-up only: the first push pays instead
   (void)object_loaded_size(*object, "warm-up");
   (void)impl_->jit->undefined_symbols(*object, "warm-up");
-  (void)impl_->jit->link(*object, "warm-up", {"warm_up"});  // no cargo's name: digest/variant
+  (void)impl_->jit->link(*object, "warm-up", Jit::warm_up_entries());  // no cargo's name: digest/variant
 }
 
 bool Engine::Impl::load_kept(const Digest& digest) {

@@ -45,6 +45,8 @@ public:
   // compile in a process pays for lazy initialisation, symbol binding and page faults
   // (about 40 ms of a 50 ms first compile of a tiny cargo here), the real one then not.
   Result<Bytes> warm_up() const;
+  // The entry symbols warm_up's object defines.
+  static const std::vector<std::string>& warm_up_entries();
 
   // The object's undefined symbols, for the allow-list check before anything is linked.
   Result<std::vector<std::string>> undefined_symbols(ByteView object, const std::string& what) const;

@@ -12,7 +12,6 @@
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/shm.h>
 
 #include "xcargo/ucx.h"
@@ -261,12 +260,6 @@ private:
         else nap_until_ = now;
       } else if (now > spin_until_) {
         c_.sleep(10);  // long waits sleep instead of spinning
-      } else if (now - start_ > kYieldAfter && now - last_yield_ > kYieldEvery) {
-        // Polling, but not hogging: the node may be on this host, its processes (a compile
-        // job woken for this push, say) queued behind this thread on its core. Without the
-        // yield a JIT push's compile job waited 1 to 3 ms here to run (2 cores).
-        ::sched_yield();
-        last_yield_ = Clock::now();
       }
       return true;
     }
@@ -282,13 +275,11 @@ private:
     // linking take 0.5 to 2 ms, and waking from a sleep when it comes cost 0.2 to 0.6 ms.
     static constexpr std::chrono::microseconds kFirstSpin{3000};
     static constexpr std::chrono::microseconds kWakeEarly{500};
-    // While polling past kYieldAfter, the thread yields its core every kYieldEvery.
-    static constexpr std::chrono::microseconds kYieldAfter{50}, kYieldEvery{20};
     UcxConnection& c_;
     const uint64_t kind_;
     bool untimed_ = true;
     int quiet_ = 0;
-    Clock::time_point start_, deadline_, spin_until_, nap_until_, last_yield_;
+    Clock::time_point start_, deadline_, spin_until_, nap_until_;
   };
 
   // Sleeps until UCX has an event or ms pass; a node writing a reply into the lane meanwhile

@@ -296,18 +296,35 @@ Status Engine::Impl::check_object(ByteView object, const std::string& what) cons
 
 bool Engine::tier_up_pending() const { return impl_->tier_ups.load(std::memory_order_relaxed) > 0; }
 
-std::vector<TierUpReport> Engine::tier_up() {
+bool Engine::tier_up_ready() const {
+  const Impl& m = *impl_;
+  if (!m.read_cache.enabled() || !m.config.compile) return false;
+  std::shared_lock l(m.mu);
+  bool any = false;
+  for (const auto& [digest, c] : m.cargos) {
+    const std::shared_ptr<const Cargo> cargo = std::atomic_load(&c->tier_up);
+    if (!cargo) continue;
+    for (const Variant& v : cargo->manifest().variants)
+      if (v.name == c->summary.variant &&
+          !m.read_cache.has(cache_key(cargo->digest(), v, m.jit->host(), cargo->manifest().fp == "strict")))
+        return false;
+    any = true;
+  }
+  return any;
+}
+
+std::vector<TierUpReport> Engine::tier_up(bool ready) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.load_mu);
   std::vector<std::shared_ptr<Loaded>> pending;
   {
     std::shared_lock l(m.mu);
     for (const auto& [digest, c] : m.cargos)
-      if (c->tier_up) pending.push_back(c);
+      if (std::atomic_load(&c->tier_up)) pending.push_back(c);
   }
   std::vector<TierUpReport> out;
   for (const auto& c : pending) {
-    std::shared_ptr<const Cargo> cargo = std::move(c->tier_up);
+    std::shared_ptr<const Cargo> cargo = std::atomic_exchange(&c->tier_up, std::shared_ptr<const Cargo>());  // tier_up_ready reads it
     m.tier_ups--;
     TierUpReport r{c->summary.digest, c->summary.name, c->summary.version, c->summary.variant};
     const Variant* v = nullptr;
@@ -315,7 +332,7 @@ std::vector<TierUpReport> Engine::tier_up() {
       if (x.name == c->summary.variant) v = &x;
     if (!v) continue;  // the digest names the bytes: cannot happen
     const auto t1 = Clock::now();
-    auto compiled = m.bitcode_object(*cargo, *v, false, true);
+    auto compiled = m.bitcode_object(*cargo, *v, false, !ready);
     r.object_ms = ms_since(t1);
     const std::string what = cargo->manifest().name + " " + v->name;
     Status ok = compiled.ok() ? m.check_object(compiled->object, what) : Status(compiled.error());

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "codegen.h"
 #include "engine.h"
+#include "jit.h"
 #include "runtime.h"
 #include "support.h"
 #include "xcargo/abi.h"
@@ -282,6 +284,52 @@ TEST_CASE("a quick tier runs until tier_up replaces it with -O2's code; writable
   CHECK_FALSE((*e)->tier_up_pending());
   CHECK(as_i64((*e)->invoke(rc->digest, "tick", {}).output) == 1);
   CHECK(as_i64((*e)->invoke(rc->digest, "tick", {}).output) == 2);
+}
+
+TEST_CASE("a quick tier from a compile service is replaced from its cache once -O2's object is there, without asking it", "[engine][tiers]") {
+  // The service: a JIT and a cache of its own (the compile job answers the quick tier, then
+  // stores -O2's object, which the test does below when it chooses).
+  test::ScratchDir dir;
+  const std::string cache_dir = dir / "cache";
+  auto jit = Jit::create();
+  REQUIRE(jit.ok());
+  auto cache = DiskCache::open(cache_dir);
+  REQUIRE(cache.ok());
+  int asked = 0;
+  EngineConfig c;
+  c.prefer = Prefer::bitcode;
+  c.jit_tiers = true;
+  c.read_cache_dir = cache_dir;
+  c.compile = [&](const Cargo& cargo, const Variant& v, bool allow_quick) {
+    ++asked;
+    return compile_or_fetch(**jit, *cache, cargo, v, allow_quick);
+  };
+  auto e = Engine::create(c, test::vector_trust());
+  REQUIRE(e.ok());
+  const Bytes hello = build_example(dir, "hello/hello.c");
+  auto r = (*e)->load(hello);
+  REQUIRE(r.ok());
+  REQUIRE(r->quick_tier);
+  CHECK(asked == 1);
+  CHECK_FALSE((*e)->tier_up_ready());  // -O2's object is not in the cache yet
+  const TrustStore trust = test::vector_trust();
+  auto loaded = load_cargo(hello, &trust);  // the job's own verification: the entry records the trusted signer
+  REQUIRE(loaded.ok());
+  for (const Variant& v : loaded->manifest().variants)
+    if (v.kind == VariantKind::bitcode) {
+      auto o2 = compile_or_fetch(**jit, *cache, *loaded, v, false);
+      REQUIRE(o2.ok());
+      CHECK(o2->store_error.empty());
+    }
+  CHECK((*e)->tier_up_ready());
+  auto ups = (*e)->tier_up(true);
+  REQUIRE(ups.size() == 1);
+  CHECK(ups[0].error.empty());
+  CHECK(ups[0].disk_cache_hit);
+  CHECK(asked == 1);  // read from the cache by the engine itself
+  CHECK_FALSE((*e)->tier_up_pending());
+  CHECK_FALSE((*e)->tier_up_ready());  // nothing left to tier up
+  CHECK(as_i64((*e)->invoke(r->digest, "add", i64s(20, 22)).output) == 42);
 }
 
 TEST_CASE("untrusted and tampered cargos are refused at load", "[engine]") {

@@ -146,8 +146,8 @@ Reply Handler::push(ByteView header, ByteView data) {
   return {MsgType::push_reply, encode(r), {}};
 }
 
-void Handler::tier_up() {
-  for (const TierUpReport& r : engine_.tier_up()) {
+void Handler::tier_up(bool ready) {
+  for (const TierUpReport& r : engine_.tier_up(ready)) {
     const std::string what = r.name + " " + log_word(r.version) + " digest " + short_digest(r.digest) + " variant " + r.variant;
     if (!r.error.empty()) {
       log_("tier-up failed: " + what + ": " + r.error + "; its entries keep running the quick tier's code");

@@ -79,7 +79,8 @@ public:
   // Whether a pushed bitcode cargo still runs its quick tier; tier_up() gives it -O2's code
   // (waiting for the compile service) and logs a line per cargo.
   bool tier_up_pending() const { return engine_.tier_up_pending(); }
-  void tier_up();
+  bool tier_up_ready() const { return engine_.tier_up_ready(); }
+  void tier_up(bool ready = false);
 
   // Counters of the transport (the UCX server's) that stats replies add to the engine's.
   // Called from whichever thread answers a stats request.

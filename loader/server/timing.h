@@ -54,6 +54,12 @@ inline constexpr std::chrono::microseconds kLaneProgressEvery = 20us;
 // A leader with a follower fetches a quick-tier cargo's -O2 code after this long without
 // requests (at most `spin`): a client's next request after its push's reply comes sooner.
 inline constexpr std::chrono::microseconds kTierUpAfterIdle = 500us;
+// ... looks whether that code is in the compile service's cache at most this often (a system
+// call per look) ...
+inline constexpr std::chrono::milliseconds kTierUpLook = 5ms;
+// ... and past this (a cache it cannot read, a failed compile), waits for the compile service
+// in a thread of its own.
+inline constexpr std::chrono::milliseconds kTierUpWait = 2000ms;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.

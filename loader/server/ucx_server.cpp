@@ -148,6 +148,7 @@ struct UcxServer::Impl {
   const Client* last_accepted = nullptr;  // compared only: the probe's own connection is no cause to be wary
   std::atomic<bool> quit{false};
   std::atomic<bool> tiering{false};  // a thread is in handler->tier_up()
+  Clock::time_point tier_up_since{}, last_tier_look{};  // leader only: the tier-up's first look, and its latest
   bool started = false;              // start_threads ran
   std::vector<std::thread> threads;  // what start_threads started; run() joins them
 
@@ -880,18 +881,33 @@ struct UcxServer::Impl {
         last_activity = now;
         continue;
       }
-      // Nothing to do for a moment: a cargo running its quick tier gets -O2's code now, in
-      // this thread while a follower leads (or, with no follower, once idle: requests wait
-      // meanwhile). The wait is the compile service's -O2 compile, begun at the push. Not at
-      // once after the push's reply: its client's first invocation, on its way, would wait
-      // for the follower to wake (1 to 4 ms of the first call here).
-      if (handler->tier_up_pending() &&
-          now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin) &&
-          !tiering.exchange(true)) {
-        depose(me);
-        handler->tier_up();
-        tiering = false;
-        return;
+      // Nothing to do for a moment: a cargo running its quick tier gets -O2's code. Once the
+      // compile service's -O2 object (begun at the push) is in its cache, this thread reads
+      // and links it itself (a millisecond or so; looked for at most every kTierUpLook).
+      // Else, after kTierUpWait, it waits for the service in this thread while a follower
+      // leads (or, with no follower, once idle: requests wait meanwhile). Not at once after
+      // the push's reply: its client's first invocation, on its way, would wait for the
+      // follower to wake (1 to 4 ms of the first call here).
+      if (handler->tier_up_pending() && !tiering &&
+          now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin)) {
+        if (now - last_tier_look >= timing::kTierUpLook) {
+          last_tier_look = now;
+          if (tier_up_since == Clock::time_point{}) tier_up_since = now;
+          if (handler->tier_up_ready()) {
+            tiering = true;
+            handler->tier_up(true);
+            tiering = false;
+            tier_up_since = {};
+            continue;
+          }
+        }
+        if (now - tier_up_since >= timing::kTierUpWait && !tiering.exchange(true)) {
+          tier_up_since = {};
+          depose(me);
+          handler->tier_up();
+          tiering = false;
+          return;
+        }
       }
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.

@@ -125,8 +125,9 @@ struct Engine::Impl {
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
   // The object for a bitcode variant (the compile service's, or compiled here), counted and
   // its cache events logged. tier_up: the -O2 object of a quick tier, compiled since the push
-  // (counted a compile, wherever it comes from).
-  Result<CompiledObject> bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up = false);
+  // (counted a compile, wherever it comes from); ready: it is in the cache, read here first.
+  Result<CompiledObject> bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up = false,
+                                        bool ready = false);
   // What linking the object would allocate, then the allow-list, before any of it is linked.
   Status check_object(ByteView object, const std::string& what) const;
 };
@@ -254,11 +255,12 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   return report;
 }
 
-Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up) {
+Result<CompiledObject> Engine::Impl::bitcode_object(const Cargo& cargo, const Variant& v, bool allow_quick, bool tier_up,
+                                                    bool ready) {
   // The service's cache read here first: the cargo was verified by this engine, and the key
   // names its digest (a damaged entry is left to the service, which removes it).
   std::optional<CompiledObject> hit;
-  if (config.compile && !tier_up && read_cache.enabled())
+  if (config.compile && (!tier_up || ready) && read_cache.enabled())
     if (auto object = read_cache.get(cache_key(cargo.digest(), v, jit->host(), cargo.manifest().fp == "strict")))
       hit = CompiledObject{std::move(*object), true, true};
   Result<CompiledObject> compiled = hit                ? Result<CompiledObject>(std::move(*hit))
@@ -332,7 +334,7 @@ std::vector<TierUpReport> Engine::tier_up(bool ready) {
       if (x.name == c->summary.variant) v = &x;
     if (!v) continue;  // the digest names the bytes: cannot happen
     const auto t1 = Clock::now();
-    auto compiled = m.bitcode_object(*cargo, *v, false, !ready);
+    auto compiled = m.bitcode_object(*cargo, *v, false, true, ready);
     r.object_ms = ms_since(t1);
     const std::string what = cargo->manifest().name + " " + v->name;
     Status ok = compiled.ok() ? m.check_object(compiled->object, what) : Status(compiled.error());

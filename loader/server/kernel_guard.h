@@ -29,6 +29,7 @@ struct Slot {
   pthread_t thread{};
   std::atomic<int> phase{0};
   std::atomic<int64_t> since{0};          // when its request started (steady clock, ns); 0 idle
+  std::atomic<bool> kernel{false};        // that request runs a kernel (the time limit applies); stored before since
   std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
   sigjmp_buf env;
   volatile sig_atomic_t in_kernel = 0;

@@ -29,8 +29,9 @@ public:
   static constexpr int64_t kNever = INT64_MAX;
 
   // One look at the executors at now (steady clock, ns): a leader running one request
-  // longer than promote_after is deposed (its phase 1 -> 2, once); the first request past
-  // the limit is timed out, and kRestartGrace later the process is ended. Returns when the
+  // longer than promote_after is deposed (its phase 1 -> 2, once); the first kernel past
+  // the limit is timed out (Slot::kernel: a push waiting for its compile is not), and
+  // kRestartGrace later the process is ended. Returns when the
   // next look is due for the requests running now (their promotion or limit, the forced
   // exit), or kNever if none runs.
   int64_t tick(int64_t now);

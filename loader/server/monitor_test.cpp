@@ -41,6 +41,7 @@ TEST_CASE("a leader busy past promote_after is deposed once", "[monitor]") {
   Recorder r;
   Monitor m(s, 1ms, 10s, r.hooks());
   const int64_t t0 = 1000 * ms;
+  s[1]->kernel = true;
   s[1]->since = t0;
   s[1]->phase = 1;
   CHECK(m.tick(t0 + ms / 2) == t0 + ms + 1);  // busy, not yet long: the next look is at its promotion
@@ -57,8 +58,10 @@ TEST_CASE("an inline kernel is never deposed; past the limit it is timed out, on
   Recorder r;
   Monitor m(s, 1ms, 2s, r.hooks());
   const int64_t t0 = 1000 * ms;
+  s[0]->kernel = true;
   s[0]->since = t0;
   s[0]->phase = 3;
+  s[2]->kernel = true;
   s[2]->since = t0 + 500 * ms;
   s[2]->phase = 2;  // deposed already, still running
   CHECK(m.tick(t0 + 1500 * ms) == t0 + 2000 * ms + 1);  // the inline one's limit comes first
@@ -78,6 +81,27 @@ TEST_CASE("an inline kernel is never deposed; past the limit it is timed out, on
   CHECK(r.exits == 1);
 }
 
+TEST_CASE("a request that runs no kernel (a push waiting for its compile) is deposed but never timed out", "[monitor]") {
+  auto s = slots(2);
+  Recorder r;
+  Monitor m(s, 1ms, 2s, r.hooks());
+  const int64_t t0 = 1000 * ms;
+  s[0]->kernel = false;
+  s[0]->since = t0;
+  s[0]->phase = 1;
+  CHECK(m.tick(t0 + 2 * ms) == Monitor::kNever);  // deposed; no limit to look for
+  CHECK(r.deposed == std::vector<Slot*>{s[0].get()});
+  CHECK(m.tick(t0 + 10000 * ms) == Monitor::kNever);
+  CHECK(r.timed_out.empty());
+  CHECK(r.exits == 0);
+  s[1]->kernel = true;  // a kernel beside it is timed out as ever
+  s[1]->since = t0 + 9000 * ms;
+  s[1]->phase = 2;
+  CHECK(m.tick(t0 + 10000 * ms) == t0 + 11000 * ms + 1);
+  m.tick(t0 + 11001 * ms);
+  CHECK(r.timed_out == std::vector<Slot*>{s[1].get()});
+}
+
 TEST_CASE("the monitor thread sleeps while idle and wakes for a request", "[monitor]") {
   auto s = slots(1);
   std::atomic<int> deposed{0};
@@ -85,6 +109,7 @@ TEST_CASE("the monitor thread sleeps while idle and wakes for a request", "[moni
   std::atomic<bool> quit{false};
   std::thread t([&] { m.run(quit); });
   std::this_thread::sleep_for(timing::kMonitorIdle * 3);  // asleep by now
+  s[0]->kernel = true;
   s[0]->since = steady_ns();
   s[0]->phase = 1;
   m.started(*s[0]);

@@ -799,6 +799,7 @@ struct UcxServer::Impl {
   // queue it.
   bool run_inline(MsgType type, ucp_ep_h ep, ByteView header, ByteView data) {
     Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
+    s.kernel = true;
     s.since = steady_ns();
     s.phase = 3;
     monitor->started(s);
@@ -851,6 +852,9 @@ struct UcxServer::Impl {
         }
         last_activity = Clock::now();
         me.job.store(j);
+        // The time limit is a kernel's: a push waits for its compile (bounded by the compile
+        // service's own limit), and timing it out restarted the worker for every cargo.
+        me.kernel = j->type == MsgType::invoke || j->type == MsgType::forward;
         me.since = steady_ns();
         me.phase = 1;
         monitor->started(me);

@@ -12,8 +12,9 @@ int64_t steady_ns() {
 }
 
 Monitor::Monitor(const std::vector<std::unique_ptr<Slot>>& slots, std::chrono::nanoseconds promote_after,
-                 std::chrono::nanoseconds limit, Hooks hooks)
-    : slots_(slots), promote_ns_(promote_after.count()), limit_ns_(limit.count()), hooks_(std::move(hooks)) {}
+                 std::chrono::nanoseconds limit, Hooks hooks, std::chrono::nanoseconds request_limit)
+    : slots_(slots), promote_ns_(promote_after.count()), limit_ns_(limit.count()),
+      request_limit_ns_(std::max(limit.count(), request_limit.count())), hooks_(std::move(hooks)) {}
 
 int64_t Monitor::tick(int64_t now) {
   if (hard_exit_at_ && now > hard_exit_at_) {
@@ -27,7 +28,7 @@ int64_t Monitor::tick(int64_t now) {
     if (!since) continue;
     int expected = 1;
     if (now - since > promote_ns_ && s.phase.load() == 1 && s.phase.compare_exchange_strong(expected, 2)) hooks_.depose(s);
-    if (now - since > limit_ns_ && !hard_exit_at_ && s.kernel.load()) {  // a push waiting for its compile is not a kernel
+    if (now - since > limit_of(s) && !hard_exit_at_) {
       hooks_.time_out(s);
       hard_exit_at_ = now + std::chrono::nanoseconds(timing::kRestartGrace).count();
     }
@@ -42,7 +43,7 @@ int64_t Monitor::due() const {
     const int64_t since = s.since.load();
     if (!since) continue;
     if (s.phase.load() == 1) next = std::min(next, since + promote_ns_ + 1);  // the first ns tick() deposes at
-    if (!hard_exit_at_ && s.kernel.load()) next = std::min(next, since + limit_ns_ + 1);
+    if (!hard_exit_at_) next = std::min(next, since + limit_of(s) + 1);
   }
   return next;
 }
@@ -73,7 +74,7 @@ void Monitor::run(const std::atomic<bool>& quit) {
 
 void Monitor::started(const Slot& s) {
   const int64_t since = s.since.load();
-  const int64_t first = s.phase.load() == 1 ? since + promote_ns_ : s.kernel.load() ? since + limit_ns_ : kNever;
+  const int64_t first = since + (s.phase.load() == 1 ? promote_ns_ : limit_of(s));
   if (sleeping_until_.load() <= first) return;  // looking now (kAwake), or due before it matters
   std::lock_guard<std::mutex> l(mu_);
   woken_ = true;

@@ -23,14 +23,16 @@ public:
     std::function<void(Slot&)> time_out;   // s ran past the limit: tell its client, restart
     std::function<void()> force_exit;      // the restart did not complete within kRestartGrace
   };
+  // limit: a kernel's; other requests (a push waiting for its compile) get request_limit,
+  // at least limit.
   Monitor(const std::vector<std::unique_ptr<Slot>>& slots, std::chrono::nanoseconds promote_after,
-          std::chrono::nanoseconds limit, Hooks hooks);
+          std::chrono::nanoseconds limit, Hooks hooks, std::chrono::nanoseconds request_limit = {});
 
   static constexpr int64_t kNever = INT64_MAX;
 
   // One look at the executors at now (steady clock, ns): a leader running one request
-  // longer than promote_after is deposed (its phase 1 -> 2, once); the first kernel past
-  // the limit is timed out (Slot::kernel: a push waiting for its compile is not), and
+  // longer than promote_after is deposed (its phase 1 -> 2, once); the first request past
+  // its limit (Slot::kernel: a kernel's, else request_limit) is timed out, and
   // kRestartGrace later the process is ended. Returns when the
   // next look is due for the requests running now (their promotion or limit, the forced
   // exit), or kNever if none runs.
@@ -48,7 +50,8 @@ public:
 
 private:
   const std::vector<std::unique_ptr<Slot>>& slots_;
-  const int64_t promote_ns_, limit_ns_;
+  const int64_t promote_ns_, limit_ns_, request_limit_ns_;
+  int64_t limit_of(const Slot& s) const { return s.kernel.load() ? limit_ns_ : request_limit_ns_; }
   Hooks hooks_;
   int64_t hard_exit_at_ = 0;
   bool exit_forced_ = false;

@@ -81,25 +81,29 @@ TEST_CASE("an inline kernel is never deposed; past the limit it is timed out, on
   CHECK(r.exits == 1);
 }
 
-TEST_CASE("a request that runs no kernel (a push waiting for its compile) is deposed but never timed out", "[monitor]") {
+TEST_CASE("a request that runs no kernel (a push waiting for its compile) has the longer request limit", "[monitor]") {
   auto s = slots(2);
   Recorder r;
-  Monitor m(s, 1ms, 2s, r.hooks());
+  Monitor m(s, 1ms, 2s, r.hooks(), 130s);
   const int64_t t0 = 1000 * ms;
   s[0]->kernel = false;
   s[0]->since = t0;
   s[0]->phase = 1;
-  CHECK(m.tick(t0 + 2 * ms) == Monitor::kNever);  // deposed; no limit to look for
+  CHECK(m.tick(t0 + 2 * ms) == t0 + 130000 * ms + 1);  // deposed; next: its own limit
   CHECK(r.deposed == std::vector<Slot*>{s[0].get()});
-  CHECK(m.tick(t0 + 10000 * ms) == Monitor::kNever);
+  CHECK(m.tick(t0 + 10000 * ms) == t0 + 130000 * ms + 1);  // past a kernel's limit: not timed out
   CHECK(r.timed_out.empty());
-  CHECK(r.exits == 0);
-  s[1]->kernel = true;  // a kernel beside it is timed out as ever
+  s[1]->kernel = true;  // a kernel beside it is timed out at its own
   s[1]->since = t0 + 9000 * ms;
   s[1]->phase = 2;
   CHECK(m.tick(t0 + 10000 * ms) == t0 + 11000 * ms + 1);
   m.tick(t0 + 11001 * ms);
   CHECK(r.timed_out == std::vector<Slot*>{s[1].get()});
+  Recorder r2;  // and the push, alone, at its own
+  Monitor m2(s, 1ms, 2s, r2.hooks(), 130s);
+  s[1]->since = 0;
+  m2.tick(t0 + 130001 * ms);
+  CHECK(r2.timed_out == std::vector<Slot*>{s[0].get()});
 }
 
 TEST_CASE("the monitor thread sleeps while idle and wakes for a request", "[monitor]") {

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -167,6 +168,11 @@ struct UcxServer::Impl {
   };
   std::vector<HandlerArg> args = std::vector<HandlerArg>(kAmIds);
 
+  // A request that runs no kernel (a push waiting for the compile service, which may be
+  // compiling another cargo's -O2 code for up to its own limit): timed out only past that.
+  std::chrono::seconds request_limit() const {
+    return std::max(std::chrono::seconds(int64_t(std::ceil(opt.timeout_s))), timing::kCompileLimit + std::chrono::seconds(10));
+  }
   std::string limit_text() const {
     char s[32];
     std::snprintf(s, sizeof s, "%g s", opt.timeout_s);
@@ -1070,7 +1076,9 @@ struct UcxServer::Impl {
   }
   // s ran past the limit: its client is told, then the worker restarts.
   void time_out(Slot& s) {
-    const std::string what = "the kernel ran past the time limit of " + limit_text();
+    const std::string what = s.kernel ? "the kernel ran past the time limit of " + limit_text()
+                                      : "the request (no kernel: a push waiting for its compile) ran past its limit of " +
+                                            std::to_string(request_limit().count()) + " s";
     const bool inline_run = s.phase.load() == 3;
     set_incident(what);
     // Ending before the reply leaves: a client that gets it and sends at once must be
@@ -1216,7 +1224,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
                                                          m.handler->flush_runs(true);
                                                          flush_log();  // the restart did not complete: force it
                                                          _exit(75);
-                                                       }});
+                                                       }}, m.request_limit());
   install_fault_handlers();
   return s;
 }

@@ -96,6 +96,30 @@ measure srss0 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"
 adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
 adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
 adversary faults.xcargo spin timeout "$RESTART_REPS" "time limit of $RESTART_LIMIT s"
+# A push runs no kernel: one that waits for its compile behind another cargo's slow -O2
+# compile is not timed out (the attack that found this had another user's push refused as
+# 'ran past the time limit', and the worker restarted under every client). Unoptimized
+# bitcode of many inlined loops: its quick tier is fast, its -O2 compile takes seconds.
+python3 - > slowo2.c <<'PY'
+print('#include <xcargo/kernel.h>')
+n = 60
+for i in range(n):
+    print(f'static inline __attribute__((always_inline)) int64_t f{i}(int64_t x, int64_t y) {{ int64_t a[16]; '
+          f'for (int k = 0; k < 16; k++) a[k] = x * {i + 2} + k * y; '
+          f'for (int r = 0; r < 8; r++) for (int k = 0; k < 16; k++) '
+          f'a[k] = a[(k * 7 + r) & 15] ^ (a[k] * {2 * i + 3}) + (a[(k + 1) & 15] >> (r + 1)); '
+          f'int64_t s = 0; for (int k = 0; k < 16; k++) s += a[k] * (k + {i}); return s; }}')
+print('XC_ENTRY int big(xc_ctx *ctx, const void *in, size_t n) { int64_t x = (int64_t)n, s = 0;')
+for i in range(n):
+    print(f'  s += f{i}(x + {i}, s);')
+print('  return xc_reply(ctx, &s, sizeof s); }')
+PY
+"$X" build slowo2.c -O 0 -t bitcode --name slowo2 -o slowo2.xcargo --key "$KEY" 2>>"$DISCARD"
+"$X" build "$SRC/examples/hello/hello.c" -t bitcode --name second -o second.xcargo --key "$KEY" 2>>"$DISCARD"
+WORKER_BEFORE=$(worker)
+expect 0 'pushed' -- "$X" push slowo2.xcargo --to "$NODE"
+expect 0 'pushed' -- "$X" push second.xcargo --to "$NODE"
+check "a push waiting behind another's slow compile did not restart the worker" test "$(worker)" = "$WORKER_BEFORE"
 adversary adv.xcargo stack_overflow crashed "$RESTART_REPS" 'signal 11'
 adversary adv.xcargo wild_code crashed "$RESTART_REPS" 'signal 11'
 adversary adv.xcargo wild_ctx crashed "$RESTART_REPS" 'signal 11'

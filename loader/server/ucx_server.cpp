@@ -900,9 +900,9 @@ struct UcxServer::Impl {
       // follower to wake (1 to 4 ms of the first call here).
       if (handler->tier_up_pending() && !tiering &&
           now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin)) {
+        if (tier_up_since == Clock::time_point{}) tier_up_since = now;  // kTierUpWait counts from here
         if (now - last_tier_look >= timing::kTierUpLook) {
           last_tier_look = now;
-          if (tier_up_since == Clock::time_point{}) tier_up_since = now;
           if (handler->tier_up_ready()) {
             tiering = true;
             handler->tier_up(true);

@@ -34,7 +34,14 @@ struct Loaded {
   // The trusted keys whose signatures verified, at load and at later pushes of the same
   // cargo signed by other keys (changed only under load_mu).
   std::vector<KeyId> signers;
-  std::atomic<std::shared_ptr<const std::string>> signed_by;  // the same, for log lines
+  // "signed by ...", the same for log lines: the latest of signed_by_texts, which keeps every
+  // text it pointed to (an invocation reads it without a lock; it grows under load_mu).
+  std::atomic<const std::string*> signed_by{nullptr};
+  std::vector<std::unique_ptr<const std::string>> signed_by_texts;
+  void set_signed_by(std::string text) {
+    signed_by_texts.push_back(std::make_unique<const std::string>(std::move(text)));
+    signed_by.store(signed_by_texts.back().get(), std::memory_order_release);
+  }
   std::atomic<bool> revoked{false};  // it may not run any more (update_trust): see why
   mutable std::mutex why_mu;
   std::string why;                   // the refusal, for invoke's message
@@ -80,12 +87,22 @@ void add_signers(const TrustStore& trust, Loaded& c, const Cargo& copy) {
       added += ", " + signer_text(s);
     }
   if (added.empty()) return;
-  c.signed_by.store(std::make_shared<const std::string>(*c.signed_by.load() + added));
+  c.set_signed_by(*c.signed_by.load() + added);
   std::string why = refusal(trust, c);
   std::lock_guard<std::mutex> why_lock(c.why_mu);
   c.revoked = !why.empty();
   c.why = std::move(why);
 }
+
+// A thread's last cargo entry run on an engine (Engine::Impl::id): loaded cargos are never
+// erased or replaced (cargos only grows), nor are their entries, so the pointers stay good.
+struct LastRun {
+  uint64_t engine = 0;
+  Digest digest{};
+  std::string entry;
+  Loaded* cargo = nullptr;
+  Entry* e = nullptr;
+};
 
 }  // namespace
 
@@ -123,6 +140,15 @@ struct Engine::Impl {
   bool load_kept(const Digest& digest);
   void log_kept(const LoadReport& r) const;
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
+  // The cargo, or null if it is not loaded (nor kept by an earlier worker, loaded now unless
+  // quick_only: *later then says an executor should load it).
+  Loaded* find(const Digest& digest, bool quick_only, bool* later);
+
+  // This engine, among those a process made (tests make several, one after another).
+  const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  static inline std::atomic<uint64_t> next_id{1};
+  // A thread's last cargo entry run on an engine, found again without a lock or a lookup.
+  static inline thread_local LastRun t_last;
   // The object for a bitcode variant (the compile service's, or compiled here), counted and
   // its cache events logged. tier_up: the -O2 object of a quick tier, compiled since the push
   // (counted a compile, wherever it comes from); ready: it is in the cache, read here first.
@@ -241,7 +267,7 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   for (const Signer& s : cargo->signers())
     if (s.trusted) loaded->signers.push_back(s.key_id);
   report.signed_by = signed_by_text(*cargo);
-  loaded->signed_by.store(report.signed_by);
+  loaded->set_signed_by(*report.signed_by);
   for (size_t i = 0; i < v.entries.size(); ++i)
     loaded->entries[v.entries[i].entry].fn = reinterpret_cast<EntryFn>((*addrs)[i]);
   if (quick) {
@@ -251,7 +277,7 @@ Result<LoadReport> Engine::Impl::load(Bytes bytes) {
   if (kept && keeping)
     if (auto s = kept->keep(report.digest, *loaded->bytes); !s.ok()) log("not kept for the next worker: " + s.error().message());
   std::unique_lock lock(mu);
-  cargos[report.digest] = std::move(loaded);
+  cargos.emplace(report.digest, std::move(loaded));  // never replaced, never erased (LastRun)
   return report;
 }
 
@@ -394,7 +420,7 @@ void Engine::Impl::log_kept(const LoadReport& r) const {
       (r.signed_by ? ", " + *r.signed_by : ""));
 }
 
-std::shared_ptr<const std::string> Engine::signed_by(const Digest& digest) const {
+const std::string* Engine::signed_by(const Digest& digest) const {
   std::shared_lock lock(impl_->mu);
   auto it = impl_->cargos.find(digest);
   return it == impl_->cargos.end() ? nullptr : it->second->signed_by.load();
@@ -465,31 +491,51 @@ std::optional<InvokeResult> Engine::invoke_if_quick(const Digest& digest, std::s
   return impl_->invoke(digest, entry, input, true);
 }
 
+Loaded* Engine::Impl::find(const Digest& digest, bool quick_only, bool* later) {
+  {
+    std::shared_lock lock(mu);
+    if (auto it = cargos.find(digest); it != cargos.end()) return it->second.get();
+  }
+  if (!kept) return nullptr;
+  // Kept by an earlier worker: loaded now (not inline: a load takes a while).
+  if (quick_only) {
+    *later = !kept_was_refused(digest) && kept->contains(digest);
+    return nullptr;
+  }
+  if (!load_kept(digest)) return nullptr;
+  std::shared_lock lock(mu);
+  auto it = cargos.find(digest);
+  return it == cargos.end() ? nullptr : it->second.get();
+}
+
 std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::string_view entry, ByteView input,
                                                  bool quick_only) {
   InvokeResult r;
-  std::shared_ptr<Loaded> cargo;
-  {
-    std::shared_lock lock(mu);
-    if (auto it = cargos.find(digest); it != cargos.end()) cargo = it->second;
-  }
-  if (!cargo && kept) {  // kept by an earlier worker: loaded now (not inline: a load takes a while)
-    if (quick_only && !kept_was_refused(digest) && kept->contains(digest)) return std::nullopt;  // an executor loads it
-    if (!quick_only && load_kept(digest)) {
-      std::shared_lock lock(mu);
-      if (auto it = cargos.find(digest); it != cargos.end()) cargo = it->second;
+  LastRun& last = t_last;
+  Loaded* cargo = nullptr;
+  Entry* found = nullptr;
+  if (last.engine == id && last.digest == digest && last.entry == entry) {
+    cargo = last.cargo;
+    found = last.e;
+  } else {
+    bool later = false;
+    cargo = find(digest, quick_only, &later);
+    if (later) return std::nullopt;  // an executor loads it
+    if (!cargo) {
+      invocations++;
+      invocations_failed++;
+      r.status = wire::ReplyStatus::not_loaded;
+      r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
+      return r;
+    }
+    if (auto it = cargo->entries.find(entry); it != cargo->entries.end()) {
+      found = &it->second;
+      last = {id, digest, std::string(entry), cargo, found};
     }
   }
-  if (!cargo) {
-    invocations++;
-    invocations_failed++;
-    r.status = wire::ReplyStatus::not_loaded;
-    r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
-    return r;
-  }
   r.variant = cargo->summary.variant;
-  r.signed_by = cargo->signed_by.load();
-  if (cargo->revoked) {
+  r.signed_by = cargo->signed_by.load(std::memory_order_acquire);
+  if (cargo->revoked.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> why_lock(cargo->why_mu);
     r.message = cargo->why;  // empty: allowed again since
   }
@@ -499,8 +545,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     r.status = wire::ReplyStatus::refused;
     return r;
   }
-  auto it = cargo->entries.find(entry);
-  if (it == cargo->entries.end()) {
+  if (!found) {
     invocations++;
     invocations_failed++;
     r.status = wire::ReplyStatus::no_entry;
@@ -509,7 +554,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     r.message = "cargo " + cargo->summary.name + " has no entry '" + std::string(entry) + "' (entries: " + names + ")";
     return r;
   }
-  Entry& e = it->second;
+  Entry& e = *found;
   // Quick: the latest kQuickRuns runs in a row were (4x more after each misjudged run, and
   // never after three), not counting the first, which pays for page faults. A run slowed
   // by preemption only restarts the count.

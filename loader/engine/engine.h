@@ -71,7 +71,7 @@ struct InvokeResult {
   Bytes output;
   std::string message;  // for failures: what went wrong, in a message for people
   std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
-  std::shared_ptr<const std::string> signed_by;  // the cargo's trusted signers, for log lines (LoadReport)
+  const std::string* signed_by = nullptr;  // the cargo's trusted signers, for log lines (LoadReport); kept for the engine's life
 };
 
 struct LoadReport {
@@ -126,8 +126,8 @@ public:
   size_t load_kept(size_t* refused, std::chrono::milliseconds budget);
   // Whether loads are kept: only by the worker that serves (a standby only reads).
   void keep_cargos(bool on);
-  // The loaded cargo's LoadReport::signed_by, or null if it is not loaded.
-  std::shared_ptr<const std::string> signed_by(const Digest& digest) const;
+  // The loaded cargo's LoadReport::signed_by (good for the engine's life), or null if it is not loaded.
+  const std::string* signed_by(const Digest& digest) const;
   // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose
   // signers is trusted any more, or that a rule of the directory refuses (a revoked digest, a
   // version below a minimum), stop running (refused, with the reason) until allowed again.

@@ -111,6 +111,29 @@ TEST_CASE("hello runs natively and from JIT-compiled bitcode", "[engine]") {
   }
 }
 
+TEST_CASE("a thread invoking one cargo on two engines runs each engine's own copy", "[engine]") {
+  // Engine::invoke remembers a thread's last cargo entry (no lock, no lookup when it runs it
+  // again): per engine, also when an engine is replaced by one made where it was.
+  test::ScratchDir dir;
+  Bytes cargo = build_example(dir, "hello/hello.c");
+  auto native = engine(Prefer::native);
+  auto jit = engine(Prefer::bitcode);
+  auto a = native->load(cargo);
+  auto b = jit->load(cargo);
+  REQUIRE((a.ok() && b.ok()));
+  REQUIRE(a->digest == b->digest);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(native->invoke(a->digest, "add", i64s(i, 1)).variant == native->host().arch);
+    CHECK(jit->invoke(a->digest, "add", i64s(i, 1)).variant == "bitcode");
+  }
+  CHECK(native->invoke(a->digest, "add", i64s(1, 1)).variant == native->host().arch);
+  native.reset();
+  auto fresh = engine(Prefer::native);
+  CHECK(fresh->invoke(a->digest, "add", i64s(1, 1)).status == wire::ReplyStatus::not_loaded);
+  CHECK(jit->invoke(a->digest, "greet", {}).status == wire::ReplyStatus::ok);
+  CHECK(jit->invoke(a->digest, "mul", {}).status == wire::ReplyStatus::no_entry);
+}
+
 TEST_CASE("unknown digests and entries are reported, not crashes", "[engine]") {
   test::ScratchDir dir;
   auto e = engine();

@@ -258,7 +258,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     run.hop = hop;
     run.forwarded_to = res->forward ? int64_t(res->forward->node) : -1;
     run.kernel_ns = res->kernel_ns;
-    run.signed_by = res->signed_by ? &*res->signed_by : nullptr;
+    run.signed_by = res->signed_by;
     run.origin = RequestOrigin::current();
     if (every_run_) runs_.write_full(run);
     else runs_.ran(run);

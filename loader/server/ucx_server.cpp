@@ -814,7 +814,7 @@ struct UcxServer::Impl {
     const std::string* who = c ? c->origin.get() : nullptr;
     RequestOrigin origin(who);
     if (!guarded(s, [&] {
-          r = type == MsgType::invoke ? handler->invoke(header, data, c ? c->address : Bytes(), true) : handler->forward(header, data, true);
+          r = type == MsgType::invoke ? handler->invoke(header, data, c ? ByteView(c->address) : ByteView(), true) : handler->forward(header, data, true);
         }))
       r = Step{failure_reply(s, request_id_of(type, header), true, about(type, header, who)), reply_to_of(type, header)};
     s.since = 0;

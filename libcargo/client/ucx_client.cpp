@@ -294,11 +294,21 @@ private:
     if (lane_) lane_.set_client_idle(false);
   }
   // Sends a request through the lane if it has one, the request fits a slot and a slot is free.
-  bool lane_send(MsgType type, ByteView header, ByteView data) {
+  // flush: tells a sleeping worker at once (lane_flush); else the caller does before it
+  // waits (pipelined requests: a fence per request waited for each slot's cache lines).
+  bool lane_send(MsgType type, ByteView header, ByteView data, bool flush = true) {
     if (!lane_ || type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || !lane::fits(header, data)) return false;
     const lane::Ring r = lane_.requests();
     if (!r.has_room(lane_sent_, &lane_taken_)) return false;
     r.write(lane_sent_++, type, header, data);
+    lane_unflushed_ = true;
+    if (flush) lane_flush();
+    return true;
+  }
+  // After requests written into the lane: a kick if the worker may be asleep.
+  void lane_flush() {
+    if (!lane_unflushed_) return;
+    lane_unflushed_ = false;
     lane::fence();
     if (lane_.worker_idle()) {  // it may be asleep: a kick wakes it (sealed, as every request)
       ucp_request_param_t p{};
@@ -307,7 +317,6 @@ private:
       ucs_status_ptr_t req = UCX->ucp_am_send_nbx(ep_, unsigned(MsgType::kick), kick_.data(), kick_.size(), nullptr, 0, &p);
       if (UCS_PTR_IS_PTR(req)) UCX->ucp_request_free(req);  // not expected: FORCE_IMM_CMPL
     }
-    return true;
   }
   // Whether to call UCX's progress now. With a lane, while UCX has nothing to do, at most
   // every kLaneProgressEvery: a progress call over TCP is a system call (epoll_wait, 2 to
@@ -493,7 +502,7 @@ protected:
     std::erase_if(outgoing_, [](const Outgoing& o) { return o.done; });
     const auto id = leading_request_id(type, header);
     if (!id) return Error(Errc::invalid_argument, "a pipelined request needs a request id");
-    if (lane_send(type, header, data)) return awaited_.push_back(*id), Status{};
+    if (lane_send(type, header, data, false)) return awaited_.push_back(*id), Status{};
     auto failed = [&](ucs_status_ptr_t req) {
       return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(req)));
     };
@@ -534,6 +543,10 @@ protected:
         }
       if (failed_) return lost();
       if (lane_ && lane_poll()) continue;
+      if (lane_unflushed_) {  // no reply to take: the requests sent since, before waiting
+        lane_flush();
+        continue;
+      }
       if (progress_due() && (ucx_busy_ = UCX->ucp_worker_progress(w_->worker()) != 0)) continue;
       if (!wait.idle()) {
         unanswered_ = true;
@@ -608,7 +621,8 @@ private:
   uint64_t lane_taken_ = 0;                // the node's count of requests taken, as last read
   Bytes lane_buf_;                         // a reply copied out of it
   Bytes kick_;                             // a kick's header: the session token
-  uint64_t lane_polls_ = 0;                // progress_due
+  uint64_t lane_polls_ = 0;
+  bool lane_unflushed_ = false;  // requests written since the last lane_flush                // progress_due
   bool ucx_busy_ = false;                  // the last progress call did something
   Clock::time_point last_progress_{};
   ucs_status_t fail_status_ = UCS_OK;

@@ -47,13 +47,19 @@ Ring::Got Lane::next(wire::MsgType* type, ByteView* header, ByteView* data, std:
   return g;
 }
 
-bool Lane::reply(wire::MsgType type, ByteView header, ByteView data, bool* kick) {
+bool Lane::reply(wire::MsgType type, ByteView header, ByteView data) {
   const Ring r = seg_.replies();
   if (broken_ || !used_ || !fits(header, data) || !r.has_room(next_reply_, &replies_taken_)) return false;
   r.write(next_reply_++, type, header, data);
-  fence();
-  *kick = seg_.client_idle();
+  ++unflushed_;
   return true;
+}
+
+bool Lane::flush() {
+  if (!unflushed_) return false;
+  unflushed_ = 0;
+  fence();
+  return seg_.client_idle();
 }
 
 }  // namespace xcargo::loader

@@ -37,8 +37,13 @@ public:
   // Writes a reply if the client has written a request into the lane (so it attached the
   // segment and reads it: a client that could not attach it, another uid's, say, gets all
   // its replies through UCX), the reply fits and its slot is free; false: it goes another
-  // way (UCX). *kick: the client sleeps, and needs a kick to see it.
-  bool reply(wire::MsgType type, ByteView header, ByteView data, bool* kick);
+  // way (UCX). A client polling the lane sees it; one that sleeps needs a kick, which
+  // flush() tells (one fence for a batch of replies: a fence per reply waits, each time,
+  // until the slot's cache lines have reached the client's core).
+  bool reply(wire::MsgType type, ByteView header, ByteView data);
+  // After replies: whether the client sleeps and needs a kick to see them.
+  bool flush();
+  uint32_t unflushed() const { return unflushed_; }  // replies since the last flush()
   void set_idle(bool idle) const { seg_.set_worker_idle(idle); }
   bool broken() const { return broken_; }
   // Reads nothing more from the lane and writes nothing more into it (a client broke the protocol).
@@ -56,6 +61,7 @@ private:
   uint64_t replies_taken_ = 0;  // the client's count, as last read (Ring::has_room)
   bool broken_ = false;
   bool used_ = false;  // a request came through it
+  uint32_t unflushed_ = 0;
   Bytes buf_;
 };
 

@@ -469,7 +469,8 @@ struct UcxServer::Impl {
     bool any = false;
     for (const std::shared_ptr<Lane>& lp : lanes) {
       Lane& l = *lp;
-      for (int n = 0; n < timing::kReadyBatch; ++n) {
+      int n = 0;
+      for (; n < timing::kReadyBatch; ++n) {
         MsgType type{};
         ByteView h, d;
         std::string why;
@@ -495,6 +496,12 @@ struct UcxServer::Impl {
         }
         lane_requests.fetch_add(1, std::memory_order_relaxed);
         intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
+      }
+      // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
+      // or after a batch's worth: a client still sending requests is awake.
+      if (l.unflushed() && (n == 0 || l.unflushed() >= uint32_t(timing::kReadyBatch))) {
+        if (Client* c = eps.find(l.ep()); c && c->lane == lp) flush_lane(*c);
+        else l.flush();
       }
     }
     return any;
@@ -540,25 +547,38 @@ struct UcxServer::Impl {
     if (!c) return;
     if (c->probe) return send_on(ep, std::move(r));
     if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
-    if (c->lane && r.type != MsgType::lane_reply) {  // the lane's offer goes before its client has the lane
-      bool kick = false;
-      if (c->lane->reply(r.type, r.header, r.data, &kick)) {
-        if (!kick) return;
-        // The client sleeps: a kick through UCX wakes it, counted below as a reply it has not
-        // read (a client that set its idle flag and never let UCX deliver made the worker
-        // queue a kick per reply, uncounted: 456 MB in 60 s; found by an attacker helper).
-        r = Reply{MsgType::kick, {}, {}};
-      }
+    if (c->lane && r.type != MsgType::lane_reply &&  // the lane's offer goes before its client has the lane
+        c->lane->reply(r.type, r.header, r.data)) {
+      return;  // a kick, if its client sleeps, once the lane is empty (poll_lanes)
     }
+    send_ucx(ep, *c, std::move(r));
+  }
+  // After replies written into c's lane: if its client sleeps, a kick through UCX wakes it,
+  // counted as a reply it has not read (a client that set its idle flag and never let UCX
+  // deliver made the worker queue a kick per reply, uncounted: 456 MB in 60 s; found by an
+  // attacker helper).
+  void flush_lane(Client& c) {
+    if (c.lane && c.lane->flush()) send_ucx(c.lane->ep(), c, Reply{MsgType::kick, {}, {}});
+  }
+  // Every lane's replies not flushed yet: before the leader runs a request that may take a
+  // while, or the worker ends.
+  void flush_lanes() {
+    for (const std::shared_ptr<Lane>& l : lanes)
+      if (l->unflushed())
+        if (Client* c = eps.find(l->ep()); c && c->lane == l) flush_lane(*c);
+        else l->flush();
+  }
+  // A reply through UCX, counted among its client's unread replies until UCX has sent it.
+  void send_ucx(ucp_ep_h ep, Client& c, Reply&& r) {
     const uint64_t size = unread_charge(r.header.size() + r.data.size());
-    if (std::string why = unread_over_limit(c->usage.get(), c->key_usage.get(), size, largest()); !why.empty()) {
-      if (c->closing) return;
-      log("closing the connection from " + c->peer + (c->session.who.empty() ? "" : " (" + c->session.who + ")") + ": " + why);
-      c->closing = true;
-      Connections::doom(*c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
+    if (std::string why = unread_over_limit(c.usage.get(), c.key_usage.get(), size, largest()); !why.empty()) {
+      if (c.closing) return;
+      log("closing the connection from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why);
+      c.closing = true;
+      Connections::doom(c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
       return;
     }
-    send_on(ep, std::move(r), {}, 0, c->usage, c->key_usage);
+    send_on(ep, std::move(r), {}, 0, c.usage, c.key_usage);
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
@@ -864,6 +884,7 @@ struct UcxServer::Impl {
         me.since = steady_ns();
         me.phase = 1;
         monitor->started(me);
+        flush_lanes();
         bool failed = false;
         Step r = execute(me, *j, &failed);
         last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply
@@ -981,6 +1002,7 @@ struct UcxServer::Impl {
   // supervisor starts a fresh one.
   void flush_and_quit() {
     ::prctl(PR_SET_NAME, "xcargo-ending");  // no longer the serving worker in ps and pgrep
+    flush_lanes();
     // No new connections to a worker about to go: a client reconnecting at once must reach
     // the next worker, not this one (its transport ports vanish with it).
     if (listener) {

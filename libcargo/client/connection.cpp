@@ -14,12 +14,13 @@ using namespace wire;
 
 namespace {
 
-// Decodes a reply header and checks that it answers request `id`.
+// Decodes a reply header and checks that it answers request `id` (the peer's name only
+// for errors: it is a string made on each call).
 template <class Decode>
-auto decode_reply(const std::string& peer, ByteView header, uint64_t id, Decode decode) -> decltype(decode(header)) {
+auto decode_reply(const Connection& c, ByteView header, uint64_t id, Decode decode) -> decltype(decode(header)) {
   auto r = decode(header);
-  if (!r.ok()) return Error(Errc::malformed, peer + ": " + r.error().message());
-  if (r->request_id != id) return Error(Errc::malformed, peer + ": reply to another request");
+  if (!r.ok()) return Error(Errc::malformed, c.peer() + ": " + r.error().message());
+  if (r->request_id != id) return Error(Errc::malformed, c.peer() + ": reply to another request");
   return r;
 }
 
@@ -33,9 +34,12 @@ uint64_t Connection::first_request_id() {
 
 Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
   for (int resent = 0;; ++resent) {
-    Bytes sealed_header;
     ByteView h = header;
-    if (token_) h = sealed_header = sealed(header);
+    if (token_) {  // sealed into a buffer kept for the next request (sealed again after a reconnect)
+      sealed_.assign(header.begin(), header.end());
+      sealed_.insert(sealed_.end(), token_->begin(), token_->end());
+      h = sealed_;
+    }
     if (type != MsgType::hello && type != MsgType::auth && lost_before_sending()) {
       XC_TRY(reconnect());
       continue;  // sealed again with the new session's token
@@ -86,7 +90,7 @@ Status Connection::handshake(const SigningKey* identity, const std::string& iden
   const uint64_t id = next_id_++;
   auto f = request(MsgType::lane, MsgType::lane_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, id, decode_lane_offer);
+  auto r = decode_reply(*this, f->header, id, decode_lane_offer);
   XC_TRY(r);
   if (r->status == ReplyStatus::ok) take_lane(*r);  // else, or if it cannot be attached here: UCX only
   return {};
@@ -142,7 +146,7 @@ Status Connection::authenticate(const SigningKey& key, const std::string& identi
   const uint64_t rid = next_id_++;
   auto f = request(MsgType::auth, MsgType::auth_reply, encode(Auth{rid, key.public_key().raw, *sig}), {});
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, rid, decode_auth_reply);
+  auto r = decode_reply(*this, f->header, rid, decode_auth_reply);
   XC_TRY(r);
   if (r->status != ReplyStatus::ok)
     return Error(Errc::unauthenticated, peer() + ": the node refused identity " + id + " (" + identity_path + "): " + r->message)
@@ -157,14 +161,14 @@ Result<PushReply> Connection::push(ByteView cargo) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::push, MsgType::push_reply, encode(Push{id, cargo.size()}), cargo);
   XC_TRY(f);
-  return decode_reply(peer(), f->header, id, decode_push_reply);
+  return decode_reply(*this, f->header, id, decode_push_reply);
 }
 
 Result<bool> Connection::has(const Digest& digest) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::has, MsgType::has_reply, encode(Has{id, digest}), {});
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, id, decode_has_reply);
+  auto r = decode_reply(*this, f->header, id, decode_has_reply);
   XC_TRY(r);
   return r->has;
 }
@@ -185,7 +189,9 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   const uint64_t id = next_id_++;
   auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
   XC_TRY(f);
-  return invoke_reply(*f, id);
+  auto r = invoke_reply(*f, id);
+  spare_header_ = std::move(f->header);  // the next reply's header goes there
+  return r;
 }
 
 Bytes Connection::sealed(ByteView header) const {
@@ -200,7 +206,7 @@ Result<InvokeReply> Connection::invoke_reply(Frame& f, uint64_t id) const {
   if (f.type != MsgType::result)
     return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
                                       ", got " + std::to_string(int(f.type)));
-  auto r = decode_reply(peer(), f.header, id, decode_result);
+  auto r = decode_reply(*this, f.header, id, decode_result);
   XC_TRY(r);
   if (r->output_size != f.data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
   if (r->status == ReplyStatus::unauthenticated) return denied(r->message);
@@ -296,7 +302,7 @@ Result<Listing> Connection::list() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::list, MsgType::list_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
-  XC_TRY(decode_reply(peer(), f->header, id, decode_request));
+  XC_TRY(decode_reply(*this, f->header, id, decode_request));
   auto l = decode_listing(f->data);
   if (!l.ok()) return Error(Errc::malformed, peer() + ": " + l.error().message());
   return l;
@@ -306,7 +312,7 @@ Result<RemoteRegion> Connection::region(const std::string& name) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::region, MsgType::region_reply, encode(RegionQuery{id, name}), {});
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, id, decode_region_reply);
+  auto r = decode_reply(*this, f->header, id, decode_region_reply);
   XC_TRY(r);
   if (r->status != ReplyStatus::ok)
     return Error(Errc::remote, peer() + ": region '" + name + "': " + status_name(r->status))
@@ -330,7 +336,7 @@ Status Connection::get(const RemoteRegion& region, uint64_t offset, void* out, s
   const uint64_t id = next_id_++;
   auto f = request(MsgType::region_read, MsgType::region_data, encode(RegionRead{id, offset, len, region.name}), {});
   XC_TRY(f);
-  auto r = decode_reply(peer(), f->header, id, decode_region_data);
+  auto r = decode_reply(*this, f->header, id, decode_region_data);
   XC_TRY(r);
   if (r->status != ReplyStatus::ok)
     return Error(Errc::remote, peer() + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
@@ -350,7 +356,7 @@ Result<std::vector<Counter>> Connection::stats() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::stats, MsgType::stats_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
-  XC_TRY(decode_reply(peer(), f->header, id, decode_request));
+  XC_TRY(decode_reply(*this, f->header, id, decode_request));
   auto c = decode_counters(f->data);
   if (!c.ok()) return Error(Errc::malformed, peer() + ": " + c.error().message());
   return c;

@@ -362,6 +362,7 @@ private:
     }
     if ((expect_id_ && id != expect_id_) || reply_ready_) return true;  // not the answer to this request
     reply_.type = type;
+    if (reply_.header.capacity() == 0) reply_.header.swap(spare_header_);
     reply_.header.assign(h.begin(), h.end());
     reply_.data.assign(d.begin(), d.end());
     reply_ready_ = true;

@@ -105,6 +105,8 @@ protected:
   virtual bool wants_lane() const { return false; }
   virtual void take_lane(const wire::LaneOffer&) {}
   Bytes sealed(ByteView header) const;  // header, then the session's token once authenticated
+  // The last invocation's reply header, its buffer kept for the next reply's (no allocation).
+  Bytes spare_header_;
   // A new connection to the same node, handshake included, for a request the node answered
   // `restarting` (it was replacing its worker): retried while the connection is refused,
   // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).
@@ -137,6 +139,7 @@ private:
   std::string identity_id_;
   uint16_t verbs_ = 0;
   std::optional<wire::SessionToken> token_;  // once authenticated: ends every request's header
+  Bytes sealed_;  // the request being sent, sealed (its buffer reused)
   uint64_t session_ = 0;  // handshakes so far: a reconnect starts a new session
 };
 

@@ -235,13 +235,14 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.request_id = request_id;
   r.node_id = engine_.config().node_id;
   r.hops = hop;
-  Bytes reply_to = hop ? Bytes(reply_address.begin(), reply_address.end()) : Bytes();
+  // Where the result goes: a forward's client, by its address (copied only for a result).
+  auto reply_to = [&] { return hop ? Bytes(reply_address.begin(), reply_address.end()) : Bytes(); };
   const char* what = hop ? "forward: " : "invoke: ";
   if (input.size() > max_input_) {
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(input.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
     note_request(std::string("refused ") + what + r.message);
-    return Step{{MsgType::result, encode(r), {}}, std::move(reply_to)};
+    return Step{{MsgType::result, encode(r), {}}, reply_to()};
   }
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
   if (!res) return std::nullopt;
@@ -281,7 +282,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
   r.kernel_ns = res->kernel_ns;
-  return Step{{MsgType::result, encode(r), std::move(res->output)}, std::move(reply_to)};
+  return Step{{MsgType::result, encode(r), std::move(res->output)}, reply_to()};
 }
 
 Reply Handler::list(ByteView header) {

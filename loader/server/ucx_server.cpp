@@ -706,7 +706,8 @@ struct UcxServer::Impl {
           p->sent.insert(f.digest);
         }
       data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
-      peers->send(*p, {MsgType::forward, encode(f), std::move(data)}, [this, f, node, ep = p->ep](const std::string& why) {
+      Bytes header = encode(f);
+      peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, f = std::move(f), node, ep = p->ep](const std::string& why) {
         if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
         undelivered(f, node, why);
       });

@@ -1039,6 +1039,7 @@ struct UcxServer::Impl {
     do {
       drain_outbox();
       if (!lanes.empty()) poll_lanes();
+      flush_lanes();  // the replies just written, whether or not their clients sent more
       UCX->ucp_worker_progress(w->worker());
     } while (in_flight > 0 && Clock::now() < deadline);
     // Linger until the clients answered have closed their connections: a reply sent is not
@@ -1058,6 +1059,7 @@ struct UcxServer::Impl {
       if (!wanted) break;
       drain_outbox();
       if (!lanes.empty()) poll_lanes();
+      flush_lanes();
       w->progress_or_wait(1);
     }
     handler->flush_runs(true);

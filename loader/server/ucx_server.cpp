@@ -498,8 +498,10 @@ struct UcxServer::Impl {
         intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
       }
       // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
-      // or after a batch's worth: a client still sending requests is awake.
-      if (l.unflushed() && (n == 0 || l.unflushed() >= uint32_t(timing::kReadyBatch))) {
+      // or after a batch's worth: a client still sending requests is awake. With other lanes,
+      // at the end of its batch: the next lane's kernels (inline, if one misjudged as quick
+      // runs long) must not hold the kick of a client that sleeps.
+      if (l.unflushed() && (n == 0 || lanes.size() > 1 || l.unflushed() >= uint32_t(timing::kReadyBatch))) {
         if (Client* c = eps.find(l.ep()); c && c->lane == lp) flush_lane(*c);
         else l.flush();
       }

@@ -307,7 +307,7 @@ private:
   }
   // After requests written into the lane: a kick if the worker may be asleep.
   void lane_flush() {
-    if (!lane_unflushed_) return;
+    if (!lane_unflushed_ || !lane_) return;
     lane_unflushed_ = false;
     lane::fence();
     if (lane_.worker_idle()) {  // it may be asleep: a kick wakes it (sealed, as every request)
@@ -563,6 +563,7 @@ private:
       ::shmdt(lane_.base());
       lane_ = {};
       lane_sent_ = lane_read_ = lane_taken_ = 0;
+      lane_unflushed_ = false;
     }
     if (!ep_) {
       failed_ = true;
@@ -622,8 +623,8 @@ private:
   uint64_t lane_taken_ = 0;                // the node's count of requests taken, as last read
   Bytes lane_buf_;                         // a reply copied out of it
   Bytes kick_;                             // a kick's header: the session token
-  uint64_t lane_polls_ = 0;
-  bool lane_unflushed_ = false;  // requests written since the last lane_flush                // progress_due
+  uint64_t lane_polls_ = 0;                // progress_due
+  bool lane_unflushed_ = false;            // requests written since the last lane_flush
   bool ucx_busy_ = false;                  // the last progress call did something
   Clock::time_point last_progress_{};
   ucs_status_t fail_status_ = UCS_OK;

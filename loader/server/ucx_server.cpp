@@ -501,10 +501,7 @@ struct UcxServer::Impl {
       // or after a batch's worth: a client still sending requests is awake. With other lanes,
       // at the end of its batch: the next lane's kernels (inline, if one misjudged as quick
       // runs long) must not hold the kick of a client that sleeps.
-      if (l.unflushed() && (n == 0 || lanes.size() > 1 || l.unflushed() >= uint32_t(timing::kReadyBatch))) {
-        if (Client* c = eps.find(l.ep()); c && c->lane == lp) flush_lane(*c);
-        else l.flush();
-      }
+      if (l.unflushed() && (n == 0 || lanes.size() > 1 || l.unflushed() >= uint32_t(timing::kReadyBatch))) flush_lane(lp);
     }
     return any;
   }
@@ -555,20 +552,19 @@ struct UcxServer::Impl {
     }
     send_ucx(ep, *c, std::move(r));
   }
-  // After replies written into c's lane: if its client sleeps, a kick through UCX wakes it,
+  // After replies written into lane l: if its client sleeps, a kick through UCX wakes it,
   // counted as a reply it has not read (a client that set its idle flag and never let UCX
   // deliver made the worker queue a kick per reply, uncounted: 456 MB in 60 s; found by an
   // attacker helper).
-  void flush_lane(Client& c) {
-    if (c.lane && c.lane->flush()) send_ucx(c.lane->ep(), c, Reply{MsgType::kick, {}, {}});
+  void flush_lane(const std::shared_ptr<Lane>& l) {
+    Client* c = eps.find(l->ep());
+    if (l->flush() && c && c->lane == l) send_ucx(l->ep(), *c, Reply{MsgType::kick, {}, {}});
   }
   // Every lane's replies not flushed yet: before the leader runs a request that may take a
   // while, or the worker ends.
   void flush_lanes() {
     for (const std::shared_ptr<Lane>& l : lanes)
-      if (l->unflushed())
-        if (Client* c = eps.find(l->ep()); c && c->lane == l) flush_lane(*c);
-        else l->flush();
+      if (l->unflushed()) flush_lane(l);
   }
   // A reply through UCX, counted among its client's unread replies until UCX has sent it.
   void send_ucx(ucp_ep_h ep, Client& c, Reply&& r) {

@@ -177,8 +177,9 @@ protected:
     // address) is dropped, not taken for this request's reply.
     expect_id_ = leading_request_id(type, header);
     send_done_ = false;
+    bool via_lane = false;
     if (lane_send(type, header, data)) {
-      send_done_ = true;
+      send_done_ = via_lane = true;
     } else {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -190,7 +191,7 @@ protected:
       if (req == nullptr) send_done_ = true;
       else send_req_ = req;
     }
-    Waiting wait(*this, wait_kind(type, header));
+    Waiting wait(*this, wait_kind(type, header), via_lane ? lane_sent_ : 0);
     while (!(send_done_ && reply_ready_) && !(failed_ && !reply_ready_)) {
       if (lane_ && lane_poll()) continue;
       if (progress_due() && (ucx_busy_ = UCX->ucp_worker_progress(w_->worker()) != 0)) continue;
@@ -235,7 +236,8 @@ private:
   }
   class Waiting {
   public:
-    Waiting(UcxConnection& c, uint64_t kind) : c_(c), kind_(kind) {
+    // sent: for a request written into the lane, the count of requests written with it.
+    Waiting(UcxConnection& c, uint64_t kind, uint64_t sent = 0) : c_(c), kind_(kind), sent_(sent) {
       untimed_ = kind_ == kOther || kind_ != c_.last_kind_;
       if (untimed_) c_.last_wait_ = Clock::duration::zero();
     }
@@ -260,6 +262,13 @@ private:
         else nap_until_ = now;
       } else if (now > spin_until_) {
         c_.sleep(10);  // long waits sleep instead of spinning
+      } else if (sent_ && c_.lane_ && now - start_ >= kUntakenWait && c_.lane_.requests().taken_now() < sent_ &&
+                 (!c_.lane_.worker_idle() || now - start_ >= kUntakenIdleWait)) {
+        // The node has not taken the request from the lane although its leader polls (or
+        // was kicked a while ago): it is not running, most likely because this thread took
+        // its core (on 2 cores the node's leader, woken by the last reply, waited runnable
+        // behind this spin for its whole 3 ms). Sleep: its reply kicks this thread awake.
+        c_.sleep(1);
       }
       return true;
     }
@@ -275,8 +284,13 @@ private:
     // linking take 0.5 to 2 ms, and waking from a sleep when it comes cost 0.2 to 0.6 ms.
     static constexpr std::chrono::microseconds kFirstSpin{3000};
     static constexpr std::chrono::microseconds kWakeEarly{500};
+    // A request in the lane not taken after this long while the node polls, or kUntakenIdleWait
+    // while it sleeps (it was kicked), makes this thread sleep instead of spinning.
+    static constexpr std::chrono::microseconds kUntakenWait{100};
+    static constexpr std::chrono::microseconds kUntakenIdleWait{500};
     UcxConnection& c_;
     const uint64_t kind_;
+    const uint64_t sent_;
     bool untimed_ = true;
     int quiet_ = 0;
     Clock::time_point start_, deadline_, spin_until_, nap_until_;

@@ -159,6 +159,7 @@ private:
     auto ep = net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
     XC_TRY(ep);
     ep_ = *ep;
+    attached_at_ = Clock::now();
     timeout_ms_ = o_.connect_timeout_ms;
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
@@ -265,7 +266,11 @@ private:
         if (ms >= 1) c_.sleep(int(ms));
         else nap_until_ = now;
       } else if (now > spin_until_) {
-        c_.sleep(10);  // long waits sleep instead of spinning
+        // Long waits sleep instead of spinning; in short steps at first on a new connection:
+        // UCX 1.13 does not always wake a sleeping worker for a reply that arrives on a
+        // connection made a moment ago (the loader's kWaryAfterConnect): a first call over
+        // tcp to a loader started a moment before slept its whole step (16 ms, not 1.4).
+        c_.sleep(now - c_.attached_at_ < kWaryAfterConnect ? 1 : 10);
       } else if (sent_ && c_.lane_ && now - start_ >= kUntakenWait && c_.lane_.requests().taken_now() < sent_ &&
                  (!c_.lane_.worker_idle() || now - start_ >= kUntakenIdleWait)) {
         // The node has not taken the request from the lane although its leader polls (or
@@ -617,6 +622,8 @@ private:
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
   int timeout_ms_ = 5000;
+  Clock::time_point attached_at_{};  // the endpoint's connection (Waiting sleeps 1 ms at a time for a while)
+  static constexpr std::chrono::milliseconds kWaryAfterConnect{500};
   Clock::duration last_wait_{};  // the last reply's wait, and its kind (wait_kind), for Waiting
   uint64_t last_kind_ = kOther;
   Slot slots_[kMaxMsgType + 1] = {};

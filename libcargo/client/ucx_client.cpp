@@ -221,9 +221,9 @@ private:
   // kFirstSpin when no wait of this kind was timed, kPushSpin for a push (kMinSpin when the
   // last one was quick); if the last wait of the same kind (wait_kind) slept and took W,
   // sleep until kWakeEarly before W, then poll until 2 W (at most ConnectOptions::max_spin_us
-  // after the start); then sleep until the reply wakes this thread. A client calling the same kernel
-  // again catches its reply polling, with its core free for most of the kernel's run; a push
-  // or another kernel does not inherit the last one's wait (a push after a slow
+  // after the start); then sleep until the reply wakes this thread. A client calling the same
+  // kernel again catches its reply polling, with its core free for most of the kernel's run;
+  // a push or another kernel does not inherit the last one's wait (a push after a slow
   // authentication, then the first call after a slow push, each napped a millisecond or
   // more past their replies). The clock is read only after kQuietPolls empty polls: a quick
   // reply never needs it.

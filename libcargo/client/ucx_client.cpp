@@ -289,8 +289,8 @@ private:
   private:
     static constexpr int kQuietPolls = 64;
     static constexpr std::chrono::microseconds kMinSpin{200};
-    // A reply of a kind not timed yet (a push, a first call): a push's verification and
-    // linking take 0.5 to 2 ms, and waking from a sleep when it comes cost 0.2 to 0.6 ms.
+    // A reply of a kind not timed yet (a first call, a request other than an invocation):
+    // most take 0.5 to 2 ms, and waking from a sleep when it comes cost 0.2 to 0.6 ms.
     static constexpr std::chrono::microseconds kFirstSpin{3000};
     // A push: a native object's is answered in about 1 to 2 ms here, a JIT compile takes
     // several. Polling through the compile took a core from the node's compile job on a

@@ -10,9 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include <ifaddrs.h>
 #include <netinet/in.h>
-#include <sys/shm.h>
 
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
@@ -26,21 +24,6 @@ using namespace wire;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Whether an IPv4 address is this host's: loopback, or one of its interfaces'. Only then can
-// a node's shared-memory lane be attached here (and the nonce check proves it was).
-bool on_this_host(const sockaddr_storage& a) {
-  if (a.ss_family != AF_INET) return false;
-  const in_addr_t ip = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
-  if ((ntohl(ip) >> 24) == 127) return true;
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return false;
-  bool mine = false;
-  for (ifaddrs* i = all; i && !mine; i = i->ifa_next)
-    mine = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == ip;
-  ::freeifaddrs(all);
-  return mine;
-}
 
 class UcxConnection final : public Connection {
 public:
@@ -120,16 +103,11 @@ protected:
     if (!o_.lane) return false;
     if (const char* v = std::getenv("XCARGO_LANES"); v && std::string(v) == "0") return false;
     auto a = net::parse_host_port(peer_, nullptr);
-    return a.ok() && on_this_host(*a);
+    return a.ok() && net::on_this_host(*a);
   }
   void take_lane(const LaneOffer& offer) override {
-    void* p = ::shmat(offer.shm_id, nullptr, 0);
-    if (p == reinterpret_cast<void*>(-1)) return;  // another host after all, or another uid: UCX only
-    lane::Segment seg(static_cast<uint8_t*>(p));
-    if (!seg.matches(offer.nonce)) {
-      ::shmdt(p);
-      return;
-    }
+    lane::Segment seg = lane::attach(offer.shm_id, offer.nonce);
+    if (!seg) return;  // another host after all, or another uid: UCX only
     lane_ = seg;
     kick_ = sealed({});
   }
@@ -589,7 +567,7 @@ private:
   // Closes the endpoint; the connection may be made again (reconnect).
   void drop() {
     if (lane_) {  // a new connection asks for a lane of its own
-      ::shmdt(lane_.base());
+      lane::detach(lane_);
       lane_ = {};
       lane_sent_ = lane_read_ = lane_taken_ = 0;
       lane_unflushed_ = false;

@@ -2,6 +2,7 @@
 #include "xcargo/ucx.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -58,6 +59,19 @@ Error init_error(ucs_status_t s) {
 }
 
 }  // namespace
+
+bool on_this_host(const sockaddr_storage& a) {
+  if (a.ss_family != AF_INET) return false;
+  const in_addr_t ip = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
+  if ((ntohl(ip) >> 24) == 127) return true;
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return false;
+  bool mine = false;
+  for (ifaddrs* i = all; i && !mine; i = i->ifa_next)
+    mine = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == ip;
+  ::freeifaddrs(all);
+  return mine;
+}
 
 Result<sockaddr_storage> parse_host_port(const std::string& hp, socklen_t* len) {
   std::string host = hp, port;

@@ -1,6 +1,10 @@
 // Shared-memory lane rings (xcargo/lane.h, wire-protocol.md section 8).
 #include "xcargo/lane.h"
 
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
 namespace xcargo::wire::lane {
 
 void Ring::write(uint64_t index, MsgType type, ByteView header, ByteView data) const {
@@ -56,6 +60,28 @@ bool Segment::matches(const LaneNonce& nonce) const {
   std::memcpy(&slot_size, base_ + kOffSlotSize, 4);
   return std::memcmp(base_ + kOffMagic, kMagic, 4) == 0 && version == kLayoutVersion && slots == kSlots &&
          slot_size == kSlotSize && std::memcmp(base_ + kOffNonce, nonce.data(), nonce.size()) == 0;
+}
+
+Segment attach(int shm_id, const LaneNonce& nonce) {
+  shmid_ds ds{};
+  if (shm_id < 0 || ::shmctl(shm_id, IPC_STAT, &ds) != 0) return {};
+  // Only a segment this uid made (a worker of a loader run as this user) for a lane: another
+  // user's segment would let that user read what is written into it.
+  if (ds.shm_perm.cuid != ::geteuid() || ds.shm_perm.uid != ::geteuid() || (ds.shm_perm.mode & 0777) != 0600 ||
+      ds.shm_segsz != kSegmentSize)
+    return {};
+  void* p = ::shmat(shm_id, nullptr, 0);
+  if (p == reinterpret_cast<void*>(-1)) return {};
+  Segment seg(static_cast<uint8_t*>(p));
+  if (!seg.matches(nonce)) {
+    ::shmdt(p);
+    return {};
+  }
+  return seg;
+}
+
+void detach(Segment s) {
+  if (s) ::shmdt(s.base());
 }
 
 }  // namespace xcargo::wire::lane

@@ -226,7 +226,9 @@ std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_
          (loaded->signed_by ? ", " + *loaded->signed_by : ""));
     flush_log();  // as for a push
   }
-  return run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only);
+  auto step = run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only);
+  if (step) step->came_from = f->from_node;
+  return step;
 }
 
 std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,

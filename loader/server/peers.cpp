@@ -1,11 +1,39 @@
 // Peers: connections to cluster peers, authenticated with node keys before they carry forwards.
 #include "peers.h"
 
+#include <sys/ipc.h>
+#include <sys/shm.h>
+
 #include "xcargo/auth.h"
 
 namespace xcargo::loader {
 
 using namespace wire;
+
+namespace {
+constexpr size_t kMaxHolds = 1024;  // digests remembered per peer (past it, forgotten and learnt again)
+}  // namespace
+
+PeerLane& PeerLane::operator=(PeerLane&& o) noexcept {
+  if (this != &o) {
+    lane::detach(seg_);
+    seg_ = std::exchange(o.seg_, {});
+    id_ = o.id_;
+    sent_ = o.sent_;
+    taken_ = o.taken_;
+  }
+  return *this;
+}
+
+bool PeerLane::write(MsgType type, ByteView header, ByteView data, bool* kick) {
+  if (!seg_ || !lane::fits(header, data)) return false;
+  const lane::Ring r = seg_.requests();
+  if (!r.has_room(sent_, &taken_)) return false;
+  r.write(sent_++, type, header, data);
+  lane::fence();
+  *kick = seg_.worker_idle();
+  return true;
+}
 
 Peer* Peers::get(uint32_t id, std::string* why) {
   if (auto it = peers_.find(id); it != peers_.end()) return &it->second;
@@ -31,10 +59,33 @@ Peer* Peers::get(uint32_t id, std::string* why) {
   return &p;
 }
 
-void Peers::send(Peer& p, Reply&& r, PeerLink::Failed on_fail) {
+void Peers::send(Peer& p, Reply&& r, PeerLink::Failed on_fail, bool by_lane) {
   if (p.state != Peer::ready) return p.waiting.push_back({std::move(r), std::move(on_fail)});
   r.header.insert(r.header.end(), p.token.begin(), p.token.end());  // the session's token ends every request
+  bool kick = false;
+  if (by_lane && p.lane && p.lane.write(r.type, r.header, r.data, &kick)) {
+    if (kick) link_.send(p.ep, {MsgType::kick, Bytes(p.token.begin(), p.token.end()), {}}, {});
+    if (p.in_lane.size() >= 2 * lane::kSlots) {  // forget those taken (at most kSlots are not)
+      const uint64_t taken = p.lane.taken_now();
+      while (!p.in_lane.empty() && p.in_lane.front().first < taken) p.in_lane.pop_front();
+    }
+    p.in_lane.emplace_back(p.lane.written() - 1, std::move(on_fail));
+    return;
+  }
   link_.send(p.ep, std::move(r), std::move(on_fail));
+}
+
+bool PeerLane::reader_attached() const {
+  shmid_ds ds{};
+  return ::shmctl(id_, IPC_STAT, &ds) == 0 && ds.shm_nattch >= 2;
+}
+
+void Peers::holds(uint32_t id, const Digest& digest) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return;
+  std::set<Digest>& h = it->second.holds;
+  if (h.size() >= kMaxHolds && !h.count(digest)) h.clear();
+  h.insert(digest);
 }
 
 bool Peers::forget(uint32_t id, ucp_ep* ep) {
@@ -47,10 +98,18 @@ bool Peers::forget(uint32_t id, ucp_ep* ep) {
 void Peers::drop(std::map<uint32_t, Peer>::iterator it, const std::string& why, bool close) {
   std::deque<Peer::Waiting> waiting;
   waiting.swap(it->second.waiting);
+  std::deque<std::pair<uint64_t, PeerLink::Failed>> in_lane;
+  if (it->second.lane) {  // those its worker did not take
+    const uint64_t taken = it->second.lane.taken_now();
+    for (auto& l : it->second.in_lane)
+      if (l.first >= taken) in_lane.push_back(std::move(l));
+  }
   if (close) link_.close(it->second.ep);
   peers_.erase(it);
   for (auto& w : waiting)
     if (w.on_fail) w.on_fail(why);
+  for (auto& l : in_lane)
+    if (l.second) l.second(why);
 }
 
 void Peers::on_hello_reply(const HelloReply& r) {
@@ -80,9 +139,33 @@ void Peers::on_auth_reply(const AuthReply& r) {
   Peer& p = it->second;
   p.state = Peer::ready;
   p.token = r.token;
+  if (lane_to_ && p.lane_state == Peer::no_lane)
+    if (const ClusterNode* node = cluster_.find(it->first); node && lane_to_(node->address)) {
+        // A shared-memory lane (wire-protocol.md 8.1); forwards go through UCX until it is open.
+        p.lane_state = Peer::lane_asked;
+        Bytes h = encode(RequestOnly{it->first});
+        h.insert(h.end(), p.token.begin(), p.token.end());
+        link_.send(p.ep, {MsgType::lane, std::move(h), {}}, {});
+    }
   std::deque<Peer::Waiting> waiting;
   waiting.swap(p.waiting);
   for (auto& w : waiting) send(p, std::move(w.message), std::move(w.on_fail));
+}
+
+void Peers::on_lane_offer(const LaneOffer& r) {
+  auto it = peers_.find(uint32_t(r.request_id));
+  if (r.request_id > UINT32_MAX || it == peers_.end() || it->second.lane_state != Peer::lane_asked) return;
+  Peer& p = it->second;
+  p.lane_state = Peer::no_lane;
+  if (r.status != ReplyStatus::ok) return;  // it has none to spare: UCX, as before
+  lane::Segment seg = lane::attach(r.shm_id, r.nonce);
+  if (!seg) {
+    log_("node " + std::to_string(it->first) + " offered a shared-memory lane this node cannot attach (another user's, or " +
+         "not on this host); forwards to it go through UCX");
+    return;
+  }
+  p.lane = PeerLane(seg, r.shm_id);
+  p.lane_state = Peer::lane_open;
 }
 
 bool Peers::lost(ucp_ep* ep) {
@@ -100,6 +183,17 @@ void Peers::sweep(std::chrono::steady_clock::time_point now, std::chrono::millis
     if (it->second.state != Peer::ready && now - it->second.since > deadline) {
       log_("node " + std::to_string(it->first) + " did not complete authentication in time; not forwarding to it");
       drop(it, "it did not complete authentication in time", true);
+    }
+    else if (Peer& p = it->second; p.lane && !p.in_lane.empty()) {
+      const uint64_t taken = p.lane.taken_now();
+      while (!p.in_lane.empty() && p.in_lane.front().first < taken) p.in_lane.pop_front();
+      // Forwards wait in its lane, and it took none since the last sweep: is its worker there?
+      if (!p.in_lane.empty() && taken == p.taken_at_sweep && !p.lane.reader_attached()) {
+        log_("node " + std::to_string(it->first) + " left its shared-memory lane with forwards in it; connecting again");
+        drop(it, "it went away", true);
+      } else {
+        p.taken_at_sweep = taken;
+      }
     }
     it = next;
   }

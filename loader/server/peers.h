@@ -1,8 +1,10 @@
 // This node's connections to the other loaders of its cluster, which carry forwards: each
 // greets the peer, checks the peer's signature over both nonces, proves this node's key, and
 // only then carries forwards (each ending with the session's token). What waits for a peer
-// fails when the peer goes away, refuses this node or does not answer in time. The transport
-// is behind PeerLink, so the handshake is unit-tested without UCX.
+// fails when the peer goes away, refuses this node or does not answer in time. A peer on this
+// host offers a shared-memory lane (wire-protocol.md 8), which then carries the forwards of
+// cargos the peer is known to hold. The transport is behind PeerLink, so the handshake is
+// unit-tested without UCX.
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "reply.h"
 #include "xcargo/cluster.h"
 #include "xcargo/identity.h"
+#include "xcargo/lane.h"
 #include "xcargo/wire.h"
 
 struct ucp_ep;
@@ -35,9 +38,42 @@ public:
   virtual void close(ucp_ep* ep) = 0;
 };
 
+// The writer's end of a peer's lane, attached by this node (detached with its Peer).
+class PeerLane {
+public:
+  PeerLane() = default;
+  PeerLane(wire::lane::Segment s, int shm_id) : seg_(s), id_(shm_id) {}
+  PeerLane(PeerLane&& o) noexcept { *this = std::move(o); }
+  PeerLane& operator=(PeerLane&& o) noexcept;
+  ~PeerLane() { wire::lane::detach(seg_); }
+  explicit operator bool() const { return bool(seg_); }
+  // Writes a message if it fits a slot and one is free (else false: it goes through UCX).
+  // *kick: the peer's worker may be asleep, and a kick through UCX wakes it.
+  bool write(wire::MsgType type, ByteView header, ByteView data, bool* kick);
+  uint64_t written() const { return sent_; }
+  uint64_t taken_now() const { return seg_.requests().taken_now(); }
+  // Whether the peer's worker still has the segment attached (a system call).
+  bool reader_attached() const;
+
+private:
+  wire::lane::Segment seg_;
+  int id_ = -1;
+  uint64_t sent_ = 0, taken_ = 0;  // requests written; the peer's count of those taken, as last read
+};
+
 struct Peer {
   ucp_ep* ep = nullptr;
   std::set<Digest> sent;  // cargos this node has sent it on this connection
+  // Cargos it forwarded to this node, so it has them loaded: their forwards to it need no
+  // cargo, and may take its lane (a forward of a cargo still on its way to it may not: the
+  // lane could overtake the cargo).
+  std::set<Digest> holds;
+  enum LaneState { no_lane, lane_asked, lane_open } lane_state = no_lane;
+  PeerLane lane;
+  // Forwards written into the lane and maybe not taken yet: if the peer goes away, they fail
+  // as a UCX send would. uint64_t: the message's index in the lane.
+  std::deque<std::pair<uint64_t, PeerLink::Failed>> in_lane;
+  uint64_t taken_at_sweep = 0;
   enum State { greeting, proving, ready } state = greeting;
   wire::Nonce nonce{};         // this node's challenge in its hello
   wire::SessionToken token{};  // from the peer's auth_reply: ends every forward's header
@@ -52,14 +88,20 @@ struct Peer {
 class Peers {
 public:
   using Log = std::function<void(std::string_view)>;
-  Peers(const Cluster& cluster, const SigningKey& node_key, PeerLink& link, Log log)
-      : cluster_(cluster), key_(node_key), link_(link), log_(std::move(log)) {}
+  // lane_to: whether to ask the peer at an address for a shared-memory lane (one on this
+  // host); none: never.
+  using LaneTo = std::function<bool(const std::string& address)>;
+  Peers(const Cluster& cluster, const SigningKey& node_key, PeerLink& link, Log log, LaneTo lane_to = {})
+      : cluster_(cluster), key_(node_key), link_(link), log_(std::move(log)), lane_to_(std::move(lane_to)) {}
 
   // Node id's connection, made (and greeted) on first use; null (with *why) if id is not in
   // the cluster or cannot be reached.
   Peer* get(uint32_t id, std::string* why);
-  // A forward to p: now if this node has authenticated to it, else once it has.
-  void send(Peer& p, Reply&& r, PeerLink::Failed on_fail);
+  // A forward to p: now if this node has authenticated to it, else once it has. by_lane:
+  // through p's lane if it has one and the message fits (a cargo p holds, see Peer::holds).
+  void send(Peer& p, Reply&& r, PeerLink::Failed on_fail, bool by_lane = false);
+  // Node id forwarded the cargo digest to this node, so it holds it.
+  void holds(uint32_t id, const Digest& digest);
   // A send to node id on ep failed: the next forward connects again (and sends the cargo
   // again). True if ep was that node's current connection (the caller closes it once UCX
   // reports the error).
@@ -68,9 +110,12 @@ public:
   // Answers to this node's hello and auth (told apart by node id: the auth's request id).
   void on_hello_reply(const wire::HelloReply& r);
   void on_auth_reply(const wire::AuthReply& r);
+  // The answer to this node's lane request (told apart by node id: its request id).
+  void on_lane_offer(const wire::LaneOffer& r);
   // ep went away (UCX's error callback, which closes it): true if it was a peer's.
   bool lost(ucp_ep* ep);
-  // Peers that did not complete the handshake within deadline are dropped.
+  // Peers that did not complete the handshake within deadline are dropped, and so are those
+  // whose worker left their lane with forwards in it (seen on two sweeps in a row).
   void sweep(std::chrono::steady_clock::time_point now, std::chrono::milliseconds deadline);
 
   const std::map<uint32_t, Peer>& all() const { return peers_; }
@@ -84,6 +129,7 @@ private:
   const SigningKey& key_;
   PeerLink& link_;
   Log log_;
+  LaneTo lane_to_;
   std::map<uint32_t, Peer> peers_;
 };
 

@@ -3,6 +3,9 @@
 // waited for it, and the next forward connects again.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
+#include "lane.h"
 #include "peers.h"
 #include "support.h"
 #include "xcargo/auth.h"
@@ -40,7 +43,9 @@ struct Fixture {
   SigningKey mine = test::fresh_key(), theirs = test::fresh_key();
   FakeLink link;
   std::vector<std::string> logged;
-  Peers peers{cluster, mine, link, [this](std::string_view l) { logged.emplace_back(l); }};
+  bool lanes = false;  // whether peers are on this host (asked for a lane)
+  Peers peers{cluster, mine, link, [this](std::string_view l) { logged.emplace_back(l); },
+              [this](const std::string&) { return lanes; }};
   std::vector<std::string> failures;
 
   PeerLink::Failed record() {
@@ -186,4 +191,127 @@ TEST_CASE("a failed send forgets the connection it was on, not a newer one", "[p
   ucp_ep* second = x.peers.get(1, &why)->ep;
   CHECK_FALSE(x.peers.forget(1, first));  // a late failure of the old connection
   CHECK(x.peers.all().at(1).ep == second);
+}
+
+namespace {
+
+// Completes node 1's handshake (its token: 16 bytes of 0xab).
+Peer& handshake(Fixture& x) {
+  std::string why;
+  REQUIRE(x.peers.get(1, &why));
+  x.peers.on_hello_reply(x.hello_reply(decoded_hello(x.link.sent.back().r), x.theirs));
+  AuthReply ar;
+  ar.request_id = 1;
+  ar.verbs = auth::kForward;
+  ar.token.fill(0xab);
+  x.peers.on_auth_reply(ar);
+  Peer* p = x.peers.get(1, &why);
+  REQUIRE(p);
+  REQUIRE(p->state == Peer::ready);
+  return *p;
+}
+
+bool ends_with_token(ByteView header) {
+  return header.size() >= 16 && std::all_of(header.end() - 16, header.end(), [](uint8_t b) { return b == 0xab; });
+}
+
+LaneOffer offer_of(const Lane& l) {
+  LaneOffer o;
+  o.request_id = 1;
+  o.shm_id = l.shm_id();
+  o.nonce = l.nonce();
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a peer on this host is asked for a lane, which then carries the forwards it may", "[peers][lane]") {
+  Fixture x;
+  x.lanes = true;
+  Peer& p = handshake(x);
+  const Reply& ask = x.link.sent.back().r;
+  REQUIRE(ask.type == MsgType::lane);
+  CHECK(leading_request_id(MsgType::lane, ask.header) == 1u);  // the node id: how lane_reply finds its peer
+  CHECK(ends_with_token(ask.header));
+  CHECK(p.lane_state == Peer::lane_asked);
+
+  auto l = Lane::create(nullptr, 1);
+  REQUIRE(l.ok());
+  Lane& theirs = **l;
+  x.peers.on_lane_offer(offer_of(theirs));
+  REQUIRE(p.lane_state == Peer::lane_open);
+  x.peers.on_lane_offer(offer_of(theirs));  // a repeated answer changes nothing
+  CHECK(p.lane_state == Peer::lane_open);
+
+  const size_t through_ucx = x.link.sent.size();
+  x.peers.send(p, forward_message(), x.record(), true);
+  CHECK(x.link.sent.size() == through_ucx);  // not through UCX, and no kick: the peer polls
+  MsgType type;
+  ByteView h, d;
+  std::string why;
+  REQUIRE(theirs.next(&type, &h, &d, &why) == lane::Ring::Got::frame);
+  CHECK(type == MsgType::forward);
+  CHECK(Bytes(h.begin(), h.begin() + 3) == Bytes{1, 2, 3});
+  CHECK(ends_with_token(h));
+  CHECK(Bytes(d.begin(), d.end()) == Bytes{9});
+
+  x.peers.send(p, forward_message(), x.record(), false);  // a cargo it may not hold yet: UCX
+  REQUIRE(x.link.sent.size() == through_ucx + 1);
+  CHECK(x.link.sent.back().r.type == MsgType::forward);
+
+  theirs.set_idle(true);  // its worker may sleep: the lane's message is followed by a kick
+  x.peers.send(p, forward_message(), x.record(), true);
+  REQUIRE(x.link.sent.size() == through_ucx + 2);
+  CHECK(x.link.sent.back().r.type == MsgType::kick);
+  CHECK(x.link.sent.back().r.header == Bytes(16, 0xab));
+
+  // The peer goes away: the forward it did not take fails, the one it took does not.
+  CHECK(x.peers.lost(x.link.sent[0].ep));
+  CHECK(x.failures == std::vector<std::string>{"the connection to it was lost"});
+}
+
+TEST_CASE("a lane that is not the peer's, or that its worker left, carries nothing", "[peers][lane]") {
+  Fixture x;
+  x.lanes = true;
+  auto l = Lane::create(nullptr, 1);
+  REQUIRE(l.ok());
+  SECTION("an offer whose nonce is not the segment's") {
+    Peer& p = handshake(x);
+    LaneOffer o = offer_of(**l);
+    o.nonce[0] ^= 1;
+    x.peers.on_lane_offer(o);
+    CHECK(p.lane_state == Peer::no_lane);
+    CHECK_FALSE(x.logged.empty());
+    const size_t n = x.link.sent.size();
+    x.peers.send(p, forward_message(), x.record(), true);
+    REQUIRE(x.link.sent.size() == n + 1);  // through UCX
+    CHECK(x.link.sent.back().r.type == MsgType::forward);
+  }
+  SECTION("an offer nobody asked for") {
+    Peer& p = handshake(x);
+    x.peers.on_lane_offer(offer_of(**l));
+    REQUIRE(p.lane_state == Peer::lane_open);
+    LaneOffer other = offer_of(**l);
+    other.request_id = 0;  // node 0: this node, never asked
+    x.peers.on_lane_offer(other);
+    CHECK(x.peers.all().count(0) == 0);
+  }
+  SECTION("no lane is asked of a peer elsewhere") {
+    x.lanes = false;
+    Peer& p = handshake(x);
+    CHECK(x.link.sent.back().r.type == MsgType::auth);
+    CHECK(p.lane_state == Peer::no_lane);
+  }
+  SECTION("a worker that left its lane with forwards in it is dropped at the sweep; one still there is not") {
+    Peer& p = handshake(x);
+    x.peers.on_lane_offer(offer_of(**l));
+    x.peers.send(p, forward_message(), x.record(), true);
+    x.peers.sweep(std::chrono::steady_clock::now(), 10s);
+    REQUIRE(x.peers.all().count(1) == 1);  // still attached
+    CHECK(x.failures.empty());
+    l->reset();  // its worker ends
+    x.peers.sweep(std::chrono::steady_clock::now(), 10s);
+    CHECK(x.peers.all().count(1) == 0);
+    CHECK(x.failures == std::vector<std::string>{"it went away"});
+  }
 }

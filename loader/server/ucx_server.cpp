@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -484,8 +485,8 @@ struct UcxServer::Impl {
               ": " + why + "; its requests must come through UCX");
           break;
         }
-        // A client's requests only: not the handshake, lanes themselves, loader-to-loader
-        // forwards, replies or unknown types. No client writes them, so the lane is read no
+        // Requests only (a client's, and a peer node's forwards): not the handshake, lanes
+        // themselves, replies or unknown types. No client writes them, so the lane is read no
         // more (they were dropped and logged every 1000th: a flood of them wrote 1 MB of log a second).
         if (!by_lane(type)) {
           l.stop();
@@ -508,7 +509,7 @@ struct UcxServer::Impl {
   static bool by_lane(MsgType t) {
     switch (t) {
       case MsgType::push: case MsgType::has: case MsgType::invoke: case MsgType::list: case MsgType::stats:
-      case MsgType::region: case MsgType::region_read: return true;
+      case MsgType::region: case MsgType::region_read: case MsgType::forward: return true;
       default: return false;
     }
   }
@@ -659,8 +660,8 @@ struct UcxServer::Impl {
     return UCS_OK;
   }
 
-  // hello_reply and auth_reply from peers this node greeted: it proves itself with its node
-  // key, then sends what waited. Peers are told apart by node id (the auth's request id).
+  // hello_reply, auth_reply and lane_reply from peers this node greeted: it proves itself with
+  // its node key, then sends what waited. Peers are told apart by node id (the request id).
   static ucs_status_t on_peer_reply(void* arg, const void* header, size_t header_length, void*, size_t,
                                     const ucp_am_recv_param_t*) {
     auto* ha = static_cast<HandlerArg*>(arg);
@@ -670,6 +671,12 @@ struct UcxServer::Impl {
       auto r = decode_hello_reply(hv);
       if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);  // not from a peer this node greeted
       self->peers->on_hello_reply(*r);
+      return UCS_OK;
+    }
+    if (MsgType(ha->type) == MsgType::lane_reply) {
+      auto r = decode_lane_offer(hv);
+      if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
+      self->peers->on_lane_offer(*r);
       return UCS_OK;
     }
     auto r = decode_auth_reply(hv);
@@ -695,8 +702,10 @@ struct UcxServer::Impl {
       std::string why;
       Peer* p = peers->get(node, &why);
       if (!p) return undelivered(f, node, why);
+      if (step.came_from != Step::kNoNode) peers->holds(step.came_from, f.digest);
+      const bool held = p->holds.count(f.digest) > 0;  // no cargo needed, and the lane may carry it
       Bytes data;
-      if (!p->sent.count(f.digest))
+      if (!held && !p->sent.count(f.digest))
         if (auto cargo = handler->cargo_bytes(f.digest)) {
           f.cargo_size = cargo->size();
           data.reserve(cargo->size() + step.forward_input.size());
@@ -708,7 +717,7 @@ struct UcxServer::Impl {
       peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, f = std::move(f), node, ep = p->ep](const std::string& why) {
         if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
         undelivered(f, node, why);
-      });
+      }, held);
       return;
     }
     if (!step.send_reply) return;
@@ -1196,7 +1205,14 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.log = std::move(log);
   m.incident = incident;
   m.incident_size = incident_size;
-  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log);
+  const char* lanes = std::getenv("XCARGO_LANES");  // 0: peers' forwards through UCX only, as clients'
+  Peers::LaneTo lane_to;
+  if (!(lanes && std::string(lanes) == "0"))
+    lane_to = [](const std::string& address) {
+      auto a = net::parse_host_port(address);
+      return a.ok() && net::on_this_host(*a);
+    };
+  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to));
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
   auto w = net::UcxWorker::create(true, options.one_sided_regions);  // one thread at a time: the leader
   XC_TRY(w);
@@ -1233,7 +1249,8 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   // message of type 0 or 4, or 16384 and up, crashed the worker).
   for (uint32_t t = kAmIds; t-- > 0;) {
     const bool ours = t <= kMaxMsgType, request = ours && t % 2 == 1;
-    const bool greeting = t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply);
+    const bool greeting =
+        t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply) || t == uint16_t(MsgType::lane_reply);
     if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }

@@ -10,7 +10,10 @@ BIN=$(dirname "$X")
 source "$(dirname "$0")/lib.sh"
 in_cluster_dir
 
-expect 0 '3 loaders up' -- "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN" -- --max-hops 5000 --timeout 5
+# Over shm the nodes' forwards take shared-memory lanes (wire-protocol.md 8); over tcp the
+# loaders are started with XCARGO_LANES=0, so that forwards between them go through UCX.
+if [ "$TLS" = tcp ]; then peer_lanes=0; else peer_lanes=1; fi
+expect 0 '3 loaders up' -- env XCARGO_LANES=$peer_lanes "$SRC/scripts/cluster" up 3 --tls "$TLS" --bin "$BIN" -- --max-hops 5000 --timeout 5
 source "$XCARGO_CLUSTER_DIR/env"
 C=$XCARGO_CLUSTER_DIR/cluster.yaml
 KEY=$XCARGO_CLUSTER_DIR/signer.key
@@ -61,6 +64,18 @@ expect 0 '^ok: ' -- "$FORGE" --to "$(addr 1)" --cargo faults.xcargo --entry ok -
 CHASE=$BIN/xcargo-chase
 summary() { sed -E 's/.*"last": ([0-9]+), "elements": ([0-9]+), "checksum": ([0-9]+).*/\1 \2 \3/'; }
 xrdma=$("$CHASE" run --cluster "$C" --mode xrdma --length 3000 --seed 5 --setup setup.xcargo --walk walk.xcargo --repeat 1 | summary)
+# ~2000 of the walk's 3000 steps are forwards to another node; clients sent a few requests.
+lane_requests=0
+for i in 0 1 2; do
+  n=$("$X" ls --to "$(addr $i)" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["stats"]["lane_requests"])')
+  lane_requests=$((lane_requests + n))
+done
+echo "    requests through lanes during the walk: $lane_requests"
+if [ "$TLS" = tcp ]; then
+  check "XCARGO_LANES=0: forwards went through UCX ($lane_requests requests through lanes)" test "$lane_requests" -lt 100
+else
+  check "forwards went through the nodes' lanes ($lane_requests requests through lanes)" test "$lane_requests" -ge 1000
+fi
 get=$("$CHASE" run --cluster "$C" --mode get --length 3000 --seed 5 --repeat 1 | summary)
 python3 -c "
 import socket

@@ -102,6 +102,13 @@ private:
   uint8_t* base_ = nullptr;
 };
 
+// The writer's end of a lane offered by a node (wire-protocol.md 8.1): the segment shm_id,
+// attached only if this uid made it, mode 0600, of kSegmentSize bytes, and its control page
+// holds the offer's nonce; else null (another host or uid, or not the node's segment: UCX
+// only). detach() undoes it.
+Segment attach(int shm_id, const LaneNonce& nonce);
+void detach(Segment s);
+
 // Between writing a slot and reading the other end's idle flag (and between setting one's
 // own flag and looking at one's ring): without it, both ends could miss each other.
 inline void fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }

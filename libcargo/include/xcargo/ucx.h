@@ -64,6 +64,9 @@ inline constexpr uint16_t kDefaultPort = 7400;
 // "HOST:PORT" or "HOST" (kDefaultPort) to a socket address; a host name resolves to IPv4.
 // "[IPv6]:PORT" is refused with a reason: UCX 1.13 does not work over IPv6 (README).
 Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t* len = nullptr);
+// Whether an IPv4 address is this host's: loopback, or one of its interfaces'. Only then can
+// a node's shared-memory lane be attached (and the lane's nonce proves it was the node's).
+bool on_this_host(const sockaddr_storage& a);
 // "1.2.3.4:PORT", or "[IPv6]:PORT".
 std::string to_host_port(const sockaddr* addr);
 

@@ -4,6 +4,9 @@
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "xcargo/auth.h"
 
 namespace xcargo::loader {
@@ -12,6 +15,12 @@ using namespace wire;
 
 namespace {
 constexpr size_t kMaxHolds = 1024;  // digests remembered per peer (past it, forgotten and learnt again)
+
+uint64_t id_of(const Nonce& n) {
+  uint64_t id;
+  std::memcpy(&id, n.data(), sizeof id);
+  return id;
+}
 }  // namespace
 
 PeerLane& PeerLane::operator=(PeerLane&& o) noexcept {
@@ -51,9 +60,17 @@ Peer* Peers::get(uint32_t id, std::string* why) {
     link_.close(ep);
     return *why = "it could not be greeted", nullptr;
   }
+  auto ids = auth::random_nonce();
+  if (!ids.ok()) {
+    log_("cannot greet node " + std::to_string(id) + ": " + ids.error().message());
+    link_.close(ep);
+    return *why = "it could not be greeted", nullptr;
+  }
   Peer& p = peers_[id] = Peer{};
   p.ep = ep;
   p.nonce = *nonce;
+  p.auth_id = id_of(*ids);
+  p.lane_id = id_of(*ids) ^ 1;
   p.since = std::chrono::steady_clock::now();
   link_.send(p.ep, {MsgType::hello, encode(Hello{kVersion, kVersion, {}, p.nonce}), {}}, {});
   return &p;
@@ -112,60 +129,67 @@ void Peers::drop(std::map<uint32_t, Peer>::iterator it, const std::string& why, 
     if (l.second) l.second(why);
 }
 
-void Peers::on_hello_reply(const HelloReply& r) {
+bool Peers::on_hello_reply(const HelloReply& r) {
   auto it = peers_.find(r.node_id);
-  if (it == peers_.end() || it->second.state != Peer::greeting) return;
+  if (it == peers_.end() || it->second.state != Peer::greeting) return false;
   Peer& p = it->second;
   PublicKey theirs;
   theirs.raw = r.node_key;
   if (r.status != ReplyStatus::ok || !ed25519_verify(theirs, auth::node_proof(p.nonce, r.nonce, r.node_key), r.node_sig)) {
-    log_("node " + std::to_string(r.node_id) + " answered the hello without a valid signature; not forwarding to it");
-    return drop(it, "it did not prove its node key", true);
+    if (!std::exchange(p.bad_hello_logged, true))
+      log_("a hello_reply for node " + std::to_string(r.node_id) + " came without a valid signature (from the node, or from " +
+           "anyone else); waiting for one that proves the node's key");
+    return false;
   }
   auto sig = key_.sign(auth::client_proof(p.nonce, r.nonce, r.node_key, key_.public_key().raw));
-  if (!sig.ok()) return drop(it, "this node could not sign its proof: " + sig.error().message(), true);
+  if (!sig.ok()) return drop(it, "this node could not sign its proof: " + sig.error().message(), true), true;
   p.state = Peer::proving;
-  link_.send(p.ep, {MsgType::auth, encode(Auth{r.node_id, key_.public_key().raw, *sig}), {}}, {});
+  link_.send(p.ep, {MsgType::auth, encode(Auth{p.auth_id, key_.public_key().raw, *sig}), {}}, {});
+  return true;
 }
 
-void Peers::on_auth_reply(const AuthReply& r) {
-  auto it = peers_.find(uint32_t(r.request_id));
-  if (r.request_id > UINT32_MAX || it == peers_.end() || it->second.state != Peer::proving) return;
+bool Peers::on_auth_reply(const AuthReply& r) {
+  auto it = std::find_if(peers_.begin(), peers_.end(),
+                         [&](const auto& e) { return e.second.state == Peer::proving && e.second.auth_id == r.request_id; });
+  if (it == peers_.end()) return false;
   if (r.status != ReplyStatus::ok || !(r.verbs & auth::kForward)) {
     log_("node " + std::to_string(it->first) + " does not accept forwards from this node's key " + to_hex(key_.public_key().id) +
          ": " + (r.status != ReplyStatus::ok ? r.message : "the key may " + auth::verbs_text(r.verbs)));
-    return drop(it, "it does not accept forwards from this node's key", true);
+    return drop(it, "it does not accept forwards from this node's key", true), true;
   }
   Peer& p = it->second;
   p.state = Peer::ready;
   p.token = r.token;
   if (lane_to_ && p.lane_state == Peer::no_lane)
     if (const ClusterNode* node = cluster_.find(it->first); node && lane_to_(node->address)) {
-        // A shared-memory lane (wire-protocol.md 8.1); forwards go through UCX until it is open.
-        p.lane_state = Peer::lane_asked;
-        Bytes h = encode(RequestOnly{it->first});
-        h.insert(h.end(), p.token.begin(), p.token.end());
-        link_.send(p.ep, {MsgType::lane, std::move(h), {}}, {});
+      // A shared-memory lane (wire-protocol.md 8.1); forwards go through UCX until it is open.
+      p.lane_state = Peer::lane_asked;
+      Bytes h = encode(RequestOnly{p.lane_id});
+      h.insert(h.end(), p.token.begin(), p.token.end());
+      link_.send(p.ep, {MsgType::lane, std::move(h), {}}, {});
     }
   std::deque<Peer::Waiting> waiting;
   waiting.swap(p.waiting);
   for (auto& w : waiting) send(p, std::move(w.message), std::move(w.on_fail));
+  return true;
 }
 
-void Peers::on_lane_offer(const LaneOffer& r) {
-  auto it = peers_.find(uint32_t(r.request_id));
-  if (r.request_id > UINT32_MAX || it == peers_.end() || it->second.lane_state != Peer::lane_asked) return;
+bool Peers::on_lane_offer(const LaneOffer& r) {
+  auto it = std::find_if(peers_.begin(), peers_.end(),
+                         [&](const auto& e) { return e.second.lane_state == Peer::lane_asked && e.second.lane_id == r.request_id; });
+  if (it == peers_.end()) return false;
   Peer& p = it->second;
   p.lane_state = Peer::no_lane;
-  if (r.status != ReplyStatus::ok) return;  // it has none to spare: UCX, as before
+  if (r.status != ReplyStatus::ok) return true;  // it has none to spare: UCX, as before
   lane::Segment seg = lane::attach(r.shm_id, r.nonce);
   if (!seg) {
     log_("node " + std::to_string(it->first) + " offered a shared-memory lane this node cannot attach (another user's, or " +
          "not on this host); forwards to it go through UCX");
-    return;
+    return true;
   }
   p.lane = PeerLane(seg, r.shm_id);
   p.lane_state = Peer::lane_open;
+  return true;
 }
 
 bool Peers::lost(ucp_ep* ep) {

@@ -76,6 +76,12 @@ struct Peer {
   uint64_t taken_at_sweep = 0;
   enum State { greeting, proving, ready } state = greeting;
   wire::Nonce nonce{};         // this node's challenge in its hello
+  // Random request ids of this node's auth and lane requests: their answers must carry them.
+  // Anyone who reaches this node's worker can send it an auth_reply or a lane_reply, and a
+  // node id is public (a forged lane_reply naming one made this node write its forwards into
+  // the forger's lane, where they were lost).
+  uint64_t auth_id = 0, lane_id = 0;
+  bool bad_hello_logged = false;
   wire::SessionToken token{};  // from the peer's auth_reply: ends every forward's header
   std::chrono::steady_clock::time_point since;
   struct Waiting {
@@ -107,11 +113,14 @@ public:
   // reports the error).
   bool forget(uint32_t id, ucp_ep* ep);
 
-  // Answers to this node's hello and auth (told apart by node id: the auth's request id).
-  void on_hello_reply(const wire::HelloReply& r);
-  void on_auth_reply(const wire::AuthReply& r);
-  // The answer to this node's lane request (told apart by node id: its request id).
-  void on_lane_offer(const wire::LaneOffer& r);
+  // Answers to this node's hello (by node id; its signature proves it) and auth (by its
+  // random request id). A hello_reply without a valid signature is ignored (it may be
+  // anyone's): a peer that never proves its key is dropped by sweep(). Each returns false
+  // for an answer to nothing this node asked (the caller counts those).
+  bool on_hello_reply(const wire::HelloReply& r);
+  bool on_auth_reply(const wire::AuthReply& r);
+  // The answer to this node's lane request (by its random request id).
+  bool on_lane_offer(const wire::LaneOffer& r);
   // ep went away (UCX's error callback, which closes it): true if it was a peer's.
   bool lost(ucp_ep* ep);
   // Peers that did not complete the handshake within deadline are dropped, and so are those

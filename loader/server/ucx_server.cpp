@@ -661,7 +661,8 @@ struct UcxServer::Impl {
   }
 
   // hello_reply, auth_reply and lane_reply from peers this node greeted: it proves itself with
-  // its node key, then sends what waited. Peers are told apart by node id (the request id).
+  // its node key, then sends what waited. Anyone can send these; what answers nothing this
+  // node asked (Peers: signatures, random request ids) is counted and logged as a stray.
   static ucs_status_t on_peer_reply(void* arg, const void* header, size_t header_length, void*, size_t,
                                     const ucp_am_recv_param_t*) {
     auto* ha = static_cast<HandlerArg*>(arg);
@@ -669,19 +670,17 @@ struct UcxServer::Impl {
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
     if (MsgType(ha->type) == MsgType::hello_reply) {
       auto r = decode_hello_reply(hv);
-      if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);  // not from a peer this node greeted
-      self->peers->on_hello_reply(*r);
+      if (!r.ok() || !self->peers->on_hello_reply(*r))  // not from a peer this node greeted
+        return on_stray(arg, header, header_length, nullptr, 0, nullptr);
       return UCS_OK;
     }
     if (MsgType(ha->type) == MsgType::lane_reply) {
       auto r = decode_lane_offer(hv);
-      if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
-      self->peers->on_lane_offer(*r);
+      if (!r.ok() || !self->peers->on_lane_offer(*r)) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
       return UCS_OK;
     }
     auto r = decode_auth_reply(hv);
-    if (!r.ok()) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
-    self->peers->on_auth_reply(*r);
+    if (!r.ok() || !self->peers->on_auth_reply(*r)) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
     return UCS_OK;
   }
 

@@ -3,9 +3,11 @@
 // usage: xcargo-lane-attack --to HOST:PORT --key AUTHORIZED_KEY
 //   before-auth    a lane asked for before authenticating: refused, no segment
 //   unsealed       a list request in the lane without the session token: dropped unanswered
-//   handshake      hello, auth, lane, kick, forward, result and unknown frames, each in a lane of
-//                  its own: the worker stops reading that lane; the connection is answered
+//   handshake      hello, auth, lane, kick, result and unknown frames, each in a lane of its
+//                  own: the worker stops reading that lane; the connection is answered
 //                  through UCX
+//   forward        a forward from this client's key, which lacks the forward verb (only peer
+//                  nodes forward through lanes): answered unauthenticated, and nothing runs
 //   lying-taken    the client's replies_taken set far ahead: replies past the ring come through UCX
 //   overlong       a slot whose lengths pass its end (and a wrapping pair): the worker stops
 //                  reading that lane and still answers the connection through UCX
@@ -54,6 +56,7 @@ struct Laned {
   lane::Segment seg;
   uint64_t sent = 0, read = 0, taken = 0;
   Bytes buf;
+  Bytes last;  // the header of the reply reply_within found
   Laned(const std::string& to, const SigningKey& key) : c("xcargo-lane-attack", to) {
     c.greet();
     if (std::string s = c.prove(c.proof(key)); s != "ok") die("the authorized key was refused: " + s);
@@ -103,7 +106,7 @@ struct Laned {
     while (Clock::now() < deadline) {
       if (seg.replies().read(read, buf, &type, &h, &d, &why) == lane::Ring::Got::frame) {
         seg.replies().taken(++read);
-        if (!want || type == *want) return true;
+        if (!want || type == *want) return last.assign(h.begin(), h.end()), true;
         continue;
       }
       ucp_worker_progress(c.worker().worker());
@@ -152,7 +155,7 @@ int main(int argc, char** argv) {
     report("lying-taken", by_ucx, by_ucx ? "the replies past the ring came through UCX" : "no reply at all");
   }
   // Each a lane of its own: the worker stops reading a lane that carries one.
-  for (MsgType t : {MsgType::hello, MsgType::auth, MsgType::lane, MsgType::kick, MsgType::forward, MsgType::result, MsgType(999)}) {
+  for (MsgType t : {MsgType::hello, MsgType::auth, MsgType::lane, MsgType::kick, MsgType::result, MsgType(999)}) {
     Laned l(to, key);
     l.put(t, l.c.sealed(encode(RequestOnly{9})));
     l.put(MsgType::list, l.c.sealed(encode(RequestOnly{10})));  // behind it: not read
@@ -161,6 +164,20 @@ int main(int argc, char** argv) {
     report("handshake", unanswered && alive,
            "a frame of type " + std::to_string(int(t)) + (unanswered ? " stopped the lane" : " did NOT stop the lane") + "; " +
                (alive ? "the connection is answered through UCX" : "the connection went away"));
+  }
+  {
+    Laned l(to, key);
+    Forward f;
+    f.request_id = 13;
+    f.digest.fill(0x5a);
+    f.entry = "lane_forward";
+    l.put(MsgType::forward, l.c.sealed(encode(f)));
+    const bool answered = l.reply_within(5000, MsgType::result);
+    auto r = decode_result(l.last);
+    const bool denied = answered && r.ok() && r->status == ReplyStatus::unauthenticated;
+    report("forward", denied,
+           !answered ? "no answer" : denied ? "a forward in the lane was answered unauthenticated: " + r->message
+                                            : std::string("answered ") + (r.ok() ? status_name(r->status) : "undecodably"));
   }
   {
     Laned l(to, key);

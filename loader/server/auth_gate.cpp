@@ -102,6 +102,13 @@ bool AuthGate::permits(const Session& s, MsgType type) const {
   return s.authenticated && (s.verbs & need) != 0;
 }
 
+bool AuthGate::is_peer_key(const RawKey& key) const {
+  if (open_) return true;
+  const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();
+  const auth::AuthorizedKey* k = keys ? keys->find(key) : nullptr;
+  return k && (k->verbs & auth::kForward);
+}
+
 std::string AuthGate::refusal(const Session& s, MsgType type) const {
   if (!s.greeted) return "this node serves only authenticated clients: hello and authenticate first";
   if (!s.authenticated) return "this node serves only authenticated clients: authenticate first";

@@ -49,6 +49,10 @@ public:
   bool permits(const Session& s, wire::MsgType type) const;
   // Why not, for the unauthenticated reply.
   std::string refusal(const Session& s, wire::MsgType type) const;
+  // Whether a peer node that proved this node key is one of the cluster's: a key of the
+  // authorized keys with the verb forward (the node keys peers forward with). An open node
+  // has no such list: any key.
+  bool is_peer_key(const wire::RawKey& key) const;
 
 private:
   SigningKey node_key_;

@@ -141,6 +141,11 @@ bool Peers::on_hello_reply(const HelloReply& r) {
            "anyone else); waiting for one that proves the node's key");
     return false;
   }
+  if (peer_key_ && !peer_key_(r.node_key)) {  // it holds that key: whoever listens at the node's address
+    log_("node " + std::to_string(r.node_id) + " answered with node key " + to_hex(key_id_of(r.node_key)) +
+         ", which this node's authorized keys do not list with the verb forward; not forwarding to it");
+    return drop(it, "its node key is not one of the cluster's", true), true;
+  }
   auto sig = key_.sign(auth::client_proof(p.nonce, r.nonce, r.node_key, key_.public_key().raw));
   if (!sig.ok()) return drop(it, "this node could not sign its proof: " + sig.error().message(), true), true;
   p.state = Peer::proving;

@@ -97,8 +97,12 @@ public:
   // lane_to: whether to ask the peer at an address for a shared-memory lane (one on this
   // host); none: never.
   using LaneTo = std::function<bool(const std::string& address)>;
-  Peers(const Cluster& cluster, const SigningKey& node_key, PeerLink& link, Log log, LaneTo lane_to = {})
-      : cluster_(cluster), key_(node_key), link_(link), log_(std::move(log)), lane_to_(std::move(lane_to)) {}
+  // peer_key: whether a node key a peer proved is one of the cluster's (AuthGate::is_peer_key);
+  // none: any key that signs its proof (whoever answers at a node's address could).
+  using PeerKey = std::function<bool(const wire::RawKey&)>;
+  Peers(const Cluster& cluster, const SigningKey& node_key, PeerLink& link, Log log, LaneTo lane_to = {}, PeerKey peer_key = {})
+      : cluster_(cluster), key_(node_key), link_(link), log_(std::move(log)), lane_to_(std::move(lane_to)),
+        peer_key_(std::move(peer_key)) {}
 
   // Node id's connection, made (and greeted) on first use; null (with *why) if id is not in
   // the cluster or cannot be reached.
@@ -139,6 +143,7 @@ private:
   PeerLink& link_;
   Log log_;
   LaneTo lane_to_;
+  PeerKey peer_key_;
   std::map<uint32_t, Peer> peers_;
 };
 

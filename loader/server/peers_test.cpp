@@ -45,7 +45,8 @@ struct Fixture {
   std::vector<std::string> logged;
   bool lanes = false;  // whether peers are on this host (asked for a lane)
   Peers peers{cluster, mine, link, [this](std::string_view l) { logged.emplace_back(l); },
-              [this](const std::string&) { return lanes; }};
+              [this](const std::string&) { return lanes; },
+              [this](const RawKey& k) { return k == theirs.public_key().raw; }};  // the cluster's node key
   std::vector<std::string> failures;
 
   PeerLink::Failed record() {
@@ -139,6 +140,29 @@ TEST_CASE("a peer that cannot prove its node key gets nothing", "[peers]") {
   REQUIRE(x.peers.get(1, &why));  // the next forward connects again
   CHECK(x.link.sent.size() == 2);
   CHECK(x.link.sent[1].ep != x.link.sent[0].ep);
+}
+
+TEST_CASE("a peer that proves a node key that is not the cluster's gets nothing", "[peers]") {
+  // Whoever listens at a node's address (its port taken while the node's loader is down, say)
+  // can sign with a key of its own; it must not get this node's forwards.
+  Fixture x;
+  std::string why;
+  Peer* p = x.peers.get(1, &why);
+  x.peers.send(*p, forward_message(), x.record());
+  const SigningKey impostor = test::fresh_key();
+  const Hello h = decoded_hello(x.link.sent[0].r);
+  HelloReply r;
+  r.node_id = 1;
+  r.nonce = *auth::random_nonce();
+  r.node_key = impostor.public_key().raw;
+  r.node_sig = *impostor.sign(auth::node_proof(h.nonce, r.nonce, r.node_key));
+  CHECK(x.peers.on_hello_reply(r));
+  CHECK(x.link.sent.size() == 1);  // no auth, no forward
+  CHECK(x.failures == std::vector<std::string>{"its node key is not one of the cluster's"});
+  REQUIRE(x.logged.size() == 1);
+  CHECK_THAT(x.logged[0], Catch::Contains("not forwarding to it"));
+  CHECK(x.link.closed.size() == 1);
+  CHECK(x.peers.all().empty());
 }
 
 TEST_CASE("a peer that refuses this node's key, or lacks the forward verb, fails what waited", "[peers]") {

@@ -1211,7 +1211,8 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
       auto a = net::parse_host_port(address);
       return a.ok() && net::on_this_host(*a);
     };
-  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to));
+  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to),
+                                    [gate = m.opt.gate](const RawKey& key) { return gate->is_peer_key(key); });
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
   auto w = net::UcxWorker::create(true, options.one_sided_regions);  // one thread at a time: the leader
   XC_TRY(w);

@@ -34,7 +34,9 @@ for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'regi
 done
 # The shared-memory lane (wire-protocol.md section 8): what a client on this host writes into
 # it is checked like a request from UCX, and a slot that lies about its length ends the lane.
-expect 0 '' -- bash -c "'$BIN/xcargo-lane-attack' --to '$NODE' --key '$XCARGO_IDENTITY' > lane.out 2>&1"
+# Its flood and unread cases each stop after 60 s at most: the check's ceiling is above their sum
+# (60 s in all was hit on a machine with both cores kept busy).
+EXPECT_TIMEOUT=300 expect 0 '' -- bash -c "'$BIN/xcargo-lane-attack' --to '$NODE' --key '$XCARGO_IDENTITY' > lane.out 2>&1"
 cat lane.out | sed 's/^/    /'
 for line in 'before-auth: refused: unauthenticated' 'control: refused: a sealed list in the lane was answered' \
             'unsealed: refused' 'lying-taken: refused: the replies past the ring came through UCX' \

@@ -194,6 +194,11 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   return r;
 }
 
+Bytes Connection::sealed(Bytes&& header) const {
+  if (token_) header.insert(header.end(), token_->begin(), token_->end());
+  return std::move(header);
+}
+
 Bytes Connection::sealed(ByteView header) const {
   Bytes b;
   b.reserve(header.size() + kTokenSize);
@@ -217,6 +222,12 @@ Status Connection::send_request(MsgType, Bytes, ByteView) {
   return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests");
 }
 Result<Frame> Connection::next_reply() { return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests"); }
+Status Connection::next_reply_into(Frame& f) {
+  auto r = next_reply();
+  XC_TRY(r);
+  f = std::move(*r);
+  return {};
+}
 
 Status Connection::invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
                                     const InvokeDone& done) {
@@ -235,6 +246,8 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
     return {};
   }
   std::unordered_map<uint64_t, size_t> in_flight;  // request id -> index
+  in_flight.reserve(std::min(window, size_t(4096)));
+  Frame frame;  // each reply in turn (its header's buffer reused)
   std::deque<size_t> again;                        // answered `restarting`: to send on a new connection
   size_t next = 0;
   bool restarting = false;  // a worker is ending: send nothing more on this connection
@@ -280,8 +293,8 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       in_flight.emplace(id, i);
     }
     if (in_flight.empty()) continue;
-    auto f = next_reply();
-    if (!f.ok()) return give_up(f.error());
+    if (auto s = next_reply_into(frame); !s.ok()) return give_up(s.error());
+    const Frame* f = &frame;
     const auto id = leading_request_id(f->type, f->header);
     const auto it = id ? in_flight.find(*id) : in_flight.end();
     if (it == in_flight.end()) continue;  // not one of ours (the transport drops those already)
@@ -293,7 +306,7 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       continue;
     }
     reconnects = 0;
-    done(i, invoke_reply(*f, *id));
+    done(i, invoke_reply(frame, *id));
   }
   return {};
 }

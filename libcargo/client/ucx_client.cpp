@@ -109,7 +109,7 @@ protected:
     lane::Segment seg = lane::attach(offer.shm_id, offer.nonce);
     if (!seg) return;  // another host after all, or another uid: UCX only
     lane_ = seg;
-    kick_ = sealed({});
+    kick_ = sealed(ByteView());
   }
 
   // The node went away between requests (a worker replaced after a kernel failed): the next
@@ -338,8 +338,10 @@ private:
     return true;
   }
   static constexpr std::chrono::microseconds kLaneProgressEvery{20};
-  // Takes one reply from the lane, if one is there: true if one was.
-  bool lane_poll() {
+  // Takes one reply from the lane, if one is there: true if one was. A reply to a pipelined
+  // request goes into *into if given (its buffers reused: no allocation for its header),
+  // *got then set; else it is queued in arrived_.
+  bool lane_poll(Frame* into = nullptr, bool* got_into = nullptr) {
     MsgType type{};
     ByteView h, d;
     std::string why;
@@ -360,6 +362,13 @@ private:
       if (at == awaited_.end()) return true;
       *at = awaited_.back();
       awaited_.pop_back();
+      if (into) {
+        into->type = type;
+        into->header.assign(h.begin(), h.end());
+        into->data.assign(d.begin(), d.end());
+        *got_into = true;
+        return true;
+      }
       auto a = std::make_unique<Arrival>();
       a->self = this;
       a->frame = {type, Bytes(h.begin(), h.end()), Bytes(d.begin(), d.end())};
@@ -540,17 +549,29 @@ protected:
     return {};
   }
   Result<Frame> next_reply() override {
+    Frame f;
+    if (auto s = next_reply_into(f); !s.ok()) return s.error();
+    return f;
+  }
+  Status next_reply_into(Frame& f) override {
     Waiting wait(*this, kPipelined);
     for (;;) {
       for (auto it = arrived_.begin(); it != arrived_.end(); ++it)
         if ((*it)->ready) {
-          Frame f = std::move((*it)->frame);
+          f = std::move((*it)->frame);
           arrived_.erase(it);
           wait.done();
-          return f;
+          return {};
         }
       if (failed_) return lost();
-      if (lane_ && lane_poll()) continue;
+      bool got = false;
+      if (lane_ && lane_poll(&f, &got)) {
+        if (got) {
+          wait.done();
+          return {};
+        }
+        continue;
+      }
       if (lane_unflushed_) {  // no reply to take: the requests sent since, before waiting
         lane_flush();
         continue;

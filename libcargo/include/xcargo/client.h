@@ -95,6 +95,8 @@ protected:
   // next_reply returns the reply to any request so sent, as it arrives.
   virtual Status send_request(wire::MsgType type, Bytes header, ByteView data);
   virtual Result<wire::Frame> next_reply();
+  // The same into f, whose buffers a transport may reuse (the pipelined loop keeps one).
+  virtual Status next_reply_into(wire::Frame& f);
   // The version handshake, then authentication with identity (null: none; identity_path
   // names it in messages) when the node asks for it or accepts it; implementations call it
   // once connected.
@@ -105,6 +107,7 @@ protected:
   virtual bool wants_lane() const { return false; }
   virtual void take_lane(const wire::LaneOffer&) {}
   Bytes sealed(ByteView header) const;  // header, then the session's token once authenticated
+  Bytes sealed(Bytes&& header) const;   // the same, appended in place
   // The last invocation's reply header, its buffer kept for the next reply's (no allocation).
   Bytes spare_header_;
   // A new connection to the same node, handshake included, for a request the node answered

@@ -26,6 +26,7 @@ inline constexpr uint32_t kSlotSize = 2048;
 inline constexpr size_t kSlotHeader = 24;      // seq u64, type u16, 0 u16, header_len u32, data_len u32, 0 u32
 inline constexpr size_t kCapacity = kSlotSize - kSlotHeader;  // header + data bytes a slot holds
 inline constexpr size_t kControlSize = 4096;
+inline constexpr uint64_t kPrefetchAhead = 2;  // slots a reader prefetches past the one it read
 inline constexpr size_t kSegmentSize = kControlSize + 2 * size_t(kSlots) * kSlotSize;
 using LaneNonce = std::array<uint8_t, 16>;
 

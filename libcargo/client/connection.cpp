@@ -294,13 +294,12 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
     }
     if (in_flight.empty()) continue;
     if (auto s = next_reply_into(frame); !s.ok()) return give_up(s.error());
-    const Frame* f = &frame;
-    const auto id = leading_request_id(f->type, f->header);
+    const auto id = leading_request_id(frame.type, frame.header);
     const auto it = id ? in_flight.find(*id) : in_flight.end();
     if (it == in_flight.end()) continue;  // not one of ours (the transport drops those already)
     const size_t i = it->second;
     in_flight.erase(it);
-    if (f->type == MsgType::result && result_status(f->header) == uint16_t(ReplyStatus::restarting)) {
+    if (frame.type == MsgType::result && result_status(frame.header) == uint16_t(ReplyStatus::restarting)) {
       restarting = true;
       again.push_back(i);
       continue;

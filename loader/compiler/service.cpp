@@ -28,20 +28,61 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// In a job: where an LLVM fatal error's reason goes (the job's reply pipe).
+// What a direct job (one that reads its request from the worker itself) tells the service,
+// its only view of that request: records of a code byte, a u16 text length, the text, each
+// written at once (shorter than PIPE_BUF: never interleaved or split).
+//   kTook (the variant's name)  it read a request
+//   kWriting                    its reply to the worker starts
+//   kAnswered                   the reply is written; the job ends
+//   kFollows (followup_key)     the reply is written; the job goes on to -O2
+//   kRefused (why)              what the worker sent was not a request
+constexpr char kTook = 'T', kWriting = 'W', kAnswered = 'A', kFollows = 'F', kRefused = 'X';
+
+// In a job: where its reply goes (the worker, for a direct job; else the service) and, for a
+// direct job, its status pipe (else -1).
 int g_reply_fd = -1;
+int g_status_fd = -1;
+
+void tell(char code, std::string_view text = {}) {
+  if (g_status_fd < 0) return;
+  text = text.substr(0, 1024);
+  std::string r{code, char(text.size() & 0xff), char(text.size() >> 8)};
+  r += text;
+  (void)write_all(g_status_fd, as_bytes(r));
+}
+
+void answer(const Bytes& reply, char done, std::string_view text = {}) {
+  tell(kWriting);
+  (void)write_all(g_reply_fd, reply);
+  tell(done, text);
+}
 
 void reply_fatal(const char* reason) {
-  const Bytes b = encode_reply(Error(Errc::compile, std::string("LLVM stopped compiling it: ") + reason)
-                                   .hint("the bitcode is refused here; other cargos are not affected"));
-  (void)write_all(g_reply_fd, b);
+  answer(encode_reply(Error(Errc::compile, std::string("LLVM stopped compiling it: ") + reason)
+                          .hint("the bitcode is refused here; other cargos are not affected")),
+         kAnswered);
+}
+
+// A request's variant and cargo, as the key of a -O2 compile that followed a quick tier.
+std::string followup_key(const std::string& variant, ByteView cargo) { return variant + "/" + to_hex(sha256(cargo)); }
+std::string followup_key(const Request& req) { return followup_key(req.variant, req.cargo); }
+
+// The answer to a request for -O2 whose compile after a quick tier did not end well (in
+// failed: its followup_key and why), if it is one.
+std::optional<Error> failed_before(const Request& req, const std::map<std::string, std::string>& failed) {
+  if (req.allow_quick || failed.empty()) return std::nullopt;
+  const auto it = failed.find(followup_key(req));
+  if (it == failed.end()) return std::nullopt;
+  return Error(Errc::compile, "variant " + req.variant + ": its -O2 compile after the quick tier did not end well: " + it->second)
+      .hint("the cargo keeps running its quick tier's code");
 }
 
 // The job, in the child: the cargo verified again (a request is only as good as its
 // signatures), the variant found, the object from the cache or compiled. *then: for a quick
 // tier, with a cache, the -O2 compile the job goes on with once it has answered (stored in
-// the cache, where the worker's next request for it finds it).
-Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options& o, Request req, std::function<bool()>* then) {
+// the cache, where the worker's next request for it finds it), and *key its followup_key.
+Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options& o, Request req, std::function<bool()>* then,
+                           std::function<std::string()>* key) {
   auto trust = TrustStore::load(o.trust);
   XC_TRY(trust);
   auto loaded = load_cargo(std::move(req.cargo), &*trust, o.limits);
@@ -51,8 +92,10 @@ Result<CompiledObject> job(const Jit& jit, const DiskCache& cache, const Options
     if (v.name == req.variant) {
       if (v.kind != VariantKind::bitcode) return Error(Errc::invalid_argument, "variant " + v.name + " is not bitcode");
       auto out = compile_or_fetch(jit, cache, *cargo, v, req.allow_quick);
-      if (out.ok() && out->quick && cache.enabled())
+      if (out.ok() && out->quick && cache.enabled()) {
         *then = [&jit, &cache, cargo, &v] { return compile_or_fetch(jit, cache, *cargo, v).ok(); };
+        *key = [cargo, &v] { return followup_key(v.name, cargo->bytes()); };
+      }
       return out;
     }
   return Error(Errc::invalid_argument, "the cargo has no variant " + req.variant);
@@ -93,6 +136,15 @@ std::optional<CompiledObject> cached(const Jit& jit, const DiskCache& cache, con
   return std::nullopt;
 }
 
+// Waits for a job that has ended or was killed; says so if a signal ended it.
+std::string reaped(pid_t pid) {
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFSIGNALED(ws)) return "";
+  return std::string("the compiler crashed (signal ") + std::to_string(WTERMSIG(ws)) + ", " + strsignal(WTERMSIG(ws)) + ")";
+}
+
 // All a job wrote: a whole reply, as soon as it is complete (*reap is then set: the job is
 // still ending, which took 16 ms after a compile here, and is waited for after the reply is
 // sent); or what it wrote before it ended, and *stopped says what stopped it.
@@ -124,21 +176,24 @@ Bytes collect(int fd, pid_t pid, std::chrono::seconds limit, std::string* stoppe
       return out;
     }
   }
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-  }
-  if (stopped->empty() && WIFSIGNALED(ws))
-    *stopped = std::string("the compiler crashed (signal ") + std::to_string(WTERMSIG(ws)) + ", " + strsignal(WTERMSIG(ws)) + ")";
+  if (const std::string why = reaped(pid); stopped->empty()) *stopped = why;
   return out;
 }
 
-// A child forked before its request: it faults its memory in, then waits for one request on
-// request_fd, answers on reply_fd and ends. A job forked on demand took its copy-on-write and
-// fresh-page faults while compiling: 36 to 64 ms for a tiny cargo, of which about 12 ms compiling.
+// A child forked before its request: it faults its memory in, then waits for one request,
+// answers it and ends. A job forked on demand took its copy-on-write and fresh-page faults
+// while compiling: 36 to 64 ms for a tiny cargo, of which about 12 ms compiling.
+// A direct standby (worker_fd set) reads its request from the worker and answers there
+// itself, telling the service on reply_fd (kTook...); the service neither reads the worker's
+// requests while it waits nor writes it any, and ends it by closing request_fd. Otherwise
+// the service hands it a request it read on request_fd and relays the reply from reply_fd.
+// Each hand-off wakes a process (0.15 to 0.25 ms on this VM with a core idle, more when
+// both are busy): a direct job saves two of the four on a push's critical path.
 struct Standby {
   pid_t pid = -1;
   int request_fd = -1;  // the service's ends
   int reply_fd = -1;
+  std::string status;  // what it told the service and the service has not taken yet
 };
 
 bool request_waiting(void* fd) {
@@ -146,49 +201,76 @@ bool request_waiting(void* fd) {
   return ::poll(&p, 1, 0) > 0;
 }
 
-[[noreturn]] void standby_child(int request_fd, int reply_fd, const Jit& jit, const DiskCache& cache, const Options& o) {
+[[noreturn]] void standby_child(int request_fd, int reply_fd, int worker_fd, const Jit& jit, const DiskCache& cache, const Options& o,
+                                const std::map<std::string, std::string>& failed) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int in = worker_fd >= 0 ? worker_fd : request_fd;
   // The heap a compile grows into (16 MiB) and the writable mappings (64 MiB at most: never a
   // sanitizer's reserved shadow) copied now rather than in the job; then a small compile,
   // which faults in the code and data LLVM uses.
-  const PrefaultStats st = prefault(16 << 20, 32 << 20, 64 << 20, request_waiting, &request_fd);
-  if (!st.stopped && !request_waiting(&request_fd)) {
+  const PrefaultStats st = prefault(16 << 20, 32 << 20, 64 << 20, request_waiting, &in);
+  if (!st.stopped && !request_waiting(&in)) {
     (void)jit.warm_up();
     // The job's own verification: its first in this process took 2 to 2.5 ms (trust files
     // read, PEM decoded, signature checked), against 0.3 ms in the service.
     (void)TrustStore::load(o.trust);
     warm_up_verification();
   }
-  auto req = read_request(request_fd, o.limits.max_cargo_size);
-  if (!req.ok()) _exit(0);  // the service ended, or dropped this standby
+  if (worker_fd >= 0) {  // a request from the worker, or the service dropping this standby
+    pollfd p[2] = {{worker_fd, POLLIN, 0}, {request_fd, POLLIN, 0}};
+    while (::poll(p, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (p[1].revents) _exit(0);
+    g_status_fd = reply_fd;
+    g_reply_fd = worker_fd;
+  } else {
+    g_reply_fd = reply_fd;
+  }
+  auto req = read_request(in, o.limits.max_cargo_size);
+  if (!req.ok()) {  // the worker ended (or the service dropped this standby), or sent something else
+    if (req.error().code() != Errc::unreachable) tell(kRefused, req.error().message());
+    _exit(0);
+  }
+  tell(kTook, req->variant);
   // The CPU limit counts from the request, not from the prefault.
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   const rlim_t used = rlim_t(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1);
   const rlimit cpu{used + rlim_t(o.job_limit.count()), used + rlim_t(o.job_limit.count()) + 1};
   ::setrlimit(RLIMIT_CPU, &cpu);
-  g_reply_fd = reply_fd;
   Jit::on_fatal_error(reply_fatal);
   std::function<bool()> then;
-  (void)write_all(reply_fd, encode_reply(job(jit, cache, o, std::move(*req), &then)));
-  if (then) {  // the service waits for this job to end before it reads the next request
-    ::close(reply_fd);
-    g_reply_fd = -1;
-    // Behind the worker linking the quick tier and running it: on 2 cores this compile took
-    // a core from the push's reply and the first invocation. Nice 19 was not enough: the
-    // scheduler still gave it a core for a whole tick (4 ms here) while the worker's leader
-    // waited, runnable, to link and reply. Under SCHED_IDLE it runs only on a core nothing
-    // else wants (loader/README, "Tiers": the cold JIT push and first call, 13.1 against
-    // 7.7 ms, medians of 7 alternating).
-    (void)::setpriority(PRIO_PROCESS, 0, 19);
-    sched_param idle{};
-    (void)::sched_setscheduler(0, SCHED_IDLE, &idle);
-    _exit(then() ? 0 : 71);
+  if (auto refused = failed_before(*req, failed)) {
+    answer(encode_reply(*refused), kAnswered);
+    _exit(0);
   }
-  _exit(0);
+  std::function<std::string()> key;
+  const Bytes reply = encode_reply(job(jit, cache, o, std::move(*req), &then, &key));
+  if (!then) {
+    answer(reply, kAnswered);
+    _exit(0);
+  }
+  // The service waits for this job to end before it reads the next request.
+  answer(reply, kFollows, g_status_fd >= 0 ? key() : "");  // the key after the reply: off the push's path
+  ::close(g_reply_fd);
+  ::close(reply_fd);
+  g_reply_fd = g_status_fd = -1;
+  // Behind the worker linking the quick tier and running it: on 2 cores this compile took
+  // a core from the push's reply and the first invocation. Nice 19 was not enough: the
+  // scheduler still gave it a core for a whole tick (4 ms here) while the worker's leader
+  // waited, runnable, to link and reply. Under SCHED_IDLE it runs only on a core nothing
+  // else wants (loader/README, "Tiers": the cold JIT push and first call, 13.1 against
+  // 7.7 ms, medians of 7 alternating).
+  (void)::setpriority(PRIO_PROCESS, 0, 19);
+  sched_param idle{};
+  (void)::sched_setscheduler(0, SCHED_IDLE, &idle);
+  _exit(then() ? 0 : 71);
 }
 
-Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Options& o) {
+// worker_fd: the worker's connection, for a direct standby; -1 for one the service hands a
+// request to.
+Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Options& o, int worker_fd,
+                             const std::map<std::string, std::string>& failed) {
   int req[2], rep[2];
   if (::pipe2(req, O_CLOEXEC) != 0) return Error(Errc::io, std::string("compile service: pipe: ") + std::strerror(errno));
   if (::pipe2(rep, O_CLOEXEC) != 0) {
@@ -200,7 +282,7 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
   if (pid == 0) {
     ::close(req[1]);
     ::close(rep[0]);
-    standby_child(req[0], rep[1], jit, cache, o);
+    standby_child(req[0], rep[1], worker_fd, jit, cache, o, failed);
   }
   ::close(req[0]);
   ::close(rep[1]);
@@ -209,7 +291,11 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
     ::close(rep[0]);
     return Error(Errc::io, std::string("compile service: fork: ") + std::strerror(errno));
   }
-  return Standby{pid, req[1], rep[0]};
+  Standby s;
+  s.pid = pid;
+  s.request_fd = req[1];
+  s.reply_fd = rep[0];
+  return s;
 }
 
 // Waits until deadline for a job that answered and may still be compiling (-O2 after a quick
@@ -240,39 +326,20 @@ std::string finish(pid_t pid, Clock::time_point deadline) {
   return "";
 }
 
-// A request's variant and cargo, as the key of a -O2 compile that followed a quick tier.
-std::string followup_key(const Request& req) { return req.variant + "/" + to_hex(sha256(req.cargo)); }
-
-// Runs one request in the standby (forked now if there is none) and returns the reply to
-// send. *reap: a job still ending, to wait for once the reply is sent; *followup: its key
-// (followup_key) when it answered with a quick tier and is compiling -O2. failed: those
-// -O2 compiles that did not end well, and why; a request for one is answered with that.
-Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, std::optional<Standby>& standby, Request req, pid_t* reap,
-              std::string* followup, const std::map<std::string, std::string>& failed) {
+// Runs one request the service read itself (it had no standby waiting: one is forked now)
+// and returns the reply to send. *reap: a job still ending, to wait for once the reply is
+// sent; *followup: its key (followup_key) when it answered with a quick tier and is
+// compiling -O2. failed: those -O2 compiles that did not end well, and why; a request for
+// one is answered with that.
+Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, Request req, pid_t* reap, std::string* followup,
+              const std::map<std::string, std::string>& failed) {
   const std::string what = "variant " + req.variant;
   bool damaged = false;
-  // A push's request (a quick tier allowed) goes to a waiting job at once: the worker found
-  // no entry before it asked, the job looks in the cache anyway, and waking the job takes
-  // about 1 ms on this VM, which the service's own look would come before (0.6 to 1 ms).
-  if (!(req.allow_quick && standby))
-    if (auto hit = cached(jit, cache, o, req, &damaged)) return encode_reply(std::move(*hit));
-  if (!req.allow_quick && !failed.empty())
-    if (auto it = failed.find(followup_key(req)); it != failed.end())
-      return encode_reply(Error(Errc::compile, what + ": its -O2 compile after the quick tier did not end well: " + it->second)
-                              .hint("the cargo keeps running its quick tier's code"));
-  if (standby && ::waitpid(standby->pid, nullptr, WNOHANG) == standby->pid) {  // it ended while waiting
-    ::close(standby->request_fd);
-    ::close(standby->reply_fd);
-    standby.reset();
-    if (o.log) o.log("compile service: the waiting compile job had ended; started another");
-  }
-  if (!standby) {
-    auto s = fork_standby(jit, cache, o);
-    if (!s.ok()) return encode_reply(s.error());
-    standby = *s;
-  }
-  const Standby child = *standby;
-  standby.reset();
+  if (auto hit = cached(jit, cache, o, req, &damaged)) return encode_reply(std::move(*hit));
+  if (auto refused = failed_before(req, failed)) return encode_reply(*refused);
+  auto forked = fork_standby(jit, cache, o, -1, failed);
+  if (!forked.ok()) return encode_reply(forked.error());
+  const Standby child = std::move(*forked);
   std::string stopped;
   bool unreaped = false;
   const bool sent = write_all(child.request_fd, encode_request(req.variant, req.cargo, req.allow_quick)).ok();
@@ -303,6 +370,75 @@ void sweep(const DiskCache& cache, const Options& o) {
 
 }  // namespace
 
+// The next record a direct standby told the service (kTook and the rest): code 0 once it has
+// ended, 't' if it told nothing more before deadline.
+struct Told {
+  char code = 0;
+  std::string text;
+};
+
+Told next_told(Standby& s, Clock::time_point deadline) {
+  for (;;) {
+    if (s.status.size() >= 3) {
+      const size_t n = size_t(uint8_t(s.status[1])) | size_t(uint8_t(s.status[2])) << 8;
+      if (s.status.size() >= 3 + n) {
+        Told t{s.status[0], s.status.substr(3, n)};
+        s.status.erase(0, 3 + n);
+        return t;
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{s.reply_fd, POLLIN, 0};
+    const int r = left > 0 ? ::poll(&p, 1, int(std::min<long long>(left, 1 << 30))) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return {'t', {}};
+    char buf[2048];
+    const ssize_t got = ::read(s.reply_fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || s.status.size() > 4096) return {};  // ended (or not one of ours: treated as ended)
+    s.status.append(buf, size_t(got));
+  }
+}
+
+// A request a direct standby took from the worker (variant: its name): waited for within the
+// time limit; answered for it (the job's time limit, its crash) if it ends before it starts
+// its reply. failed: as run_job's, kept up to date. Returns false when the worker's stream is
+// out of step (a reply cut short): the service then ends, and with it the worker's compiles.
+bool supervise(Standby& job, const std::string& variant, int worker_fd, const Options& o, std::map<std::string, std::string>& failed) {
+  const std::string what = "variant " + variant;
+  const auto deadline = Clock::now() + o.job_limit;
+  bool writing = false;
+  for (;;) {
+    Told t = next_told(job, deadline);
+    if (t.code == kWriting) {
+      writing = true;
+      continue;
+    }
+    if (t.code == kAnswered || t.code == kFollows) {
+      // A job that answered with a quick tier compiles -O2 for the next request (the
+      // worker's tier-up): waited for, within the same time limit as any compile.
+      const std::string why = finish(job.pid, deadline);
+      job.pid = -1;
+      if (!why.empty() && t.code == kFollows) {
+        if (o.log) o.log("compile service: " + what + ": -O2 after the quick tier: " + why);
+        if (failed.size() >= 256) failed.erase(failed.begin());
+        failed[t.text] = why;
+      }
+      return true;
+    }
+    std::string stopped;
+    if (t.code == 't') stopped = "it was still compiling after " + std::to_string(o.job_limit.count()) + " s and was stopped";
+    if (t.code != 0) ::kill(job.pid, SIGKILL);  // out of time, or telling out of turn
+    if (std::string why = reaped(job.pid); stopped.empty()) stopped = why;
+    job.pid = -1;
+    if (stopped.empty()) stopped = "the compiler ended without an answer";
+    if (o.log) o.log("compile service: " + what + ": " + stopped + (writing ? "; its reply was cut short: closing the worker's connection" : ""));
+    if (writing) return false;
+    return write_all(worker_fd, encode_reply(Error(Errc::compile, what + ": " + stopped).hint("the bitcode is refused here; other cargos are not affected")))
+        .ok();
+  }
+}
+
 int serve(int fd, const Options& o) {
   auto jit = Jit::create();
   auto cache = DiskCache::open(o.cache_dir);
@@ -311,45 +447,62 @@ int serve(int fd, const Options& o) {
     return 1;
   }
   std::string stamp = o.trust_stamp ? o.trust_stamp() : "";
+  auto revocations = [&] {  // applied to the cache within a second
+    if (!o.trust_stamp) return;
+    if (std::string now = o.trust_stamp(); now != stamp) {
+      stamp = now;
+      sweep(*cache, o);
+    }
+  };
   sweep(*cache, o);
   warm_up_verification();  // for the cache hits it answers itself (cached)
-  std::optional<Standby> standby;
-  std::map<std::string, std::string> failed;  // run_job's
-  auto drop_standby = [&] {
-    if (!standby) return;
-    ::close(standby->request_fd);  // it reads end of file and exits
+  std::optional<Standby> standby;               // always a direct one
+  std::map<std::string, std::string> failed;  // run_job's and supervise's
+  auto end_standby = [&] {
+    ::close(standby->request_fd);  // if it still waits, it exits
     ::close(standby->reply_fd);
-    while (::waitpid(standby->pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    if (standby->pid > 0) (void)reaped(standby->pid);
     standby.reset();
   };
   auto keep_standby = [&] {  // failing, the next request forks its own (run_job)
-    if (standby) return;
-    if (auto s = fork_standby(**jit, *cache, o); s.ok()) standby = *s;
-    // The fork made every writable page of this process copy-on-write: the cache hits this
-    // process answers itself took those faults, 1.6 to 2.3 ms each. Taken now, while idle
-    // (stopping for a request), at the cost of this process's own copy of those pages.
-    if (standby) (void)prefault(0, 32 << 20, 64 << 20, request_waiting, const_cast<int*>(&fd));
+    if (auto s = fork_standby(**jit, *cache, o, fd, failed); s.ok()) standby = std::move(*s);
   };
-  // The first standby is forked after a second without requests, not at start: a worker
-  // (and its standby) starting after a kernel failure shares the cores with the one taking
-  // over and its clients, and workers replaced in quick succession never warm one in vain.
+  // The first standby is forked after a second without requests (standby_after), not at
+  // start: a worker (and its standby) starting after a kernel failure shares the cores with
+  // the one taking over and its clients, and workers replaced in quick succession never warm
+  // one in vain.
+  if (o.standby_after.count() == 0) keep_standby();
   for (;;) {
+    if (standby) {  // it reads the worker's next request: the service only watches it
+      Told t = next_told(*standby, Clock::now() + std::chrono::seconds(1));
+      if (t.code == 't') {
+        revocations();
+        continue;
+      }
+      if (t.code == kTook) {
+        const bool in_step = supervise(*standby, t.text, fd, o, failed);
+        end_standby();
+        if (!in_step) return 1;
+        keep_standby();  // for the next request
+        continue;
+      }
+      end_standby();
+      if (t.code == kRefused) {
+        if (o.log) o.log(t.text + "; closing the worker's connection");
+        return 1;
+      }
+      continue;  // it ended before a request (the worker ended: read below; or it failed)
+    }
     pollfd p{fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, 1000);
+    const int r = ::poll(&p, 1, int(std::max<long long>(o.standby_after.count(), 1)));
     if (r < 0 && errno != EINTR) return 1;
-    if (r <= 0) {  // idle: a standby job ready, and revocations applied to the cache within a second
+    if (r <= 0) {  // idle: a standby job ready
       keep_standby();
-      if (o.trust_stamp)
-        if (std::string now = o.trust_stamp(); now != stamp) {
-          stamp = now;
-          sweep(*cache, o);
-        }
+      revocations();
       continue;
     }
     auto req = read_request(fd, o.limits.max_cargo_size);
     if (!req.ok()) {
-      drop_standby();
       if (req.error().code() == Errc::unreachable) return 0;  // the worker ended
       if (o.log) o.log(req.error().message() + "; closing the worker's connection");
       return 1;
@@ -357,7 +510,7 @@ int serve(int fd, const Options& o) {
     pid_t ending = -1;
     std::string followup;
     const auto started = Clock::now();
-    const bool answered = write_all(fd, run_job(**jit, *cache, o, standby, std::move(*req), &ending, &followup, failed)).ok();
+    const bool answered = write_all(fd, run_job(**jit, *cache, o, std::move(*req), &ending, &followup, failed)).ok();
     // A job that answered with a quick tier compiles -O2 for the next request (the worker's
     // tier-up): waited for, within the same time limit as any compile.
     if (ending > 0)
@@ -366,10 +519,7 @@ int serve(int fd, const Options& o) {
         if (failed.size() >= 256) failed.erase(failed.begin());
         failed[followup] = why;
       }
-    if (!answered) {
-      drop_standby();
-      return 0;
-    }
+    if (!answered) return 0;
     keep_standby();  // for the next request
   }
 }

@@ -1,10 +1,12 @@
 // The compile service: the only process that writes the JIT cache. The supervisor starts one
 // beside each worker, before any kernel runs, so nothing a kernel does reaches it except its
 // requests. Each request (a signed cargo and a variant name) runs in a child of its own, forked
-// before the request arrives (its page faults and LLVM's first-compile costs paid while idle), which
-// verifies the cargo again against the trust directory, checks and compiles the bitcode (or
-// finds it in the cache) and answers; an LLVM fatal error or crash there costs that request
-// only. The worker itself cannot open the cache (loader/SECURITY.md).
+// before the request arrives (its page faults and LLVM's first-compile costs paid while idle),
+// which reads the request from the worker's connection itself, verifies the cargo again
+// against the trust directory, checks and compiles the bitcode (or finds it in the cache) and
+// answers the worker; the service watches it (time limit, crash) and answers for it if it
+// ends without answering. An LLVM fatal error or crash there costs that request only. The
+// worker itself cannot write the cache (loader/SECURITY.md).
 #pragma once
 
 #include <chrono>
@@ -22,6 +24,9 @@ struct Options {
   std::string cache_dir;  // empty: no cache
   Limits limits;          // cargo limits, as the worker's
   std::chrono::seconds job_limit{120};  // a compile running longer is stopped and refused
+  // A standby job is forked once the service has had no request for this long, and after
+  // each request (0: also at start, before the first request).
+  std::chrono::milliseconds standby_after{1000};
   // Changes when the trust directory changes; then entries compiled from cargos that only
   // keys no longer trusted signed are removed (and at start).
   std::function<std::string()> trust_stamp;

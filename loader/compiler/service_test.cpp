@@ -1,13 +1,21 @@
 // The compile service over a socket pair, as a worker uses it: a quick tier first, then the
-// -O2 object its job went on to compile and store.
+// -O2 object its job went on to compile and store; served by a job the service hands the
+// request to, and by a standby that reads it from the worker itself.
 #include <catch2/catch.hpp>
 
+#include <linux/sockios.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
+#include "protocol.h"
 #include "service.h"
 #include "support.h"
 #include "xcargo/file.h"
@@ -15,50 +23,133 @@
 using namespace xcargo;
 using namespace xcargo::loader;
 
-TEST_CASE("the compile service answers a quick tier, then the -O2 object its job stored", "[compiler][tiers]") {
-  test::ScratchDir dir;
+namespace {
+
+// A cargo built by the real tools: `xcargo build` (hello, bitcode) or, with a kind,
+// xcargo-hostile-bitcode.
+Cargo build(const test::ScratchDir& dir, const std::string& hostile = "") {
   auto pem = read_file(test::vectors_dir() + "/keys/vector-signer.key", 64 * 1024);
   REQUIRE(pem.ok());
   REQUIRE(write_file(dir / "signer.key", *pem, 0600).ok());
-  const std::string out = dir / "hello.xcargo";
-  const std::string cmd = std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/hello/hello.c -t bitcode -o " + out +
-                          " --key " + (dir / "signer.key") + " 2>>" + (dir / "build.err");
+  const std::string out = dir / (hostile.empty() ? "hello.xcargo" : hostile + ".xcargo");
+  const std::string cmd = hostile.empty() ? std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/hello/hello.c -t bitcode -o " +
+                                                out + " --key " + (dir / "signer.key") + " 2>>" + (dir / "build.err")
+                                          : std::string(XCARGO_HOSTILE_BITCODE) + " " + out + " " + (dir / "signer.key") + " " + hostile +
+                                                " >>" + (dir / "build.err") + " 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto bytes = read_file(out, 1 << 20);
   REQUIRE(bytes.ok());
   TrustStore trust = test::vector_trust();
   auto cargo = load_cargo(std::move(*bytes), &trust);
   REQUIRE(cargo.ok());
-  const Variant& v = cargo->manifest().variants.at(0);
+  return std::move(*cargo);
+}
 
-  int sv[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(sv[0]);
-    compiler::Options o;
-    o.trust = test::vectors_dir() + "/keys/vector-signer.pub";
-    o.cache_dir = dir / "cache";
-    ::_exit(compiler::serve(sv[1], o));
+// A compile service in a child process, and the worker's end of its socket.
+struct Service {
+  pid_t pid = -1;
+  int fd = -1;
+  Service(const test::ScratchDir& dir, std::chrono::milliseconds standby_after) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(sv[0]);
+      compiler::Options o;
+      o.trust = test::vectors_dir() + "/keys/vector-signer.pub";
+      o.cache_dir = dir / "cache";
+      o.standby_after = standby_after;
+      o.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", int(line.size()), line.data()); };
+      ::_exit(compiler::serve(sv[1], o));
+    }
+    ::close(sv[1]);
+    fd = sv[0];
   }
-  ::close(sv[1]);
-  Compiler compile = compiler::remote(sv[0], std::chrono::seconds(120));
-  auto quick = compile(*cargo, v, true);
+  int stop() {  // the service's exit status once the worker's end is closed
+    ::close(fd);
+    int ws = 0;
+    REQUIRE(::waitpid(pid, &ws, 0) == pid);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the compile service answers a quick tier, then the -O2 object its job stored", "[compiler][tiers]") {
+  // 1 s: the service reads the first request itself and hands it to a job it forks then;
+  // 0: a standby waits from the start and reads the request from the worker's end itself.
+  const auto standby_after = GENERATE(std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
+  CAPTURE(standby_after.count());
+  test::ScratchDir dir;
+  const Cargo cargo = build(dir);
+  const Variant& v = cargo.manifest().variants.at(0);
+  Service service(dir, standby_after);
+  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
+  auto quick = compile(cargo, v, true);
   REQUIRE(quick.ok());
   CHECK(quick->quick);
   CHECK_FALSE(quick->cache_hit);
-  auto full = compile(*cargo, v, false);  // waits for the job's -O2 compile
+  auto full = compile(cargo, v, false);  // waits for the job's -O2 compile
   REQUIRE(full.ok());
   CHECK_FALSE(full->quick);
   CHECK(full->cache_hit);
   CHECK(full->object != quick->object);
-  auto again = compile(*cargo, v, true);  // -O2 is there now: no quick tier
+  auto again = compile(cargo, v, true);  // -O2 is there now: no quick tier
   REQUIRE(again.ok());
   CHECK_FALSE(again->quick);
   CHECK(again->object == full->object);
-  ::close(sv[0]);
-  int ws = 0;
-  REQUIRE(::waitpid(pid, &ws, 0) == pid);
-  CHECK((WIFEXITED(ws) && WEXITSTATUS(ws) == 0));
+  CHECK(service.stop() == 0);
+}
+
+TEST_CASE("a job that LLVM stops answers with the reason, and the service serves the next request", "[compiler]") {
+  const auto standby_after = GENERATE(std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
+  CAPTURE(standby_after.count());
+  test::ScratchDir dir;
+  const Cargo fatal = build(dir, "fatal");
+  const Cargo hello = build(dir);
+  Service service(dir, standby_after);
+  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
+  auto r = compile(fatal, fatal.manifest().variants.at(0), true);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::compile);
+  CHECK_THAT(r.error().message(), Catch::Contains("LLVM stopped compiling it: Cannot select"));
+  auto ok = compile(hello, hello.manifest().variants.at(0), true);
+  REQUIRE(ok.ok());
+  CHECK(ok->quick);
+  CHECK(service.stop() == 0);
+}
+
+TEST_CASE("a standby killed while it compiles a request it read itself: the service answers for it", "[compiler]") {
+  test::ScratchDir dir;
+  const Cargo hello = build(dir);
+  Service service(dir, std::chrono::milliseconds(0));
+  // The request is written by hand so that the job can be killed while it holds it: the
+  // service's only child that is not a standby of the next request.
+  const Bytes req = compiler::encode_request(hello.manifest().variants.at(0).name, hello.bytes(), true);
+  REQUIRE(write_all(service.fd, req).ok());
+  // Once the request has left the socket (SIOCOUTQ: bytes the peer has not read), the standby
+  // holds it: the service's only child, as the next standby is forked after this request.
+  int unread = 1;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
+  while (unread > 0 && std::chrono::steady_clock::now() < until)
+    if (::ioctl(service.fd, SIOCOUTQ, &unread) != 0) break;
+  REQUIRE(unread == 0);
+  bool killed = false;
+  std::ifstream children("/proc/" + std::to_string(service.pid) + "/task/" + std::to_string(service.pid) + "/children");
+  const std::string list((std::istreambuf_iterator<char>(children)), std::istreambuf_iterator<char>());
+  for (size_t at = 0; at < list.size();) {
+    const size_t end = list.find(' ', at);
+    const pid_t child = pid_t(std::atoi(list.substr(at, end - at).c_str()));
+    if (child > 0 && ::kill(child, SIGKILL) == 0) killed = true;
+    at = end == std::string::npos ? list.size() : end + 1;
+  }
+  REQUIRE(killed);
+  auto r = compiler::read_reply(service.fd, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  REQUIRE(r.ok());  // a well-formed reply: an error, or the object if the job answered first
+  if (!r->ok()) CHECK_THAT(r->error().message(), Catch::Contains("the compiler crashed (signal 9"));
+  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));  // and it serves on
+  auto ok = compile(hello, hello.manifest().variants.at(0), false);
+  REQUIRE(ok.ok());
+  CHECK(service.stop() == 0);
 }

@@ -5,6 +5,7 @@
 #include "ucx_server.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -858,7 +859,7 @@ struct UcxServer::Impl {
     // another runs a kernel) sleeps until something arrives instead of polling, which would
     // take a core from that kernel (2.4 ms against 1.4 ms for a kernel run natively, on 2
     // cores; bench-kernels).
-    Clock::time_point last_activity{};
+    Clock::time_point last_activity{}, last_yield{};
     int batch = 0;  // quick requests run since the last progress call (timing::kReadyBatch)
     // The clock, read once per turn of the loop (a read costs 25 to 70 ns on this VM, and a
     // turn without a UCX progress call, polling lanes, takes about as long).
@@ -949,7 +950,13 @@ struct UcxServer::Impl {
       }
       // Busy: keep polling a little (a client's next request usually follows within
       // microseconds). Idle: sleep in the kernel until UCX has an event.
-      if (now - last_activity < opt.spin) continue;
+      if (now - last_activity < opt.spin) {
+        if (now - last_activity >= timing::kYieldEvery && now - last_yield >= timing::kYieldEvery) {  // timing.h
+          ::sched_yield();
+          last_yield = now;
+        }
+        continue;
+      }
       if (!lanes_idle(true)) continue;
       w->progress_or_wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
       lanes_idle(false);

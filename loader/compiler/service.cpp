@@ -458,11 +458,12 @@ int serve(int fd, const Options& o) {
   warm_up_verification();  // for the cache hits it answers itself (cached)
   std::optional<Standby> standby;               // always a direct one
   std::map<std::string, std::string> failed;  // run_job's and supervise's
-  auto end_standby = [&] {
+  auto end_standby = [&] {  // says if a signal ended it
     ::close(standby->request_fd);  // if it still waits, it exits
     ::close(standby->reply_fd);
-    if (standby->pid > 0) (void)reaped(standby->pid);
+    const std::string why = standby->pid > 0 ? reaped(standby->pid) : "";
     standby.reset();
+    return why;
   };
   auto keep_standby = [&] {  // failing, the next request forks its own (run_job)
     if (auto s = fork_standby(**jit, *cache, o, fd, failed); s.ok()) standby = std::move(*s);
@@ -481,17 +482,19 @@ int serve(int fd, const Options& o) {
       }
       if (t.code == kTook) {
         const bool in_step = supervise(*standby, t.text, fd, o, failed);
-        end_standby();
+        (void)end_standby();  // supervise reaped it
         if (!in_step) return 1;
         keep_standby();  // for the next request
         continue;
       }
-      end_standby();
+      const std::string why = end_standby();
       if (t.code == kRefused) {
         if (o.log) o.log(t.text + "; closing the worker's connection");
         return 1;
       }
-      continue;  // it ended before a request (the worker ended: read below; or it failed)
+      // It ended before a request: the worker ended (read below), or it failed.
+      if (!why.empty() && o.log) o.log("compile service: the waiting compile job ended before a request: " + why);
+      continue;
     }
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, int(std::max<long long>(o.standby_after.count(), 1)));

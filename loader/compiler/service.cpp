@@ -326,6 +326,23 @@ std::string finish(pid_t pid, Clock::time_point deadline) {
   return "";
 }
 
+// Waits (finish) for a job that has answered. followup: its key when it went on to -O2, else
+// empty; an -O2 compile that did not end well is remembered in failed, for the worker's
+// request for that object.
+void await_job(pid_t pid, Clock::time_point deadline, const std::string& followup, const Options& o,
+               std::map<std::string, std::string>& failed) {
+  const std::string why = finish(pid, deadline);
+  if (why.empty() || followup.empty()) return;
+  if (o.log) o.log("compile service: variant " + followup.substr(0, followup.find('/')) + ": -O2 after the quick tier: " + why);
+  if (failed.size() >= 256) failed.erase(failed.begin());
+  failed[followup] = why;
+}
+
+// The reply for a job that ended without answering (what: "variant NAME"; stopped: why).
+Bytes refusal(const std::string& what, const std::string& stopped) {
+  return encode_reply(Error(Errc::compile, what + ": " + stopped).hint("the bitcode is refused here; other cargos are not affected"));
+}
+
 // Runs one request the service read itself (it had no standby waiting: one is forked now)
 // and returns the reply to send. *reap: a job still ending, to wait for once the reply is
 // sent; *followup: its key (followup_key) when it answered with a quick tier and is
@@ -358,7 +375,7 @@ Bytes run_job(const Jit& jit, const DiskCache& cache, const Options& o, Request 
   }
   if (stopped.empty()) stopped = "the compiler ended without an answer";
   if (o.log) o.log("compile service: " + what + ": " + stopped);
-  return encode_reply(Error(Errc::compile, what + ": " + stopped).hint("the bitcode is refused here; other cargos are not affected"));
+  return refusal(what, stopped);
 }
 
 void sweep(const DiskCache& cache, const Options& o) {
@@ -417,13 +434,8 @@ bool supervise(Standby& job, const std::string& variant, int worker_fd, const Op
     if (t.code == kAnswered || t.code == kFollows) {
       // A job that answered with a quick tier compiles -O2 for the next request (the
       // worker's tier-up): waited for, within the same time limit as any compile.
-      const std::string why = finish(job.pid, deadline);
+      await_job(job.pid, deadline, t.code == kFollows ? t.text : "", o, failed);
       job.pid = -1;
-      if (!why.empty() && t.code == kFollows) {
-        if (o.log) o.log("compile service: " + what + ": -O2 after the quick tier: " + why);
-        if (failed.size() >= 256) failed.erase(failed.begin());
-        failed[t.text] = why;
-      }
       return true;
     }
     std::string stopped;
@@ -434,8 +446,7 @@ bool supervise(Standby& job, const std::string& variant, int worker_fd, const Op
     if (stopped.empty()) stopped = "the compiler ended without an answer";
     if (o.log) o.log("compile service: " + what + ": " + stopped + (writing ? "; its reply was cut short: closing the worker's connection" : ""));
     if (writing) return false;
-    return write_all(worker_fd, encode_reply(Error(Errc::compile, what + ": " + stopped).hint("the bitcode is refused here; other cargos are not affected")))
-        .ok();
+    return write_all(worker_fd, refusal(what, stopped)).ok();
   }
 }
 
@@ -516,12 +527,7 @@ int serve(int fd, const Options& o) {
     const bool answered = write_all(fd, run_job(**jit, *cache, o, std::move(*req), &ending, &followup, failed)).ok();
     // A job that answered with a quick tier compiles -O2 for the next request (the worker's
     // tier-up): waited for, within the same time limit as any compile.
-    if (ending > 0)
-      if (std::string why = finish(ending, started + o.job_limit); !why.empty() && !followup.empty()) {
-        if (o.log) o.log("compile service: variant " + followup.substr(0, followup.find('/')) + ": -O2 after the quick tier: " + why);
-        if (failed.size() >= 256) failed.erase(failed.begin());
-        failed[followup] = why;
-      }
+    if (ending > 0) await_job(ending, started + o.job_limit, followup, o, failed);
     if (!answered) return 0;
     keep_standby();  // for the next request
   }

@@ -299,6 +299,7 @@ int run_compiler(const LoaderConfig& cfg, const std::optional<sandbox::User>& us
   o.cache_dir = cfg.cache;
   o.limits.max_cargo_size = std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize);
   o.job_limit = timing::kCompileLimit;
+  o.standby_at_start = cfg.prefer == "bitcode";  // every push compiles
   o.trust_stamp = [&cfg] { return files_stamp(cfg.trust); };
   o.log = [](std::string_view line) {
     log_line(line);

@@ -480,10 +480,10 @@ int serve(int fd, const Options& o) {
     if (auto s = fork_standby(**jit, *cache, o, fd, failed); s.ok()) standby = std::move(*s);
   };
   // The first standby is forked after a second without requests (standby_after), not at
-  // start: a worker (and its standby) starting after a kernel failure shares the cores with
-  // the one taking over and its clients, and workers replaced in quick succession never warm
-  // one in vain.
-  if (o.standby_after.count() == 0) keep_standby();
+  // start (unless asked): a worker (and its standby) starting after a kernel failure shares
+  // the cores with the one taking over and its clients, workers replaced in quick succession
+  // never warm one in vain, and a loader's first native pushes have the cores to themselves.
+  if (o.standby_after.count() == 0 || o.standby_at_start) keep_standby();
   for (;;) {
     if (standby) {  // it reads the worker's next request: the service only watches it
       Told t = next_told(*standby, Clock::now() + std::chrono::seconds(1));

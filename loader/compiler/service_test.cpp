@@ -11,9 +11,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <iterator>
+#include <vector>
 
 #include "protocol.h"
 #include "service.h"
@@ -49,7 +48,7 @@ Cargo build(const test::ScratchDir& dir, const std::string& hostile = "") {
 struct Service {
   pid_t pid = -1;
   int fd = -1;
-  Service(const test::ScratchDir& dir, std::chrono::milliseconds standby_after) {
+  Service(const test::ScratchDir& dir, std::chrono::milliseconds standby_after, bool standby_at_start = false) {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     pid = ::fork();
@@ -60,11 +59,18 @@ struct Service {
       o.trust = test::vectors_dir() + "/keys/vector-signer.pub";
       o.cache_dir = dir / "cache";
       o.standby_after = standby_after;
+      o.standby_at_start = standby_at_start;
       o.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", int(line.size()), line.data()); };
       ::_exit(compiler::serve(sv[1], o));
     }
     ::close(sv[1]);
     fd = sv[0];
+  }
+  std::vector<pid_t> children() const {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+    std::vector<pid_t> out;
+    for (pid_t child; f >> child;) out.push_back(child);
+    return out;
   }
   int stop() {  // the service's exit status once the worker's end is closed
     ::close(fd);
@@ -136,14 +142,8 @@ TEST_CASE("a standby killed while it compiles a request it read itself: the serv
     if (::ioctl(service.fd, SIOCOUTQ, &unread) != 0) break;
   REQUIRE(unread == 0);
   bool killed = false;
-  std::ifstream children("/proc/" + std::to_string(service.pid) + "/task/" + std::to_string(service.pid) + "/children");
-  const std::string list((std::istreambuf_iterator<char>(children)), std::istreambuf_iterator<char>());
-  for (size_t at = 0; at < list.size();) {
-    const size_t end = list.find(' ', at);
-    const pid_t child = pid_t(std::atoi(list.substr(at, end - at).c_str()));
-    if (child > 0 && ::kill(child, SIGKILL) == 0) killed = true;
-    at = end == std::string::npos ? list.size() : end + 1;
-  }
+  for (pid_t child : service.children())
+    if (::kill(child, SIGKILL) == 0) killed = true;
   REQUIRE(killed);
   auto r = compiler::read_reply(service.fd, std::chrono::steady_clock::now() + std::chrono::seconds(60));
   REQUIRE(r.ok());  // a well-formed reply: an error, or the object if the job answered first
@@ -151,5 +151,21 @@ TEST_CASE("a standby killed while it compiles a request it read itself: the serv
   Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));  // and it serves on
   auto ok = compile(hello, hello.manifest().variants.at(0), false);
   REQUIRE(ok.ok());
+  CHECK(service.stop() == 0);
+}
+
+TEST_CASE("a service told to keep a standby from the start has one before its first request", "[compiler]") {
+  // As a loader that prefers bitcode starts it. Without standby_at_start, an hour without
+  // requests would pass before the first standby.
+  test::ScratchDir dir;
+  const Cargo hello = build(dir);
+  Service service(dir, std::chrono::hours(1), true);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
+  while (service.children().empty() && std::chrono::steady_clock::now() < until) ::usleep(1000);
+  REQUIRE(service.children().size() == 1);
+  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
+  auto quick = compile(hello, hello.manifest().variants.at(0), true);
+  REQUIRE(quick.ok());
+  CHECK(quick->quick);
   CHECK(service.stop() == 0);
 }

@@ -25,6 +25,13 @@ public:
     std::string who;             // "key KEYID (NAME)" once authenticated, for log lines
     wire::SessionToken token{};  // once authenticated: ends every later request's header
   };
+  // A connection's session, or an empty one for a request without a connection; a
+  // reference (a conditional between a session and Session{} copies the session, its
+  // strings included).
+  static const Session& session_of(const Session* s) {
+    static const Session kNoSession{};
+    return s ? *s : kNoSession;
+  }
   // Whether header ends with the session's token; *body is what comes before it.
   static bool sealed(const Session& s, ByteView header, ByteView* body);
 

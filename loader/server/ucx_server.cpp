@@ -293,7 +293,7 @@ struct UcxServer::Impl {
     send(ep, {MsgType::auth_reply, encode(r), {}});
   }
   void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
-    const std::string why = opt.gate->refusal(c ? c->session : AuthGate::Session{}, type);
+    const std::string why = opt.gate->refusal(AuthGate::session_of(c ? &c->session : nullptr), type);
     bool closing = false;
     if (!c || eps.refused(*c, Clock::now(), &closing))  // a flood of refusals must not fill the log
       log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
@@ -381,7 +381,7 @@ struct UcxServer::Impl {
     }
     if (type == MsgType::hello && client) return greet(ep, *client, hv);
     if (type == MsgType::auth && client) return authenticate(ep, *client, hv);
-    if (!opt.gate->permits(client ? client->session : AuthGate::Session{}, type))
+    if (!opt.gate->permits(AuthGate::session_of(client ? &client->session : nullptr), type))
       return deny(ep, client, type, hv);
     if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
     if (restart) return unrun(ep, type, hv);  // this worker is ending

@@ -187,7 +187,8 @@ Status check_entry(std::string_view entry) {
 Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view entry, ByteView input) {
   XC_TRY(check_entry(entry));
   const uint64_t id = next_id_++;
-  auto f = request(MsgType::invoke, MsgType::result, encode(Invoke{id, digest, std::string(entry), input.size()}), input);
+  request_header_ = encode(Invoke{id, digest, std::string(entry), input.size()}, std::move(request_header_));
+  auto f = request(MsgType::invoke, MsgType::result, request_header_, input);
   XC_TRY(f);
   auto r = invoke_reply(*f, id);
   spare_header_ = std::move(f->header);  // the next reply's header goes there

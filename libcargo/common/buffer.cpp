@@ -1,4 +1,5 @@
-// Large byte buffers (large_buffers.h): huge-page backed, pooled for reuse.
+// Byte buffers kept for reuse (large_buffers.h): large ones huge-page backed and pooled, small
+// ones per thread.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -116,6 +117,25 @@ size_t pooled_large() {
   Pool& p = pool();
   std::lock_guard<std::mutex> l(p.mu);
   return p.bytes;
+}
+
+namespace {
+thread_local std::vector<Bytes> t_spare;
+}  // namespace
+
+Bytes take_spare() {
+  if (t_spare.empty()) return {};
+  Bytes b = std::move(t_spare.back());
+  t_spare.pop_back();
+  return b;
+}
+
+void give_spare(Bytes&& b) {
+  Bytes gone = std::move(b);
+  b.clear();
+  if (gone.capacity() == 0 || gone.capacity() > kSpareCapacity || t_spare.size() >= kSpareBuffers) return;
+  gone.clear();
+  t_spare.push_back(std::move(gone));
 }
 
 }  // namespace xcargo

@@ -77,3 +77,29 @@ TEST_CASE("a released large buffer is taken again, bounded and trimmed", "[buffe
   CHECK(trim_large(std::chrono::milliseconds(10)) > 0);
   CHECK(pooled_large() == 0);
 }
+
+TEST_CASE("a thread reuses the small buffers it gave back, a bounded number, and no large ones", "[buffer]") {
+  std::thread([] {  // a thread of its own: no other test's spares
+    CHECK(take_spare().capacity() == 0);  // none given back yet
+    Bytes b(100, 1);
+    const uint8_t* storage = b.data();
+    give_spare(std::move(b));
+    CHECK(b.empty());
+    Bytes again = take_spare();
+    CHECK(again.empty());
+    CHECK(again.data() == storage);  // the same storage, no allocation
+    CHECK(again.capacity() >= 100);
+    again.assign(50, 2);
+    give_spare(std::move(again));
+    give_spare(Bytes(kSpareCapacity + 1, 3));  // too large to keep
+    for (size_t i = 0; i < 2 * kSpareBuffers; ++i) give_spare(Bytes(64, 4));
+    size_t kept = 0;
+    for (Bytes s = take_spare(); s.capacity() != 0; s = take_spare()) {
+      CHECK(s.empty());
+      CHECK(s.capacity() <= kSpareCapacity);
+      ++kept;
+    }
+    CHECK(kept == kSpareBuffers);
+  }).join();
+  std::thread([] { CHECK(take_spare().capacity() == 0); }).join();  // per thread
+}

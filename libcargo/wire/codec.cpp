@@ -110,6 +110,7 @@ size_t control_char(const std::string& s, size_t from = 0) {
 class Out {
 public:
   Out() : b_(128) {}  // most headers: one allocation
+  explicit Out(Bytes&& into) : b_(std::move(into)) { b_.resize(std::max<size_t>(b_.capacity(), 128)); }
   Out& u8(uint8_t v) { *put(1) = v; return *this; }
   Out& u16(uint16_t v) { le::store16(put(2), v); return *this; }
   Out& u32(uint32_t v) { le::store32(put(4), v); return *this; }
@@ -380,7 +381,10 @@ Result<HasReply> decode_has_reply(ByteView h) {
   return done(in, std::move(m));
 }
 
-Bytes encode(const Invoke& m) { return Out().u64(m.request_id).raw(m.digest).u64(m.input_size).str(m.entry).take(); }
+Bytes encode(const Invoke& m) { return encode(m, Bytes()); }
+Bytes encode(const Invoke& m, Bytes&& into) {
+  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u64(m.input_size).str(m.entry).take();
+}
 Result<Invoke> decode_invoke(ByteView h) {
   In in(h, "invoke");
   Invoke m;
@@ -392,8 +396,9 @@ Result<Invoke> decode_invoke(ByteView h) {
   return done(in, std::move(m));
 }
 
-Bytes encode(const ResultMsg& m) {
-  return Out().u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
+Bytes encode(const ResultMsg& m) { return encode(m, Bytes()); }
+Bytes encode(const ResultMsg& m, Bytes&& into) {
+  return Out(std::move(into)).u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
       .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
 }
 Result<ResultMsg> decode_result(ByteView h) {

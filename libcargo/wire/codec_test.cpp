@@ -159,6 +159,20 @@ TEST_CASE("invoke and result round-trip", "[wire]") {
   CHECK_FALSE(decode_result(unknown).ok());
 }
 
+TEST_CASE("invoke and result headers encoded into a kept buffer are the same bytes, in its storage", "[wire]") {
+  const Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
+  const ResultMsg res{11, ReplyStatus::ok, 0, 8, 2, 0, 1234, "x86_64", ""};
+  Bytes kept(300, 0xEE);  // an earlier, longer message's bytes: none of them may show
+  const uint8_t* storage = kept.data();
+  Bytes h = encode(inv, std::move(kept));
+  CHECK(h == encode(inv));
+  CHECK(h.data() == storage);
+  Bytes r = encode(res, std::move(h));
+  CHECK(r == encode(res));
+  CHECK(r.data() == storage);
+  CHECK(encode(res, Bytes()) == encode(res));
+}
+
 TEST_CASE("forward round-trips and is checked", "[wire]") {
   Forward f{21, some_digest(), 3, 1, 4096, 16, "walk", Bytes(300, 9)};
   auto d = decode_forward(encode(f));

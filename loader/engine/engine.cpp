@@ -11,6 +11,7 @@
 #include "codegen.h"
 #include "runtime.h"
 #include "xcargo/abi.h"
+#include "xcargo/large_buffers.h"
 
 namespace xcargo::loader {
 
@@ -563,6 +564,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     return std::nullopt;
   invocations++;
   xc_ctx ctx;
+  ctx.reply = take_spare();  // the storage of a reply sent before (large_buffers.h)
   ctx.max_reply = config.max_reply;
   ctx.alloc_budget = config.max_alloc;
   ctx.node_id = config.node_id;

@@ -9,6 +9,7 @@
 
 #include "line.h"
 #include "log.h"
+#include "xcargo/large_buffers.h"
 #include "xcargo/version.h"
 
 namespace xcargo::loader {
@@ -284,7 +285,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
   r.kernel_ns = res->kernel_ns;
-  return Step{{MsgType::result, encode(r), std::move(res->output)}, reply_to()};
+  return Step{{MsgType::result, encode(r, take_spare()), std::move(res->output)}, reply_to()};  // given back once sent
 }
 
 Reply Handler::list(ByteView header) {

@@ -550,6 +550,8 @@ struct UcxServer::Impl {
     if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
     if (c->lane && r.type != MsgType::lane_reply &&  // the lane's offer goes before its client has the lane
         c->lane->reply(r.type, r.header, r.data)) {
+      give_spare(std::move(r.header));  // copied into the lane: the next reply's
+      give_spare(std::move(r.data));
       return;  // a kick, if its client sleeps, once the lane is empty (poll_lanes)
     }
     send_ucx(ep, *c, std::move(r));

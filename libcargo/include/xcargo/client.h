@@ -110,6 +110,7 @@ protected:
   Bytes sealed(Bytes&& header) const;   // the same, appended in place
   // The last invocation's reply header, its buffer kept for the next reply's (no allocation).
   Bytes spare_header_;
+  Bytes request_header_;  // the last invocation's header, encoded into again (no allocation)
   // A new connection to the same node, handshake included, for a request the node answered
   // `restarting` (it was replacing its worker): retried while the connection is refused,
   // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).

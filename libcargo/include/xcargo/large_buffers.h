@@ -1,5 +1,6 @@
-// Large byte buffers (4 MiB and more): backed by transparent huge pages and kept in a small
-// process-wide pool for reuse, so that a large transfer's pages are already mapped.
+// Byte buffers kept for reuse: large ones (4 MiB and more) backed by transparent huge pages in
+// a small process-wide pool, so that a large transfer's pages are already mapped; small ones
+// per thread, so that the request path does not allocate.
 #pragma once
 
 #include <chrono>
@@ -30,5 +31,17 @@ void release_large(Bytes&& b);
 size_t trim_large(std::chrono::milliseconds idle);
 // Bytes held by the pool now.
 size_t pooled_large();
+
+// Small buffers a thread reuses: a reply's header and output, taken for each request and
+// given back once the reply is written out, so that a warm invocation allocates nothing (two
+// allocations and frees a request took the worker's leader 5 to 10 % of its time with 64
+// invocations in flight). Each thread keeps at most kSpareBuffers, of at most kSpareCapacity.
+inline constexpr size_t kSpareBuffers = 4;
+inline constexpr size_t kSpareCapacity = size_t(16) << 10;
+// An empty buffer, with the storage of one given back on this thread if there is one.
+[[nodiscard]] Bytes take_spare();
+// Keeps b's storage for this thread's next take_spare if it is small and there is room;
+// else frees it. b is left empty.
+void give_spare(Bytes&& b);
 
 }  // namespace xcargo

@@ -232,6 +232,10 @@ Bytes encode(const Has&);
 Bytes encode(const HasReply&);
 Bytes encode(const Invoke&);
 Bytes encode(const ResultMsg&);
+// The same into `into`'s storage (its contents replaced): the request path's headers, encoded
+// without an allocation into a buffer kept from the last one.
+Bytes encode(const Invoke&, Bytes&& into);
+Bytes encode(const ResultMsg&, Bytes&& into);
 Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);

@@ -582,8 +582,10 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   cargo->invocations++;
   const auto t0 = Clock::now();
   r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
-  const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  const auto t1 = Clock::now();
+  const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
   r.kernel_ns = ns;
+  r.ended_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
   if (e.runs.fetch_add(1, std::memory_order_relaxed) > 0) {
     if (ns <= config.quick_ns) {
       e.streak.fetch_add(1, std::memory_order_relaxed);

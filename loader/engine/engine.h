@@ -67,6 +67,7 @@ struct InvokeResult {
   wire::ReplyStatus status = wire::ReplyStatus::internal;
   int32_t kernel_return = 0;
   uint64_t kernel_ns = 0;  // how long the kernel ran
+  int64_t ended_ns = 0;    // when it returned (steady clock, ns since its epoch; 0: none ran)
   std::string variant;
   Bytes output;
   std::string message;  // for failures: what went wrong, in a message for people

@@ -277,6 +277,7 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     s.forward = Forward{request_id, digest, hop + 1, engine_.config().node_id, 0, res->forward->input.size(),
                         std::move(res->forward->entry), Bytes(reply_address.begin(), reply_address.end())};
     s.forward_input = std::move(res->forward->input);
+    s.ended_ns = res->ended_ns;
     return s;
   }
   r.status = res->status;
@@ -285,7 +286,9 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
   r.kernel_ns = res->kernel_ns;
-  return Step{{MsgType::result, encode(r, take_spare()), std::move(res->output)}, reply_to()};  // given back once sent
+  Step s{{MsgType::result, encode(r, take_spare()), std::move(res->output)}, reply_to()};  // given back once sent
+  s.ended_ns = res->ended_ns;
+  return s;
 }
 
 Reply Handler::list(ByteView header) {

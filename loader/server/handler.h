@@ -39,6 +39,7 @@ struct Step {
   std::optional<wire::Forward> forward;  // the next hop's header, cargo_size 0 (the transport adds the cargo)
   uint32_t forward_node = 0;
   Bytes forward_input;
+  int64_t ended_ns = 0;  // InvokeResult::ended_ns: when its kernel returned, if one ran
   // A forward's step: the node it came from, which holds the cargo (Peers::holds). Else none.
   static constexpr uint32_t kNoNode = UINT32_MAX;
   uint32_t came_from = kNoNode;

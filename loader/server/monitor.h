@@ -65,5 +65,9 @@ private:
 };
 
 int64_t steady_ns();
+// A steady clock reading in the same unit (one read serving both).
+inline int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 }  // namespace xcargo::loader

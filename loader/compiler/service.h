@@ -28,8 +28,8 @@ struct Options {
   // each request (0: also at start, before the first request).
   std::chrono::milliseconds standby_after{1000};
   // Also one at start: for a loader that prefers bitcode, whose every push compiles (its first
-  // push in the service's first second then costs about 6 ms instead of 30: no job to fork and
-  // warm after the request).
+  // push in the service's first second then took 6 to 10 ms instead of 30 to 50: no job to
+  // fork and warm after the request).
   bool standby_at_start = false;
   // Changes when the trust directory changes; then entries compiled from cargos that only
   // keys no longer trusted signed are removed (and at start).

@@ -7,9 +7,7 @@
 
 namespace xcargo::loader {
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+int64_t steady_ns() { return ns_of(std::chrono::steady_clock::now()); }
 
 Monitor::Monitor(const std::vector<std::unique_ptr<Slot>>& slots, std::chrono::nanoseconds promote_after,
                  std::chrono::nanoseconds limit, Hooks hooks, std::chrono::nanoseconds request_limit)

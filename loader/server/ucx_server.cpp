@@ -902,6 +902,11 @@ struct UcxServer::Impl {
           if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
           return flush_and_quit();
         }
+        // Kicks for the lanes' replies so far, while this thread surely leads: from phase 1 on
+        // the monitor may depose it (after promote_after) and a follower calls into UCX. Sent
+        // after that, on a busy machine, a kick and the new leader's reply were written into
+        // one TCP endpoint at once: a client got a garbled message and UCX aborted it.
+        flush_lanes();
         last_activity = Clock::now();
         me.job.store(j);
         // The time limit is a kernel's: a push waits for its compile (bounded by the compile
@@ -910,7 +915,6 @@ struct UcxServer::Impl {
         me.since = ns_of(last_activity);
         me.phase = 1;
         monitor->started(me);
-        flush_lanes();
         bool failed = false;
         Step r = execute(me, *j, &failed);
         last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply

@@ -122,8 +122,14 @@ void SelfProbe::run(const std::atomic<bool>& quit, const std::atomic<uint64_t>& 
         progress_at_ok = progress.load(std::memory_order_relaxed);
       }
     }
-    for (auto until = started + opt_.interval; !quit && Clock::now() < until;)  // wake() cuts it short
+    bool aimed_now = false;
+    for (auto until = started + opt_.interval; !quit && Clock::now() < until;) {  // wake() cuts it short
+      if (!aimed_now && opt_.address.empty() && have_address_) {  // aim() woke it
+        aimed_now = true;
+        until = std::min(until, Clock::now() + opt_.first_after);
+      }
       w_->progress_or_wait(int(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()) + 1);
+    }
   }
 }
 

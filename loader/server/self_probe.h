@@ -30,6 +30,10 @@ public:
   struct Options {
     std::string address;  // the server's HOST:PORT (a wildcard host is reached on 127.0.0.1); or aim() later
     std::chrono::milliseconds interval{2000};
+    // The first probe after aim(): soon, not an interval later, so that a worker deaf from
+    // its start is found sooner and the probe's own UCX resources (a keepalive timer over
+    // shared memory, say) exist before the worker's first second of service is over.
+    std::chrono::milliseconds first_after{200};
     std::chrono::milliseconds deadline{10000};
     // Progress calls of the server's worker during `deadline` without which unanswered
     // hellos prove nothing (every executor busy in a kernel: nobody reads).

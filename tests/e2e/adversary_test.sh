@@ -36,7 +36,7 @@ source "$XCARGO_CLUSTER_DIR/env"
 KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
-worker() { pgrep -x xcargo-loader -P "$SUPERVISOR" | head -1; }
+worker() { serving_worker "$SUPERVISOR"; }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
 adversary() {
@@ -149,7 +149,7 @@ libc_syscall() {  # PID: the address of syscall() in PID's C library
 # The supervisor's C library is where every worker's is (they are its forks, and it stays);
 # a non-root run cannot read a non-dumpable process's maps: then the current worker's.
 syscall_address() {
-  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -x xcargo-loader -P $SUPERVISOR | head -1)"
+  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -n -x xcargo-loader -P $SUPERVISOR)"
 }
 syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do

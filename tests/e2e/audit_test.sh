@@ -64,7 +64,7 @@ pids = [re.search(r'\[(\d+)\]', l).group(1) for l in lines if 'accepted invoke: 
 assert len(pids) == 2 and pids[0] != pids[1], pids"
 check "the loader wrote nothing to its stderr" test ! -s stderr.txt
 
-worker=$(pgrep -x xcargo-loader -P "$sup" | head -1)
+worker=$(serving_worker "$sup")
 check "the worker holds no descriptor of the log file (a kernel could rewrite it)" \
   bash -c "[ -n '$worker' ] && ! ls -l /proc/$worker/fd | grep -q 'node.log'"
 # Its stderr is a pipe of its own: reopened for reading through /proc/self/fd/2, it would

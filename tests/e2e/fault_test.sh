@@ -82,7 +82,7 @@ import os; names = os.listdir('cache/jit'); assert all(n.endswith('.o') or '.o.t
 # Killed in the middle of an invocation: the client is told, the next loader serves.
 for _ in 1 2 3; do
   "$X" push faults.xcargo --to "$node" >>"$DISCARD" 2>&1
-  w=$(pgrep -x xcargo-loader -P "$sup" | head -1)
+  w=$(serving_worker "$sup")
   ticks0=$(awk '{print $14 + $15}' "/proc/$w/stat")
   "$X" run faults.xcargo --entry burn --arg u64:100000 --to "$node" > burn.out 2>&1 &
   client=$!

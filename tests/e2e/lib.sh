@@ -76,6 +76,11 @@ wait_file() {
   done
 }
 
+# serving_worker SUPERVISOR: the pid of a loader's serving worker. The newest: a worker that
+# is ending (after a crash, a time-out, a SIGTERM) may still be there, or not yet reaped, under
+# the same name while the one that replaced it (a standby forked after it) serves.
+serving_worker() { pgrep -n -x xcargo-loader -P "$1"; }
+
 # proc_fds PID, proc_rss_kb PID: a process's open descriptors and resident memory. They print
 # nothing and return 1 when the process is not there, so that a reading that could not be
 # taken fails its check (measure) instead of being shown as a number.

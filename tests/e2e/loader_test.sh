@@ -245,7 +245,7 @@ start_loader busy --trust trust --timeout 60 --executors 2
 t0=$(now_ms)
 "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$busy" >>"$DISCARD" 2>&1
 idle=$(( $(now_ms) - t0 ))
-busy_worker=$(pgrep -x xcargo-loader -P "$busy_pid" | head -1)
+busy_worker=$(serving_worker "$busy_pid")
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 ticks0=$(cpu_ticks "$busy_worker")
 ( t=$(now_ms); "$X" run faults.xcargo --entry burn --arg u64:6000 --to "$busy" >>"$DISCARD" 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
@@ -263,7 +263,7 @@ echo "not held up: a trivial run took $quick ms during a long one of $(cat burn.
 # Idle, the loader sleeps rather than polls (a polling thread takes a whole core, 400 ticks
 # in 4 s): a generous ceiling of 5%, which the self-probe's connection every 2 s, slow
 # under the sanitizers on a busy machine, stays well under (supervisor and worker together).
-cpu() { local w; w=$(pgrep -x xcargo-loader -P "$1" | head -1); echo $(( $(awk '{print $14+$15}' /proc/$1/stat) + $(awk '{print $14+$15}' /proc/$w/stat) )); }
+cpu() { local w; w=$(serving_worker "$1"); echo $(( $(awk '{print $14+$15}' /proc/$1/stat) + $(awk '{print $14+$15}' /proc/$w/stat) )); }
 t0=$(cpu "$node_pid")
 sleep 4
 t1=$(cpu "$node_pid")

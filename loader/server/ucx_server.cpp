@@ -151,6 +151,8 @@ struct UcxServer::Impl {
   std::deque<Posted> outbox;
   std::atomic<bool> outbox_full{false};  // outbox is not empty (set and cleared under outbox_mu)
   std::atomic<bool> restart{false};
+  // What a request this worker will not run is told (`restarting`): why it is ending.
+  const char* ending_why = "the node is replacing its worker after a kernel failed; this request did not run: send it again";
   // Until then the idle leader sleeps at most 1 ms at a time: UCX 1.13 over tcp does not always
   // wake a waiting worker for the first messages of a new connection (kWaryAfterConnect).
   Clock::time_point wary_until{};
@@ -1030,7 +1032,7 @@ struct UcxServer::Impl {
     m.request_id = request_id_of(type, header);
     m.status = ReplyStatus::restarting;
     m.node_id = opt.node_id;
-    m.message = "the node is replacing its worker after a kernel failed; this request did not run: send it again";
+    m.message = ending_why;
     send(ep, {MsgType::result, encode(m), {}});
   }
 
@@ -1040,13 +1042,7 @@ struct UcxServer::Impl {
   void flush_and_quit() {
     ::prctl(PR_SET_NAME, "xcargo-ending");  // no longer the serving worker in ps and pgrep
     flush_lanes();
-    // No new connections to a worker about to go: a client reconnecting at once must reach
-    // the next worker, not this one (its transport ports vanish with it).
-    if (listener) {
-      UCX->ucp_listener_destroy(listener);
-      listener = nullptr;
-      if (opt.on_port_released) opt.on_port_released();
-    }
+    release_port();
     // Every request taken in gets its one reply: those whose kernels run in other executors
     // `interrupted` (they cannot be stopped but by the end of this process), the rest
     // `restarting` (they ran no kernel, and what they did ends with this worker: the client
@@ -1061,6 +1057,40 @@ struct UcxServer::Impl {
             ": its kernel was running when another kernel's failure ended the worker");
         deliver(eps.live(j->ep, j->serial), interrupted(j->type, j->header));
       }
+    answer_the_rest();
+    handler->flush_runs(true);
+    flush_log();
+    _exit(75);
+  }
+
+  // An orderly end (SIGTERM, the loader stopping or a kernel's own signal), once every
+  // executor has returned: their kernels ran to the end and their replies are in the
+  // outbox. What was queued or arrives from now on did not run: `restarting`, so that a
+  // client sends it again to the next worker (or finds the loader gone), instead of losing
+  // its connection with a request that may or may not have run (seen in e2e.adversary_tcp:
+  // a client that connected during the 50 ms before this worker saw its stop).
+  void end_in_order() {
+    if (!listener) return;  // never served (a standby told to stop): nobody to answer
+    ::prctl(PR_SET_NAME, "xcargo-ending");  // the main thread's name is the process's in ps and pgrep
+    ending_why = "the node is stopping or replacing its worker; this request did not run: send it again";
+    restart = true;  // on_request and the lanes answer `restarting` from now on
+    flush_lanes();
+    release_port();
+    answer_the_rest();
+  }
+
+  // No new connections to a worker about to go: a client reconnecting at once must reach
+  // the next worker, not this one (its transport ports vanish with it).
+  void release_port() {
+    if (!listener) return;
+    UCX->ucp_listener_destroy(listener);
+    listener = nullptr;
+    if (opt.on_port_released) opt.on_port_released();
+  }
+
+  // The end of an ending worker: queued requests answered `restarting`, every reply sent,
+  // and time for the clients to read them.
+  void answer_the_rest() {
     uint64_t unrun_jobs = 0;
     for (std::shared_ptr<Job>& j : jobs.take_all()) {
       unrun(eps.live(j->ep, j->serial), j->type, j->header);
@@ -1098,9 +1128,6 @@ struct UcxServer::Impl {
       flush_lanes();
       w->progress_or_wait(1);
     }
-    handler->flush_runs(true);
-    flush_log();
-    _exit(75);
   }
 
   void executor(Slot& me) {
@@ -1334,6 +1361,7 @@ void UcxServer::run(const std::atomic<bool>& stop) {
   }
   m.executor(*m.slots[0]);
   for (auto& t : m.threads) t.join();
+  m.end_in_order();
   m.handler->flush_runs(true);
 }
 

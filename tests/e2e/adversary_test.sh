@@ -176,6 +176,18 @@ for entry in term_self exit0; do
   expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"  # "fine"
 done
 check "the supervisor outlived the workers that exited 0" kill -0 "$SUPERVISOR"
+# A worker that ends in order (SIGTERM, a kernel's as above or an admin's) finishes the kernels
+# it runs and answers what it did not run `restarting`: a client with requests in flight
+# across the stop sends those again to the next worker and loses none (the run that found
+# this lost its connection: "Connection reset by remote peer").
+"$X" run faults.xcargo --entry burn --arg u64:1 --result u64 --to "$NODE" --repeat 3000 --inflight 4 > span.txt 2> span.err &
+span=$!
+sleep 1  # under way (3000 runs of a millisecond or more each on 2 executors: seconds)
+check "the run still runs at the stop" kill -0 "$span"
+kill -TERM "$(worker)"
+wait "$span"
+rc=$?
+check "a run whose requests spanned the worker's orderly stop lost none (exit $rc: $(tail -2 span.err | tr '\n' ' '))" test "$rc" -eq 0
 eventually 10 "the supervisor logged those workers' ends and replaced them" \
   lines_at_least 2 'worker stopped: exited with status 0; (replaced by its standby|restarting it)' "$XCARGO_CLUSTER_DIR/node-0.log" ||
   grep -E 'worker|standby' "$XCARGO_CLUSTER_DIR/node-0.log" | tail -6 | sed 's/^/  its log: /'

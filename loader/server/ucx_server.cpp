@@ -162,6 +162,11 @@ struct UcxServer::Impl {
   Clock::time_point tier_up_since{}, last_tier_look{};  // leader only: the tier-up's first look, and its latest
   bool started = false;              // start_threads ran
   std::vector<std::thread> threads;  // what start_threads started; run() joins them
+  // The monitor's, stopped last: kernels still running in an orderly end keep their time
+  // limit (a kernel that signalled its own worker to stop, then spun, kept the worker from
+  // ending for good, its port open and unserved: found by trying it, 2026-11-26).
+  std::thread monitor_thread;
+  std::atomic<bool> monitor_quit{false};
 
   // Leadership.
   std::mutex lead_mu;
@@ -1154,13 +1159,18 @@ struct UcxServer::Impl {
       lead_cv.notify_one();
     }
   }
-  // Sets quit and wakes every thread start_threads started, so that each returns.
+  // Sets quit and wakes every thread start_threads started but the monitor's, so that each
+  // returns (stop_monitor: the monitor's).
   void stop_threads() {
     quit = true;
     w->wake();
     if (probe) probe->wake();
     lead_cv.notify_all();
+  }
+  void stop_monitor() {
+    monitor_quit = true;
     monitor->stop();
+    if (monitor_thread.joinable()) monitor_thread.join();
   }
   // s ran past the limit: its client is told, then the worker restarts.
   void time_out(Slot& s) {
@@ -1200,6 +1210,7 @@ UcxServer::~UcxServer() {
     for (auto& t : impl_->threads)
       if (t.joinable()) t.join();
   }
+  if (impl_->monitor_thread.joinable()) impl_->stop_monitor();
   for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
   for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
   for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
@@ -1335,7 +1346,7 @@ void UcxServer::start_threads(const std::atomic<bool>& stop) {
     m.vacant = false;  // nobody leads (serves) before run(): the sandbox may not be complete yet
   }
   std::vector<std::thread>& threads = m.threads;
-  threads.emplace_back([&] { m.monitor->run(m.quit); });
+  m.monitor_thread = std::thread([&] { m.monitor->run(m.monitor_quit); });
   if (m.probe)
     threads.emplace_back([&] {
       m.probe->run(m.quit, m.progress_calls, [&](const std::string& why) {
@@ -1361,6 +1372,7 @@ void UcxServer::run(const std::atomic<bool>& stop) {
   }
   m.executor(*m.slots[0]);
   for (auto& t : m.threads) t.join();
+  m.stop_monitor();  // every kernel has ended (or timed out, and the monitor ended the process)
   m.end_in_order();
   m.handler->flush_runs(true);
 }

@@ -176,6 +176,12 @@ for entry in term_self exit0; do
   expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"  # "fine"
 done
 check "the supervisor outlived the workers that exited 0" kill -0 "$SUPERVISOR"
+# A kernel that signals its own worker to stop, then never returns: the orderly end waits for
+# running kernels only within their time limit (it waited for good, its port open and served
+# by nobody: the node deaf until an admin stepped in).
+"$X" run adv.xcargo --entry escape_term_spin --arg "u64:$SYSCALL" --to "$NODE" > term_spin.txt 2>&1
+check "the spinning kernel's client is told (time limit, or its worker gone)" grep -Eq 'time limit|lost the connection' term_spin.txt
+eventually 60 "a worker held by a kernel that stopped it and spun is replaced" "$X" run faults.xcargo --entry ok --to "$NODE"
 # A worker that ends in order (SIGTERM, a kernel's as above or an admin's) finishes the kernels
 # it runs and answers what it did not run `restarting`: a client with requests in flight
 # across the stop sends those again to the next worker and loses none (the run that found

@@ -166,6 +166,15 @@ XC_ENTRY int escape_term_self(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
   return reply_long(ctx, sys(NR_KILL, sys(NR_GETPID), 15L));
 }
+/* SIGTERM to its own worker, then never returns: an orderly end waits for running kernels, and
+ * one that never ends must not keep the worker (deaf: no listener served) from ending. */
+XC_ENTRY int escape_term_spin(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  sys(NR_KILL, sys(NR_GETPID), 15L);
+  for (volatile int forever = 1; forever;) {
+  }
+  return 0;
+}
 XC_ENTRY int escape_exit0(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
   sys(NR_EXIT_GROUP, 0L);

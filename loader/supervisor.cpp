@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -401,12 +402,24 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     }
     // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
     pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby && !standby.ready ? standby.from : -1, POLLIN, 0}};
-    int wait_ms = -1;
+    // At least every kStoppedCheck: a stopped worker says nothing and keeps its pipe open.
+    int wait_ms = int(timing::kStoppedCheck.count());
     if (!ending.empty()) wait_ms = 50;
-    else if (options.standby && !standby) wait_ms = int(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(standby_at - Clock::now()).count()));
+    else if (options.standby && !standby) wait_ms = int(std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(standby_at - Clock::now()).count(), 1, wait_ms));
     const int r = ::poll(fds, 2, wait_ms);
     if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("poll failed: ") + std::strerror(errno));
     if (stop) return shut_down();
+    // A worker stopped by a signal (SIGSTOP from a kernel, by whatever route the sandbox
+    // missed) serves nobody, its monitor and probe frozen with it: the node was deaf until an
+    // admin sent SIGCONT (found by an attacker helper, 2026-11-26). It is killed, and ends as
+    // a dead worker does (its pipe closes). WSTOPPED alone: an exit stays for reap_ending.
+    if (siginfo_t si{}; ::waitid(P_PID, id_t(cur.pid), &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == cur.pid &&
+                        si.si_code == CLD_STOPPED) {
+      log_line("worker stopped by signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) +
+               "): a stopped worker serves nobody; killing it");
+      flush_log();
+      ::kill(cur.pid, SIGKILL);
+    }
     if (r > 0 && fds[1].revents) {
       if (!standby.fill(false)) {
         const int ws = standby.reap(false);

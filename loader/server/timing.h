@@ -74,6 +74,8 @@ inline constexpr std::chrono::milliseconds kIdleWait = 200ms;
 inline constexpr std::chrono::milliseconds kWaryAfterConnect = 500ms;
 // How often the thread that turns the stop signal into quit looks at the flag.
 inline constexpr std::chrono::milliseconds kStopPoll = 50ms;
+// The supervisor looks at least this often whether its serving worker was stopped (SIGSTOP).
+inline constexpr std::chrono::milliseconds kStoppedCheck = 1000ms;
 
 // The monitor looks at the executors when a running request's promotion or limit is due,
 // and within promote_after while requests come; after this long without any it sleeps until

@@ -4,6 +4,7 @@
 #include "sys_error.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -43,7 +44,7 @@ constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
 constexpr const char* kAllowed[] = {
     // files and descriptors
     "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "openat", "open", "newfstatat", "fstat",
-    "stat", "lstat", "statx", "lseek", "fcntl", "ioctl", "getdents64", "readlink", "readlinkat", "access",
+    "stat", "lstat", "statx", "lseek", "ioctl", "getdents64", "readlink", "readlinkat", "access",
     "faccessat", "faccessat2", "statfs", "fstatfs", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir",
     "mkdirat", "fsync", "fdatasync", "fchmod", "ftruncate", "fallocate", "dup", "dup2", "dup3", "pipe2", "eventfd2",
     "memfd_create", "getcwd", "timerfd_create", "timerfd_settime", "timerfd_gettime",
@@ -58,7 +59,7 @@ constexpr const char* kAllowed[] = {
     "shmat", "shmdt", "shmctl", "membarrier",
     // threads, signals, time
     "futex", "set_robust_list", "get_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid",
-    "getuid", "geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
+    "getuid", "geteuid", "getgid", "getegid", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
     "restart_syscall", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
     "sched_yield", "sched_getaffinity", "getcpu", "getrandom", "uname", "prlimit64", "getrlimit", "getrusage",
     "sysinfo", "prctl", "set_tid_address", "arch_prctl",
@@ -166,10 +167,25 @@ Status install_allow_list(bool no_new_threads) {
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | CLONE_VM, CLONE_THREAD | CLONE_VM)),
                  "clone"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3"));
-  // Signals only to this process (the monitor's time-out signal, raise()).
+  // Signals only to this process's threads, and only those the worker sends itself: the
+  // monitor's time-out signal, and raise() of a fault or of abort(). No kill(): a kernel
+  // stopped its own worker with SIGSTOP (the node deaf until an admin stepped in), made it
+  // stop in order with SIGTERM, turned on UCX's debug log with SIGHUP (found by attacker
+  // helpers, 2026-11-23 and 2026-11-26).
   const uint64_t self = uint64_t(::getpid());
-  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "tgkill"));
-  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "kill"));
+  for (int sig : {SIGUSR1 /* kTimeoutSignal */, SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS})
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 2, SCMP_A0(SCMP_CMP_EQ, self),
+                                  SCMP_A2(SCMP_CMP_EQ, uint64_t(sig))),
+                 "tgkill"));
+  // Signal handlers as the worker set them before the lock-down: a kernel that reset SIGSEGV's
+  // made a later, innocent crash kill the worker outright, and one that ignored SIGTERM kept
+  // an admin from stopping it. Reading them stays allowed; setting one fails (EPERM: the
+  // worker's own late calls, at exit, must not trap).
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_EQ, 0)), "rt_sigaction"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_NE, 0)), "rt_sigaction"));
+  // No signal of one's choice on a descriptor's events (F_SETSIG: SIGSTOP by way of a pipe,
+  // without kill()); the rest of fcntl as before.
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_NE, F_SETSIG)), "fcntl"));
   XC_TRY(check(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1), "thread synchronisation"));
   // A binary tree over the system call numbers: every call pays this filter, the hot ones
   // (epoll_wait, sendmsg, recvmsg, futex) included.

@@ -16,6 +16,7 @@ namespace {
 
 void on_fault(int sig, siginfo_t* info, void*) {
   Slot* s = t_guarded_slot;
+  if (sig == kTimeoutSignal ? !(s && s->timed_out) : info && info->si_code <= 0) return;  // sent, not a fault or a time-out
   if (s && s->in_kernel) {
     s->in_kernel = 0;
     s->signo = sig;
@@ -30,7 +31,7 @@ void on_fault(int sig, siginfo_t* info, void*) {
     const int n = std::snprintf(line, sizeof line, "xcargo-loader: the sandbox refused system call %d made by the loader\n", info->si_syscall);
     if (n > 0) (void)!::write(2, line, size_t(n));
   }
-  ::signal(sig, SIG_DFL);
+  if (::signal(sig, SIG_DFL) == SIG_ERR) _exit(128 + sig);  // the sandbox keeps handlers as they are
   ::raise(sig);
 }
 
@@ -42,6 +43,11 @@ void install_fault_handlers() {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, kTimeoutSignal}) ::sigaction(sig, &sa, nullptr);
+}
+
+void time_out(Slot& s) {
+  s.timed_out = 1;
+  ::pthread_kill(s.thread, kTimeoutSignal);
 }
 
 void adopt_slot(Slot& s) {

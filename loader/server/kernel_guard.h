@@ -33,6 +33,7 @@ struct Slot {
   std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
   sigjmp_buf env;
   volatile sig_atomic_t in_kernel = 0;
+  volatile sig_atomic_t timed_out = 0;  // time_out() sent kTimeoutSignal for the kernel it runs
   volatile int signo = 0;
   void* fault_addr = nullptr;
   int syscall_nr = -1;  // SIGSYS: the system call the sandbox refused
@@ -43,8 +44,13 @@ struct Slot {
 
 // Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS and kTimeoutSignal. A
 // signal on a thread inside guarded() jumps back out of it; any other such fault ends the
-// process (the supervisor restarts the worker).
+// process (the supervisor restarts the worker). Only faults count, and only the monitor's
+// time-outs: a fault signal that was sent (kill, tgkill, sigqueue: si_code <= 0) and a
+// kTimeoutSignal that time_out() did not send are ignored (a kernel that sent them to another
+// executor's thread failed that thread's kernel in its stead, and the log blamed the victim).
 void install_fault_handlers();
+// Stops the kernel running on s's thread (the monitor, past the time limit).
+void time_out(Slot& s);
 // Makes s this thread's slot, with an alternate signal stack (a kernel may overflow its own).
 void adopt_slot(Slot& s);
 // Before the thread ends: gives it back its previous alternate stack (AddressSanitizer frees
@@ -59,6 +65,7 @@ template <class F>
 bool guarded(Slot& s, F&& f) {
   t_guarded_slot = &s;
   if (sigsetjmp(s.env, 0) == 0) {
+    s.timed_out = 0;
     s.in_kernel = 1;
     f();
     s.in_kernel = 0;

@@ -61,11 +61,11 @@ TEST_CASE("a kernel that crashes comes back as a crashed result", "[kernel_guard
 TEST_CASE("the monitor's signal stops a kernel that runs past the limit", "[kernel_guard]") {
   install_fault_handlers();
   std::atomic<bool> running{false};
-  std::atomic<pthread_t> thread{};
+  std::atomic<Slot*> slot{nullptr};
   std::thread executor([&] {
     Slot s;
     adopt_slot(s);
-    thread = s.thread;
+    slot = &s;
     const bool returned = guarded(s, [&] {
       running = true;
       for (;;) std::this_thread::yield();  // a kernel that never ends
@@ -77,8 +77,29 @@ TEST_CASE("the monitor's signal stops a kernel that runs past the limit", "[kern
     leave_slot(s);
   });
   while (!running) std::this_thread::yield();
-  ::pthread_kill(thread.load(), kTimeoutSignal);
+  time_out(*slot.load());
   executor.join();
+}
+
+TEST_CASE("signals a kernel sends are neither faults nor time-outs", "[kernel_guard]") {
+  // A kernel that sent SIGSEGV or the time-out signal to another executor's thread failed
+  // that thread's kernel in its stead (found by an attacker helper): they are ignored.
+  install_fault_handlers();
+  on_executor([](Slot& s) {
+    int after = 0;
+    CHECK(guarded(s, [&] {
+      ::pthread_kill(::pthread_self(), SIGSEGV);
+      ::pthread_kill(::pthread_self(), SIGBUS);
+      ::pthread_kill(::pthread_self(), kTimeoutSignal);
+      ::kill(::getpid(), SIGFPE);
+      after = 1;
+    }));
+    CHECK(after == 1);
+    // A real fault still counts.
+    volatile int* bad = forbidden();
+    CHECK_FALSE(guarded(s, [&] { *bad = 1; }));
+    CHECK(s.signo == SIGSEGV);
+  });
 }
 
 TEST_CASE("a time-out signal that comes after the kernel returned is ignored", "[kernel_guard]") {

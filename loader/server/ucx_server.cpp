@@ -1183,7 +1183,7 @@ struct UcxServer::Impl {
     // answered `restarting`, not have its next kernel run in this worker.
     restart = true;
     if (inline_run) {
-      ::pthread_kill(s.thread, kTimeoutSignal);  // its own thread logs and answers (failure_reply)
+      loader::time_out(s);  // its own thread logs and answers (failure_reply)
     } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
       const std::string a = about(j->type, j->header, j->origin.get());
       log("failed invoke: " + what + a + "; restarting the worker");

@@ -169,20 +169,35 @@ check "nothing written by the escape kernels" test ! -e /tmp/xcargo-escaped
 threads0=$(ls "/proc/$(worker)/task" | wc -l)
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_thread --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 check "the worker has no more threads than before" test "$(ls "/proc/$(worker)/task" | wc -l)" -le "$threads0"
-# A kernel that makes its worker exit 0 (SIGTERM to itself, exit_group) does not stop the
-# loader: the worker is replaced, and the supervisor says so.
-for entry in term_self exit0; do
-  "$X" run adv.xcargo --entry "escape_$entry" --arg "u64:$SYSCALL" --to "$NODE" > "escape_$entry.txt" 2>&1
-  expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"  # "fine"
-done
-check "the supervisor outlived the workers that exited 0" kill -0 "$SUPERVISOR"
-# A kernel that signals its own worker to stop, then never returns: the orderly end waits for
-# running kernels only within their time limit (it waited for good, its port open and served
-# by nobody: the node deaf until an admin stepped in).
-"$X" run adv.xcargo --entry escape_term_spin --arg "u64:$SYSCALL" --to "$NODE" > term_spin.txt 2>&1
-check "the spinning kernel's client is told (time limit, or its worker gone)" grep -Eq 'time limit|lost the connection' term_spin.txt
-eventually 60 "a worker held by a kernel that stopped it and spun is replaced" "$X" run faults.xcargo --entry ok --to "$NODE"
-# A worker that ends in order (SIGTERM, a kernel's as above or an admin's) finishes the kernels
+# Signals to its own worker (attacker helpers): kill() and the signals the worker does not
+# send itself are refused (SIGTERM stopped the worker, SIGSTOP froze it for good, SIGHUP turned
+# on UCX's debug log); what stays allowed is made harmless (escape_signals in adversary.c).
+adversary adv.xcargo escape_term_self sandbox "$RESTART_REPS" "made the system call kill through library code" --u64 "$SYSCALL"
+adversary adv.xcargo escape_sigstop sandbox 3 "made the system call tgkill through library code" --u64 "$SYSCALL"
+adversary adv.xcargo escape_setsig sandbox 3 "made the system call fcntl through library code" --u64 "$SYSCALL"
+expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_signals --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+expect 3 'crashed: the kernel crashed: signal 11' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+# A kernel that makes its worker exit 0 (exit_group) does not stop the loader: the worker is
+# replaced, and the supervisor says so.
+"$X" run adv.xcargo --entry escape_exit0 --arg "u64:$SYSCALL" --to "$NODE" > escape_exit0.txt 2>&1
+expect 0 '^66696e65$' -- "$X" run faults.xcargo --entry ok --to "$NODE"  # "fine"
+check "the supervisor outlived the worker that exited 0" kill -0 "$SUPERVISOR"
+# An orderly end waits for running kernels only within their time limit: an admin's SIGTERM
+# while a kernel spins (a kernel that sent its own worker SIGTERM, then spun, held the worker
+# for good, its port open and served by nobody).
+"$X" run faults.xcargo --entry spin --to "$NODE" > spin.txt 2>&1 &
+spinner=$!
+sleep 0.2  # the kernel runs (if not yet, it spins in the next worker instead: no hang either way)
+kill -TERM "$(worker)"
+wait "$spinner"
+check "the spinning kernel's client is told (time limit, or its worker gone)" grep -Eq 'time limit|lost the connection' spin.txt
+eventually 60 "a worker whose orderly end waited for a spinning kernel is replaced" "$X" run faults.xcargo --entry ok --to "$NODE"
+# A worker stopped by a signal (SIGSTOP: the sandbox now refuses a kernel's routes to it, the
+# test sends it) serves nobody: the supervisor kills it, and the standby serves.
+kill -STOP "$(worker)"
+eventually 30 "a stopped worker is killed and replaced" grep -q 'worker stopped by signal 19' "$XCARGO_CLUSTER_DIR/node-0.log"
+eventually 30 "clients are served after a worker was stopped" "$X" run faults.xcargo --entry ok --to "$NODE"
+# A worker that ends in order (SIGTERM: an admin's, the loader stopping) finishes the kernels
 # it runs and answers what it did not run `restarting`: a client with requests in flight
 # across the stop sends those again to the next worker and loses none (the run that found
 # this lost its connection: "Connection reset by remote peer").

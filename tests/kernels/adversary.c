@@ -26,11 +26,13 @@ static long raw_syscall(long nr, long a, long b, long c) {
 #if defined(__aarch64__)
 enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172, NR_GETPPID = 173,
        NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
-       NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78 };
+       NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
+       NR_RT_SIGACTION = 134, NR_FCNTL = 25 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
-       NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267 };
+       NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
+       NR_RT_SIGACTION = 13, NR_FCNTL = 72 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -166,14 +168,29 @@ XC_ENTRY int escape_term_self(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
   return reply_long(ctx, sys(NR_KILL, sys(NR_GETPID), 15L));
 }
-/* SIGTERM to its own worker, then never returns: an orderly end waits for running kernels, and
- * one that never ends must not keep the worker (deaf: no listener served) from ending. */
-XC_ENTRY int escape_term_spin(xc_ctx *ctx, const void *in, size_t in_len) {
+/* SIGSTOP to its own thread: the worker, its monitor and its probe frozen, the node deaf until
+ * an admin sent SIGCONT (attacker helper, 2026-11-26). The sandbox refuses it. */
+XC_ENTRY int escape_sigstop(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
-  sys(NR_KILL, sys(NR_GETPID), 15L);
-  for (volatile int forever = 1; forever;) {
-  }
-  return 0;
+  return reply_long(ctx, sys(NR_TGKILL, sys(NR_GETPID), sys(NR_GETTID), 19L));
+}
+/* What the sandbox lets through, made harmless: SIGSEGV and the time-out signal sent to its own
+ * thread (sent to another executor's, they failed that kernel in its stead: ignored, 0 each);
+ * SIGSEGV's handler reset to the default (a later crash then killed the worker outright: -1).
+ * Replies their sum: -1. */
+XC_ENTRY int escape_signals(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  const long pid = sys(NR_GETPID), tid = sys(NR_GETTID);
+  long r = sys(NR_TGKILL, pid, tid, 11L) + sys(NR_TGKILL, pid, tid, 10L);
+  long act[4] = {0, 0, 0, 0}; /* SIG_DFL, no flags, no restorer, an empty mask */
+  r += sys(NR_RT_SIGACTION, 11L, (long)act, 0L, 8L);
+  return reply_long(ctx, r);
+}
+/* A descriptor's events signalled with SIGSTOP (F_SETSIG), another way to freeze the worker:
+ * the sandbox refuses it. */
+XC_ENTRY int escape_setsig(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  return reply_long(ctx, sys(NR_FCNTL, 0L, 10L /* F_SETSIG */, 19L));
 }
 XC_ENTRY int escape_exit0(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);

@@ -109,7 +109,9 @@ struct Child {
   std::string buf;           // what `from` gave that is not yet a whole line
   bool ready = false;        // said "standby"
   bool ending = false;
+  bool killed = false;            // the supervisor sent it SIGKILL (stopped, or stuck after a failure)
   Clock::time_point started{}, ending_since{};
+  Clock::time_point incident_at{};  // when the supervisor first saw its incident line
 
   explicit operator bool() const { return pid > 0; }
   // Reads what is there (blocking once if `block`); false at the end of the pipe or when
@@ -419,6 +421,22 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
                "): a stopped worker serves nobody; killing it");
       flush_log();
       ::kill(cur.pid, SIGKILL);
+      cur.killed = true;
+    }
+    // A worker that reported a failure (its incident line) ends within a second, its replies
+    // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
+    // stopped inside the C library with a lock taken, and the worker's end waited on that
+    // lock for good, port open and served by nobody: attacker helper, 2026-11-26).
+    if (cur.incident[0] && !cur.killed) {
+      const auto now = Clock::now();
+      if (cur.incident_at == Clock::time_point{}) {
+        cur.incident_at = now;
+      } else if (now - cur.incident_at > timing::kEndingGrace) {
+        log_line("worker reported a failure " + ms_since(cur.incident_at) + " ms ago and has not ended; killing it");
+        flush_log();
+        ::kill(cur.pid, SIGKILL);
+        cur.killed = true;
+      }
     }
     if (r > 0 && fds[1].revents) {
       if (!standby.fill(false)) {

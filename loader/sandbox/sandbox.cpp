@@ -61,8 +61,8 @@ constexpr const char* kAllowed[] = {
     "futex", "set_robust_list", "get_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid",
     "getuid", "geteuid", "getgid", "getegid", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
     "restart_syscall", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
-    "sched_yield", "sched_getaffinity", "getcpu", "getrandom", "uname", "prlimit64", "getrlimit", "getrusage",
-    "sysinfo", "prctl", "set_tid_address", "arch_prctl",
+    "sched_yield", "sched_getaffinity", "getcpu", "getrandom", "uname", "getrlimit", "getrusage",
+    "sysinfo", "set_tid_address", "arch_prctl",
 };
 
 
@@ -183,6 +183,20 @@ Status install_allow_list(bool no_new_threads) {
   // worker's own late calls, at exit, must not trap).
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_EQ, 0)), "rt_sigaction"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_NE, 0)), "rt_sigaction"));
+  // Limits of this process only: a kernel set the supervisor's (same user) file size limit to
+  // 0, and the supervisor died at its next log line, the loader down for good (attacker
+  // helper, 2026-11-26).
+  for (uint64_t pid : {uint64_t(0), self})
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, pid)), "prlimit64"));
+  // prctl: naming threads (ps, pgrep) and reading the name; nothing else once locked down. A
+  // kernel added a seccomp filter to its executor's thread (PR_SET_SECCOMP: later clients'
+  // kernels on that thread failed, and the worker hung at its end) and made every later push
+  // fail to link (PR_SET_MDWE). Others fail with EPERM (the C library's own must not trap).
+  for (int option : {PR_SET_NAME, PR_GET_NAME})
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(option))), "prctl"));
+  static_assert(PR_GET_NAME == PR_SET_NAME + 1, "the two allowed options are next to each other");
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_LT, uint64_t(PR_SET_NAME))), "prctl"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_GT, uint64_t(PR_GET_NAME))), "prctl"));
   // No signal of one's choice on a descriptor's events (F_SETSIG: SIGSTOP by way of a pipe,
   // without kill()); the rest of fcntl as before.
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_NE, F_SETSIG)), "fcntl"));

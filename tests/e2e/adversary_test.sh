@@ -177,6 +177,14 @@ adversary adv.xcargo escape_sigstop sandbox 3 "made the system call tgkill throu
 adversary adv.xcargo escape_setsig sandbox 3 "made the system call fcntl through library code" --u64 "$SYSCALL"
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_signals --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 expect 3 'crashed: the kernel crashed: signal 11' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+# Other processes' limits, and prctl beyond naming threads (attacker helper, 2026-11-26: the
+# supervisor killed by a file size limit of 0; a seccomp filter on an executor's thread; no
+# executable memory for later pushes).
+adversary adv.xcargo escape_prlimit sandbox 3 "made the system call prlimit64 through library code" --u64 "$SYSCALL"
+check "the supervisor's file size limit is untouched" grep -Eq '^Max file size +unlimited' "/proc/$SUPERVISOR/limits"
+expect 0 '^-2$' -- "$X" run adv.xcargo --entry escape_prctl --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+"$X" build "$SRC/examples/hello/hello.c" -t "$(uname -m)" --name after_prctl -o after_prctl.xcargo --key "$KEY" 2>>"$DISCARD"
+expect 0 '^42$' -- "$X" run after_prctl.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
 # A kernel that makes its worker exit 0 (exit_group) does not stop the loader: the worker is
 # replaced, and the supervisor says so.
 "$X" run adv.xcargo --entry escape_exit0 --arg "u64:$SYSCALL" --to "$NODE" > escape_exit0.txt 2>&1

@@ -84,8 +84,10 @@ check "no worker restarted under the connection flood" bash -c "! grep -q 'worke
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>>"$DISCARD"
 expect 0 'first limit: this connection has 128 requests in flight' -- \
   "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 20 --count 300
+# burn 10 (about 10 ms here) keeps them in flight while all 720 are sent (milliseconds); 50
+# took the 512 runs past EXPECT_TIMEOUT on a machine busy with three other test runs.
 expect 0 'first limit: this key has 512 requests in flight' -- \
-  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 50 --count 120 --connections 6
+  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 10 --count 120 --connections 6
 eventually 30 "requests past the limits in flight are logged" lines_at_least 1 'refused a request from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has 128 requests in flight' "$LOG"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"

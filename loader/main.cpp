@@ -352,7 +352,15 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
   // Node memory is opened when this worker takes over: until then the one it replaces may
   // still change the table.
-  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit), false, true);
+  // Without its compile service (its connection shut down, by a kernel say) a worker would
+  // refuse every later bitcode push: it ends in order instead, and its standby, which has a
+  // service of its own, serves.
+  auto on_compiler_lost = [] {
+    if (!g_stop.exchange(true))
+      log_line("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
+               "its standby has a compile service of its own");
+  };
+  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
   ServerOptions so;

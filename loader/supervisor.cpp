@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -239,6 +240,26 @@ Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const C
   return c;
 }
 
+// Removes the System V shared-memory segments a worker made and left: not attached, not marked
+// for removal, and (unless `any_age`, its process gone) older than kOrphanSegmentAge. UCX's own
+// segments are attached and marked for removal within microseconds of their creation; a
+// kernel's (through syscall()) outlived the worker and the loader, outside every memory limit
+// (attacker helper, 2026-11-26). Returns how many.
+int remove_orphan_segments(pid_t worker, bool any_age) {
+  shm_info info{};
+  const int max = ::shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
+  int removed = 0;
+  const time_t now = ::time(nullptr);
+  for (int i = 0; i <= max; ++i) {
+    shmid_ds ds{};
+    const int id = ::shmctl(i, SHM_STAT, &ds);
+    if (id < 0 || ds.shm_cpid != worker || ds.shm_nattch != 0 || (ds.shm_perm.mode & SHM_DEST)) continue;
+    if (!any_age && now - ds.shm_ctime < timing::kOrphanSegmentAge.count()) continue;
+    if (::shmctl(id, IPC_RMID, nullptr) == 0) ++removed;
+  }
+  return removed;
+}
+
 std::string ms_since(Clock::time_point t) {
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   char b[32];
@@ -283,6 +304,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       // word, which a kernel running in it could have written.
       std::string why = exit_reason(ws);
       if (c.incident[0]) why += "; it reported: " + std::string(c.incident, ::strnlen(c.incident, kIncidentSize));
+      if (const int n = remove_orphan_segments(c.pid, true))
+        why += "; removed " + std::to_string(n) + " shared-memory segments it left";
       if (!stop) log_line("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
       flush_log();
       c.release();
@@ -423,6 +446,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       ::kill(cur.pid, SIGKILL);
       cur.killed = true;
     }
+    if (const int n = remove_orphan_segments(cur.pid, false))
+      log_line("removed " + std::to_string(n) + " System V shared-memory segments the worker made and left (not UCX's: a kernel's)");
     // A worker that reported a failure (its incident line) ends within a second, its replies
     // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
     // stopped inside the C library with a lock taken, and the worker's end waited on that

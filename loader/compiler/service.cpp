@@ -533,13 +533,17 @@ int serve(int fd, const Options& o) {
   }
 }
 
-Compiler remote(int fd, std::chrono::seconds job_limit) {
+Compiler remote(int fd, std::chrono::seconds job_limit, std::function<void()> on_lost) {
   auto mu = std::make_shared<std::mutex>();
-  return [fd, job_limit, mu](const Cargo& cargo, const Variant& v, bool allow_quick) -> Result<CompiledObject> {
+  return [fd, job_limit, mu, on_lost](const Cargo& cargo, const Variant& v, bool allow_quick) -> Result<CompiledObject> {
     std::lock_guard<std::mutex> lock(*mu);
-    if (auto s = write_all(fd, encode_request(v.name, cargo.bytes(), allow_quick)); !s.ok())
+    auto lost = [&] {
+      if (on_lost) on_lost();
       return Error(Errc::unreachable, "the compile service has stopped (the loader's log says why)");
+    };
+    if (auto s = write_all(fd, encode_request(v.name, cargo.bytes(), allow_quick)); !s.ok()) return lost();
     auto r = read_reply(fd, Clock::now() + job_limit + std::chrono::seconds(10));
+    if (!r.ok() && r.error().code() == Errc::unreachable) return lost();
     XC_TRY(r);
     return std::move(*r);
   };

@@ -41,6 +41,9 @@ struct Options {
 int serve(int fd, const Options& options);
 
 // The worker's side: a Compiler that asks the service on fd, one request at a time.
-Compiler remote(int fd, std::chrono::seconds job_limit);
+// on_lost runs (once per failed request) when the service's connection is gone: every
+// later compile would fail too (a kernel that shut the worker's end down made every later
+// bitcode push fail, silently, until the worker restarted for another reason).
+Compiler remote(int fd, std::chrono::seconds job_limit, std::function<void()> on_lost = {});
 
 }  // namespace xcargo::loader::compiler

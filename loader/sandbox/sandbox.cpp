@@ -186,8 +186,11 @@ Status install_allow_list(bool no_new_threads) {
   // Limits of this process only: a kernel set the supervisor's (same user) file size limit to
   // 0, and the supervisor died at its next log line, the loader down for good (attacker
   // helper, 2026-11-26).
+  // And read only: a kernel that lowered the worker's own address-space limit left every later
+  // large allocation failing, for every client, until the worker restarted for another reason.
   for (uint64_t pid : {uint64_t(0), self})
-    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_EQ, pid)), "prlimit64"));
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, pid), SCMP_A2(SCMP_CMP_EQ, 0)),
+                 "prlimit64"));
   // prctl: naming threads (ps, pgrep) and reading the name; nothing else once locked down. A
   // kernel added a seccomp filter to its executor's thread (PR_SET_SECCOMP: later clients'
   // kernels on that thread failed, and the worker hung at its end) and made every later push

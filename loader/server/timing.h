@@ -76,6 +76,9 @@ inline constexpr std::chrono::milliseconds kWaryAfterConnect = 500ms;
 inline constexpr std::chrono::milliseconds kStopPoll = 50ms;
 // The supervisor looks at least this often whether its serving worker was stopped (SIGSTOP).
 inline constexpr std::chrono::milliseconds kStoppedCheck = 1000ms;
+// A System V segment a worker made, not attached and not marked for removal this long, is a
+// kernel's, left behind: the supervisor removes it (UCX marks its own within microseconds).
+inline constexpr std::chrono::seconds kOrphanSegmentAge{2};
 
 // The monitor looks at the executors when a running request's promotion or limit is due,
 // and within promote_after while requests come; after this long without any it sleeps until

@@ -185,6 +185,19 @@ check "the supervisor's file size limit is untouched" grep -Eq '^Max file size +
 expect 0 '^-2$' -- "$X" run adv.xcargo --entry escape_prctl --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 "$X" build "$SRC/examples/hello/hello.c" -t "$(uname -m)" --name after_prctl -o after_prctl.xcargo --key "$KEY" 2>>"$DISCARD"
 expect 0 '^42$' -- "$X" run after_prctl.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+adversary adv.xcargo escape_prlimit_self sandbox 3 "made the system call prlimit64 through library code" --u64 "$SYSCALL"
+# The compile service's connection shut down by a kernel: the worker ends in order, and the
+# next worker compiles (before: every later bitcode push refused, until some other restart).
+expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_cut_compiler --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+"$X" build "$SRC/examples/hello/hello.c" -t bitcode --name after_cut -o after_cut.xcargo --key "$KEY" 2>>"$DISCARD"
+eventually 60 "a bitcode push compiles after a kernel cut the compile service's connection" \
+  "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+check "the worker said why it ended" grep -q "the compile service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log"
+# A System V segment a kernel made and left (it outlived the loader, outside every memory
+# limit): the supervisor removes it within seconds.
+measure SEGMENT "a segment a kernel left" "$X" run adv.xcargo --entry escape_sysv_leak --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+check "the kernel made a segment (id $SEGMENT)" test "$SEGMENT" -ge 0
+eventually 30 "the supervisor removed the segment the kernel left" bash -c "! awk '{print \$2}' /proc/sysvipc/shm | grep -qx '$SEGMENT'"
 # A kernel that makes its worker exit 0 (exit_group) does not stop the loader: the worker is
 # replaced, and the supervisor says so.
 "$X" run adv.xcargo --entry escape_exit0 --arg "u64:$SYSCALL" --to "$NODE" > escape_exit0.txt 2>&1

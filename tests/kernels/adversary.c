@@ -27,12 +27,14 @@ static long raw_syscall(long nr, long a, long b, long c) {
 enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GETPID = 172, NR_GETPPID = 173,
        NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
-       NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167 };
+       NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
+       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
-       NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157 };
+       NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
+       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -198,6 +200,42 @@ XC_ENTRY int escape_prlimit(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
   unsigned long limit[2] = {0, 0};
   return reply_long(ctx, sys(NR_PRLIMIT64, sys(NR_GETPPID), 1L /* RLIMIT_FSIZE */, (long)limit, 0L));
+}
+/* Its own worker's address-space limit lowered: every later large allocation failed, for every
+ * client, until the worker restarted for another reason (attacker helper). Refused. */
+XC_ENTRY int escape_prlimit_self(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  unsigned long limit[2] = {64ul << 20, ~0ul};
+  return reply_long(ctx, sys(NR_PRLIMIT64, 0L, 9L /* RLIMIT_AS */, (long)limit, 0L));
+}
+/* Every Unix socket of its worker shut down: the connection to the compile service among them
+ * (every later bitcode push failed until the worker restarted for another reason; attacker
+ * helper). Replies how many it shut down. */
+XC_ENTRY int escape_cut_compiler(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  long cut = 0;
+  for (long fd = 3; fd < 1024; ++fd) {
+    int domain = 0;
+    unsigned int len = sizeof domain;
+    if (sys(NR_GETSOCKOPT, fd, 1L /* SOL_SOCKET */, 39L /* SO_DOMAIN */, (long)&domain, (long)&len) == 0 && domain == 1 /* AF_UNIX */)
+      cut += sys(NR_SHUTDOWN, fd, 2L /* SHUT_RDWR */) == 0;
+  }
+  return reply_long(ctx, cut);
+}
+/* A System V shared-memory segment of 16 MiB, touched and left: it outlived the worker and the
+ * loader, outside every memory limit (attacker helper). The supervisor removes it. Replies its
+ * id. */
+XC_ENTRY int escape_sysv_leak(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  const long size = 16l << 20;
+  const long id = sys(NR_SHMGET, 0L /* IPC_PRIVATE */, size, 01000 /* IPC_CREAT */ | 0600);
+  if (id < 0) return reply_long(ctx, id);
+  volatile char *p = (volatile char *)sys(NR_SHMAT, id, 0L, 0L);
+  if ((long)p != -1) {
+    for (long o = 0; o < size; o += 4096) p[o] = 1;
+    sys(NR_SHMDT, (long)p);
+  }
+  return reply_long(ctx, id);
 }
 /* prctl beyond naming threads: a seccomp filter on its executor's thread (later kernels there
  * failed, and the worker hung at its end), memory-deny-write-execute (every later push failed to

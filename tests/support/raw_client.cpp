@@ -89,6 +89,14 @@ void RawClient::send(uint16_t type, const Bytes& header, bool reply_flag) {
   }
 }
 
+void RawClient::send_blind(uint16_t type, const Bytes& header) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep_, type, header.data(), header.size(), nullptr, 0, &p);
+  if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // UCX sends it whenever this worker progresses next
+}
+
 void RawClient::greet(uint16_t max_version, const Bytes& reply_address) {
   auto n = auth::random_nonce();
   if (!n.ok()) die(tool_, n.error().message(), 2);

@@ -29,6 +29,9 @@ public:
   // Sends a message of any type as it is (never sealed) without waiting, with or without
   // UCX's reply flag.
   void send(uint16_t type, const Bytes& header, bool reply_flag);
+  // The same, but never progresses this client's UCX worker (nothing it was sent is read):
+  // a message that cannot leave at once stays queued.
+  void send_blind(uint16_t type, const Bytes& header);
   // After send(): whether an answer came within `seconds`.
   bool wait_answer(int seconds);
   bool lost() const { return lost_; }

@@ -79,6 +79,9 @@ struct Laned {
   }
   // Writes a frame when the worker has taken enough to make room, without any UCX progress
   // (nothing read, no kick); false if no room came within `ms`.
+  // A worker that sleeps is kicked as a client would, but blind (no UCX progress): without
+  // kicks a worker with --spin-us 0 took them only when it woke by itself, about a thousand a
+  // second, and the unread case ran out of time before its replies reached their limit.
   bool put_blind(MsgType type, const Bytes& header, int ms) {
     if (!seg.requests().has_room(sent, &taken)) {
       const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
@@ -86,6 +89,8 @@ struct Laned {
         if (Clock::now() >= deadline) return false;
     }
     seg.requests().write(sent++, type, header, {});
+    lane::fence();
+    if (seg.worker_idle()) c.send_blind(uint16_t(MsgType::kick), c.sealed({}));
     return true;
   }
   // Takes every reply waiting in the reply ring; how many.

@@ -208,19 +208,23 @@ XC_ENTRY int escape_prlimit_self(xc_ctx *ctx, const void *in, size_t in_len) {
   unsigned long limit[2] = {64ul << 20, ~0ul};
   return reply_long(ctx, sys(NR_PRLIMIT64, 0L, 9L /* RLIMIT_AS */, (long)limit, 0L));
 }
+/* Calls `call`(fd, arg) on each descriptor of its worker that is a socket whose SOL_SOCKET
+ * option `option` reads `value`; replies how many of those calls succeeded. */
+static int on_sockets(xc_ctx *ctx, syscall_fn sys, long option, int value, long call, long arg) {
+  long done = 0;
+  for (long fd = 3; fd < 1024; ++fd) {
+    int got = 0;
+    unsigned int len = sizeof got;
+    if (sys(NR_GETSOCKOPT, fd, 1L /* SOL_SOCKET */, option, (long)&got, (long)&len) == 0 && got == value)
+      done += sys(call, fd, arg) == 0;
+  }
+  return reply_long(ctx, done);
+}
 /* Every Unix socket of its worker shut down: the connection to the compile service among them
  * (every later bitcode push failed until the worker restarted for another reason; attacker
  * helper). Replies how many it shut down. */
 XC_ENTRY int escape_cut_compiler(xc_ctx *ctx, const void *in, size_t in_len) {
-  syscall_fn sys = libc_syscall(in, in_len);
-  long cut = 0;
-  for (long fd = 3; fd < 1024; ++fd) {
-    int domain = 0;
-    unsigned int len = sizeof domain;
-    if (sys(NR_GETSOCKOPT, fd, 1L /* SOL_SOCKET */, 39L /* SO_DOMAIN */, (long)&domain, (long)&len) == 0 && domain == 1 /* AF_UNIX */)
-      cut += sys(NR_SHUTDOWN, fd, 2L /* SHUT_RDWR */) == 0;
-  }
-  return reply_long(ctx, cut);
+  return on_sockets(ctx, libc_syscall(in, in_len), 39L /* SO_DOMAIN */, 1 /* AF_UNIX */, NR_SHUTDOWN, 2L /* SHUT_RDWR */);
 }
 /* A System V shared-memory segment of 16 MiB, touched and left: it outlived the worker and the
  * loader, outside every memory limit (attacker helper). The supervisor removes it. Replies its
@@ -301,17 +305,7 @@ XC_ENTRY int escape_write_file(xc_ctx *ctx, const void *in, size_t in_len) {
  * node deaf to new clients for good); replies how many it closed. The worker's probe must
  * find that no new client is answered, and the worker be replaced. */
 XC_ENTRY int escape_deafen(xc_ctx *ctx, const void *in, size_t in_len) {
-  syscall_fn sys = libc_syscall(in, in_len);
-  long closed = 0;
-  for (long fd = 3; fd < 1024; ++fd) {
-    int listening = 0;
-    unsigned int len = sizeof listening;
-    if (sys(NR_GETSOCKOPT, fd, 1L /* SOL_SOCKET */, 30L /* SO_ACCEPTCONN */, &listening, &len) == 0 && listening == 1) {
-      sys(NR_CLOSE, fd);
-      ++closed;
-    }
-  }
-  return reply_long(ctx, closed);
+  return on_sockets(ctx, libc_syscall(in, in_len), 30L /* SO_ACCEPTCONN */, 1, NR_CLOSE, 0L);
 }
 
 /* Junk for the next worker: every entry of the kept-cargos table (its memfd is among the

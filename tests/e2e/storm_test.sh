@@ -65,7 +65,8 @@ if [ "$rc" -ne 3 ] || ! grep -q 'interrupted: the kernel was running when anothe
   sed 's/^/    | /' slow.txt
   failures=$((failures + 1))
 fi
-check "the worker logged the interrupted run" grep -q 'interrupted invoke: .*/slow' a.log
+# The line is written with the worker's buffered log, flushed as it ends: after the reply.
+eventually 10 "the worker logged the interrupted run" grep -q 'interrupted invoke: .*/slow' a.log
 expect 0 '^4242$' -- "$X" run memory.xcargo --entry get --result u64 --to "$a"
 
 # The storm: one client crashes its kernel CRASHES times and runs it past the limit TIMEOUTS

@@ -26,6 +26,8 @@
 #include "config.h"
 #include "engine.h"
 #include "handler.h"
+#include "key_service.h"
+#include "node_key.h"
 #include "log.h"
 #include "regions.h"
 #include "service.h"
@@ -175,6 +177,20 @@ sandbox::Options compiler_sandbox(const LoaderConfig& cfg, const std::optional<s
   return o;
 }
 
+// The key service's sandbox: no files but /dev/null and its own /proc entry (the filters
+// read its maps), no capabilities, no new threads, the filters. It is not dumpable from its
+// start (key_service.h).
+sandbox::Options key_service_sandbox(const LoaderConfig& cfg) {
+  sandbox::Options o;
+  o.syscall_filter = cfg.sandbox;
+  o.confine = cfg.sandbox;
+  o.start_files.read = {"/proc/self"};
+  o.start_files.write = {"/dev/null"};
+  o.serve_files = o.start_files;
+  o.no_new_threads = true;
+  return o;
+}
+
 // The worker's UCX transports. Never cma, knem or xpmem, which reach into other processes'
 // memory (the sandbox refuses process_vm_readv/writev), nor posix shared memory, which
 // attaches a peer's segment through /proc/PID/fd (ptrace rights, which the worker does not
@@ -212,9 +228,10 @@ std::string files_stamp(const std::string& path) {
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
 // kernel crash or time-out leaves through _exit(75) inside the server.
 // Who may connect: the node key and the authorized clients, read once by the supervisor so
-// that every worker has the same node key and a bad file stops the start.
+// that every worker has the same node key and a bad file stops the start. The private key
+// is only in the key service's process (loader/keys): never here, so never in a worker.
 struct Access {
-  std::optional<SigningKey> node_key;
+  std::optional<keys::KeyService> node_key;
   std::optional<auth::AuthorizedKeys> clients;  // nullopt: allow-anyone
   std::optional<sandbox::User> user;            // the worker's, when it is not the loader's
 };
@@ -273,14 +290,6 @@ Result<Access> load_access(const LoaderConfig& cfg) {
     if (!c.ok()) return Error(c.error().code(), "clients: " + c.error().message());
     a.clients = std::move(*c);
   }
-  // An encrypted node key's passphrase: $XCARGO_PASSPHRASE (a service's environment), or the
-  // terminal of an admin who starts the loader by hand. Then it leaves this process's
-  // environment, so workers and their kernels never inherit it.
-  const PassphraseSource passphrase;
-  auto k = cfg.node_key.empty() ? SigningKey::generate() : SigningKey::load(cfg.node_key, passphrase);
-  forget_passphrase_env(passphrase);
-  if (!k.ok()) return k.take_error().within("node-key");
-  a.node_key = std::move(*k);
   if (!cfg.user.empty()) {
     if (::geteuid() != 0) return Error(Errc::invalid_argument, "user " + cfg.user + ": only a loader started as root can change user").hint("leave out --user, or start the loader as root");
     auto u = sandbox::find_user(cfg.user);
@@ -288,6 +297,18 @@ Result<Access> load_access(const LoaderConfig& cfg) {
     a.user = *u;
   }
   XC_TRY(prepare_cache(cfg.cache, a.user));
+  // The node key, loaded by its own process. An encrypted key's passphrase: $XCARGO_PASSPHRASE
+  // (a service's environment), or the terminal of an admin who starts the loader by hand.
+  // Then it leaves this process's environment too, so workers never inherit it.
+  const PassphraseSource passphrase;
+  auto keys = keys::KeyService::start(cfg.node_key, passphrase, [&cfg](int control_fd) -> Status {
+    const sandbox::Options box = key_service_sandbox(cfg);
+    XC_TRY(sandbox::prepare(box, {control_fd}));
+    return sandbox::lock_down(box);
+  });
+  forget_passphrase_env(passphrase);
+  if (!keys.ok()) return keys.take_error();
+  a.node_key.emplace(std::move(*keys));
   return a;
 }
 
@@ -337,7 +358,7 @@ bool wait_for_go(int go_fd) {
 }
 
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-               int compiler_fd) {
+               int compiler_fd, int key_fd) {
   // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
   // quietly (the serving worker logs what changed).
   static std::atomic<bool> serving{false};
@@ -346,7 +367,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (serving) log_line(line);
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
@@ -379,7 +400,15 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   std::string clients_stamp = cfg.clients.empty() ? "" : files_stamp(cfg.clients);
   if (clients)
     if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
-  AuthGate gate(*access.node_key, std::move(clients));
+  // The same without its connection to the key service (shut down by a kernel, say): it
+  // could not answer any client's hello.
+  auto on_key_lost = [] {
+    if (!g_stop.exchange(true))
+      log_line("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
+               "its standby has a connection of its own");
+  };
+  AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key->public_key(), timing::kKeyServiceLimit, on_key_lost),
+                std::move(clients));
   so.gate = &gate;
   so.listen_at_start = false;
   so.on_port_released = [addr_fd] { (void)!::write(addr_fd, "ending\n", 7); };  // the next worker may listen now
@@ -580,15 +609,17 @@ int main(int argc, char** argv) {
     log_directly();
     if (!cfg.log.empty())
       if (auto s = log_to_file(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
+    so.connect_key = [&access] { return access->node_key->connect(); };
+    so.key_alive = [&access](std::string* why) { return access->node_key->alive(why); };
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +
                  (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     auto rc = supervise(
         so, g_stop,
-        [&](const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd) {
+        [&](const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd) {
           LoaderConfig wc = cfg;
           wc.listen = listen;
-          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd);
+          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
     close_log();

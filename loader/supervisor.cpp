@@ -180,23 +180,31 @@ struct Child {
 };
 
 // Forks a worker (and its compile service) that prepares and waits for `go`.
-Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const CompilerMain& compiler) {
+Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const CompilerMain& compiler,
+                    const SupervisorOptions& options) {
   Child c;
+  int key_fd = -1;
+  if (options.connect_key) {
+    auto k = options.connect_key();
+    XC_TRY(k);
+    key_fd = *k;
+  }
   int compiler_fd = -1;
   auto compiler_pid = start_compile_service(compiler, &compiler_fd);
+  if (!compiler_pid.ok() && key_fd >= 0) ::close(key_fd);
   XC_TRY(compiler_pid);
   c.compiler = *compiler_pid;
   int from[2], go[2];
   if (::pipe2(from, O_CLOEXEC) != 0) {
     c.release();
-    ::close(compiler_fd);
+    for (int fd : {compiler_fd, key_fd}) ::close(fd);
     return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
   }
   if (::pipe2(go, O_CLOEXEC) != 0) {
     ::close(from[0]);
     ::close(from[1]);
     c.release();
-    ::close(compiler_fd);
+    for (int fd : {compiler_fd, key_fd}) ::close(fd);
     return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
   }
   c.from = from[0];
@@ -204,7 +212,7 @@ Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const C
   c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (c.incident == MAP_FAILED) {
     c.incident = nullptr;
-    for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, "cannot map an incident page");
   }
@@ -213,7 +221,7 @@ Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const C
   const pid_t pid = ::fork();
   if (pid < 0) {
     parent_done(child_log);
-    for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
   }
@@ -230,10 +238,10 @@ Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const C
     // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
     ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (::getppid() == 1) _exit(1);
-    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd));
+    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd));
   }
   parent_done(child_log);
-  for (int fd : {from[1], go[0], compiler_fd}) ::close(fd);
+  for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
   ::fcntl(c.from, F_SETFL, ::fcntl(c.from, F_GETFL) | O_NONBLOCK);
   c.pid = pid;
   c.started = Clock::now();
@@ -345,7 +353,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         w = std::move(standby);
         standby = Child();
       } else {
-        auto c = spawn(listen, worker, compiler);
+        auto c = spawn(listen, worker, compiler, options);
         XC_TRY(c);
         w = std::move(*c);
       }
@@ -417,7 +425,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     // 2. A standby, started once the serving worker serves (they do not compete to start; the
     //    first a second later: kFirstStandbyAfter).
     if (options.standby && !standby && Clock::now() >= standby_at) {
-      auto c = spawn(listen, worker, compiler);
+      auto c = spawn(listen, worker, compiler, options);
       if (c.ok()) {
         standby = std::move(*c);
       } else {
@@ -434,6 +442,14 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     const int r = ::poll(fds, 2, wait_ms);
     if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("poll failed: ") + std::strerror(errno));
     if (stop) return shut_down();
+    // Without its key service no worker can prove the node's key (every handshake fails),
+    // and no other can be started: stop, and say so (a service manager restarts the loader).
+    if (std::string why; options.key_alive && !options.key_alive(&why)) {
+      log_line("the node key's service ended (" + why + "): no worker can prove the node's key; stopping");
+      (void)shut_down();
+      return Error(Errc::key, "the node key's service ended (" + why + ")")
+          .hint("its lines above say why; restart the loader");
+    }
     // A worker stopped by a signal (SIGSTOP from a kernel, by whatever route the sandbox
     // missed) serves nobody, its monitor and probe frozen with it: the node was deaf until an
     // admin sent SIGCONT (found by an attacker helper, 2026-11-26). It is killed, and ends as

@@ -21,6 +21,11 @@ struct SupervisorOptions {
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
   // moment the serving one ends: a restart then costs milliseconds instead of a start.
   bool standby = true;
+  // The node key's service (loader/keys/key_service.h): a connection for each worker, made
+  // before its fork (none: the worker gets -1), and whether the service still runs. Without
+  // it no worker can prove the node's key: the loader stops, saying why.
+  std::function<Result<int>()> connect_key;
+  std::function<bool(std::string* why)> key_alive;
 };
 
 // The worker's main. Prepares everything but its listener, writes "standby\n" to addr_fd,
@@ -28,9 +33,9 @@ struct SupervisorOptions {
 // worker it replaces frees the port) and writes "HOST:PORT\tHOW-CONFINED\n". Once its
 // listener is closed for good (it is about to end) it writes another line. It may leave a line
 // in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
-// connection to its compile service.
+// connection to its compile service, key_fd its connection to the key service (or -1).
 using WorkerMain = std::function<int(const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
-                                     int compiler_fd)>;
+                                     int compiler_fd, int key_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.
 using CompilerMain = std::function<int(int fd)>;

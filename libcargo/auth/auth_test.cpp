@@ -100,7 +100,7 @@ TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
   const SigningKey node = test::fresh_key(), alice = test::fresh_key(), mallory = test::fresh_key();
   auth::AuthorizedKeys keys;
   keys.add({alice.public_key(), auth::kList, "alice"});
-  const loader::AuthGate gate(node, keys);
+  const loader::AuthGate gate(std::make_shared<loader::keys::HeldKey>(node), keys);
   CHECK(gate.mode() == AuthMode::required);
 
   loader::AuthGate::Session s;
@@ -142,7 +142,7 @@ TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {
 
 TEST_CASE("an open gate serves anyone and still checks proofs", "[auth]") {
   const SigningKey node = test::fresh_key(), anyone = test::fresh_key(), other = test::fresh_key();
-  const loader::AuthGate gate(node, std::nullopt);
+  const loader::AuthGate gate(std::make_shared<loader::keys::HeldKey>(node), std::nullopt);
   CHECK(gate.mode() == AuthMode::optional);
   loader::AuthGate::Session s;
   CHECK(gate.permits(s, MsgType::invoke));

@@ -106,6 +106,9 @@ Status Connection::greet(const SigningKey* identity, const std::string& identity
   XC_TRY(f);
   auto r = decode_hello_reply(f->header);
   if (!r.ok()) return Error(Errc::malformed, peer() + ": " + r.error().message());
+  if (r->status != ReplyStatus::ok && r->status != ReplyStatus::unsupported_version)
+    return Error(Errc::unreachable, peer() + ": the node could not answer the handshake (" + status_name(r->status) + ")")
+        .hint("its log says why; a node replacing its worker answers again within a second or two");
   if (r->status != ReplyStatus::ok || r->version != kVersion)
     return Error(Errc::unsupported, peer() + ": the node does not speak protocol version " + std::to_string(kVersion))
         .hint("use matching xcargo and xcargo-loader releases");

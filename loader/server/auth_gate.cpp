@@ -27,7 +27,7 @@ uint16_t verbs_needed(MsgType type) {
   }
 }
 
-AuthGate::AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys)
+AuthGate::AuthGate(std::shared_ptr<const keys::NodeKey> node_key, std::optional<auth::AuthorizedKeys> keys)
     : node_key_(std::move(node_key)), open_(!keys) {
   if (keys) keys_ = std::make_shared<const auth::AuthorizedKeys>(std::move(*keys));
 }
@@ -47,8 +47,8 @@ Status AuthGate::greet(Session& s, const Hello& hello, HelloReply& reply) const 
   s.who.clear();
   reply.auth = mode();
   reply.nonce = s.server_nonce;
-  reply.node_key = node_key_.public_key().raw;
-  auto sig = node_key_.sign(auth::node_proof(s.client_nonce, s.server_nonce, reply.node_key));
+  reply.node_key = node_key_->public_key().raw;
+  auto sig = node_key_->node_proof(s.client_nonce, s.server_nonce);
   XC_TRY(sig);
   reply.node_sig = *sig;
   return {};
@@ -72,7 +72,7 @@ AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
   const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();  // k points into them
   const auth::AuthorizedKey* k = keys ? keys->find(a.client_key) : nullptr;
   if (!open_ && !k) return refuse("the key is not among the node's authorized clients");
-  if (!ed25519_verify(presented, auth::client_proof(s.client_nonce, s.server_nonce, node_key_.public_key().raw, a.client_key),
+  if (!ed25519_verify(presented, auth::client_proof(s.client_nonce, s.server_nonce, node_key_->public_key().raw, a.client_key),
                       a.signature))
     return refuse("the signature does not verify (a replayed or forged proof?)");
   auto token = auth::random_nonce();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "node_key.h"
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
 #include "xcargo/wire.h"
@@ -35,11 +36,12 @@ public:
   // Whether header ends with the session's token; *body is what comes before it.
   static bool sealed(const Session& s, ByteView header, ByteView* body);
 
-  // keys: the authorized keys; nullopt opens the node to anyone (allow-anyone).
-  AuthGate(SigningKey node_key, std::optional<auth::AuthorizedKeys> keys);
+  // node_key: the node's identity (in a worker, a connection to the key service); keys: the
+  // authorized keys; nullopt opens the node to anyone (allow-anyone).
+  AuthGate(std::shared_ptr<const keys::NodeKey> node_key, std::optional<auth::AuthorizedKeys> keys);
 
   wire::AuthMode mode() const { return open_ ? wire::AuthMode::optional : wire::AuthMode::required; }
-  const SigningKey& node_key() const { return node_key_; }
+  const keys::NodeKey& node_key() const { return *node_key_; }
   // Replaces the authorized keys (a reload; safe from any thread): later proofs are checked
   // against them, sessions already authenticated keep what they were granted. An open node
   // stays open.
@@ -62,7 +64,7 @@ public:
   bool is_peer_key(const wire::RawKey& key) const;
 
 private:
-  SigningKey node_key_;
+  std::shared_ptr<const keys::NodeKey> node_key_;
   const bool open_;  // allow-anyone: no keys
   std::atomic<std::shared_ptr<const auth::AuthorizedKeys>> keys_;
 };

@@ -146,7 +146,7 @@ bool Peers::on_hello_reply(const HelloReply& r) {
          ", which this node's authorized keys do not list with the verb forward; not forwarding to it");
     return drop(it, "its node key is not one of the cluster's", true), true;
   }
-  auto sig = key_.sign(auth::client_proof(p.nonce, r.nonce, r.node_key, key_.public_key().raw));
+  auto sig = key_.client_proof(p.nonce, r.nonce, r.node_key);
   if (!sig.ok()) return drop(it, "this node could not sign its proof: " + sig.error().message(), true), true;
   p.state = Peer::proving;
   link_.send(p.ep, {MsgType::auth, encode(Auth{p.auth_id, key_.public_key().raw, *sig}), {}}, {});

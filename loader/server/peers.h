@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "node_key.h"
 #include "reply.h"
 #include "xcargo/cluster.h"
 #include "xcargo/identity.h"
@@ -100,7 +101,7 @@ public:
   // peer_key: whether a node key a peer proved is one of the cluster's (AuthGate::is_peer_key);
   // none: any key that signs its proof (whoever answers at a node's address could).
   using PeerKey = std::function<bool(const wire::RawKey&)>;
-  Peers(const Cluster& cluster, const SigningKey& node_key, PeerLink& link, Log log, LaneTo lane_to = {}, PeerKey peer_key = {})
+  Peers(const Cluster& cluster, const keys::NodeKey& node_key, PeerLink& link, Log log, LaneTo lane_to = {}, PeerKey peer_key = {})
       : cluster_(cluster), key_(node_key), link_(link), log_(std::move(log)), lane_to_(std::move(lane_to)),
         peer_key_(std::move(peer_key)) {}
 
@@ -139,7 +140,7 @@ private:
   void drop(std::map<uint32_t, Peer>::iterator it, const std::string& why, bool close);
 
   const Cluster& cluster_;
-  const SigningKey& key_;
+  const keys::NodeKey& key_;
   PeerLink& link_;
   Log log_;
   LaneTo lane_to_;

@@ -41,10 +41,11 @@ struct FakeLink : PeerLink {
 struct Fixture {
   Cluster cluster{{{0, "127.0.0.1:7000"}, {1, "127.0.0.1:7001"}}};
   SigningKey mine = test::fresh_key(), theirs = test::fresh_key();
+  keys::HeldKey my_key{mine};
   FakeLink link;
   std::vector<std::string> logged;
   bool lanes = false;  // whether peers are on this host (asked for a lane)
-  Peers peers{cluster, mine, link, [this](std::string_view l) { logged.emplace_back(l); },
+  Peers peers{cluster, my_key, link, [this](std::string_view l) { logged.emplace_back(l); },
               [this](const std::string&) { return lanes; },
               [this](const RawKey& k) { return k == theirs.public_key().raw; }};  // the cluster's node key
   std::vector<std::string> failures;

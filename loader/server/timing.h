@@ -31,6 +31,10 @@ inline constexpr std::chrono::milliseconds kFirstStandbyAfter = 1000ms;
 // load on first use (a kernel could fill the store to keep standbys from being ready).
 inline constexpr std::chrono::milliseconds kPreloadBudget = 1000ms;
 
+// A worker waits this long for the key service's proof in a handshake (it signs in well
+// under a millisecond; only a service stopped or flooded takes longer).
+inline constexpr std::chrono::milliseconds kKeyServiceLimit = 2000ms;
+
 // A compile job (one bitcode variant) running longer is stopped and its cargo refused.
 inline constexpr std::chrono::seconds kCompileLimit = 120s;
 

@@ -37,6 +37,19 @@ KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
 worker() { serving_worker "$SUPERVISOR"; }
+# The address of the C library's syscall() in the worker, as a kernel finds it from &memcpy
+# (the escape_* kernels call it).
+libc_syscall() {  # PID: the address of syscall() in PID's C library
+  local base path offset
+  read -r base path < <(awk '$6 ~ /\/libc\.so/ && $3 == "00000000" {split($1, r, "-"); print r[1], $6; exit}' "/proc/$1/maps")
+  offset=$(llvm-nm-16 -D --defined-only "$path" | awk '$3 ~ /^syscall(@|$)/ {print $1; exit}')
+  [ -n "$base" ] && [ -n "$offset" ] && printf '%d\n' $((16#$base + 16#$offset))
+}
+# The supervisor's C library is where every worker's is (they are its forks, and it stays);
+# a non-root run cannot read a non-dumpable process's maps: then the current worker's.
+syscall_address() {
+  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -n -x xcargo-loader -P $SUPERVISOR)"
+}
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
 adversary() {
@@ -93,6 +106,22 @@ busy=$!
 expect 0 '3000 runs in' -- "$X" run faults.xcargo --entry burn --arg u64:1 --result u64 --to "$NODE" --repeat 3000 --inflight 4
 kill "$busy"
 
+# The node's private key is nowhere in the worker's memory (an attacker helper found it there
+# and proved node 0's key from elsewhere, a forward accepted): the key service, a process of
+# its own that is not dumpable, holds it, and signs the handshakes' proofs for the workers.
+syscall_address
+python3 - "$XCARGO_CLUSTER_DIR/node-0.key" > masked.key <<'PY'
+import subprocess, sys  # the private key's 32 bytes, then the public key's, each XORed with 0x5a
+der = lambda *a: subprocess.run(['openssl', 'pkey', '-in', sys.argv[1], *a, '-outform', 'DER'], check=True,
+                                capture_output=True).stdout[-32:]
+sys.stdout.buffer.write(bytes(b ^ 0x5a for b in der() + der('-pubout')))
+PY
+expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_find_key --arg "u64:$SYSCALL" --input masked.key --result i64 --to "$NODE"
+KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
+check "the key service runs beside the workers" test -n "$KEYS"
+expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_open --arg "u64:$SYSCALL" --arg u64:0 --arg "str:/proc/$KEYS/mem" \
+  --result i64 --to "$NODE"
+
 # Kernels after which the worker is replaced, on loaders with the short limit; the supervisor
 # must not leak across restarts (measured after a first restart has warmed it up).
 "$SRC/scripts/cluster" down >>"$DISCARD"
@@ -140,17 +169,6 @@ check "nothing ran: no file made by the execve kernel" test ! -e /tmp/xcargo-pwn
 # Through the C library's syscall() (its address in the worker, as a kernel finds it from
 # &memcpy): the allow-list stops what reaches other processes; the rest meets the file rules
 # and the supervisor's protection: syscall() returns -1.
-libc_syscall() {  # PID: the address of syscall() in PID's C library
-  local base path offset
-  read -r base path < <(awk '$6 ~ /\/libc\.so/ && $3 == "00000000" {split($1, r, "-"); print r[1], $6; exit}' "/proc/$1/maps")
-  offset=$(llvm-nm-16 -D --defined-only "$path" | awk '$3 ~ /^syscall(@|$)/ {print $1; exit}')
-  [ -n "$base" ] && [ -n "$offset" ] && printf '%d\n' $((16#$base + 16#$offset))
-}
-# The supervisor's C library is where every worker's is (they are its forks, and it stays);
-# a non-root run cannot read a non-dumpable process's maps: then the current worker's.
-syscall_address() {
-  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -n -x xcargo-loader -P $SUPERVISOR)"
-}
 syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
   adversary adv.xcargo "escape_${call%%:*}" sandbox "$RESTART_REPS" "made the system call ${call#*:} through library code" --u64 "$SYSCALL"
@@ -192,7 +210,15 @@ expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_cut_compiler --ar
 "$X" build "$SRC/examples/hello/hello.c" -t bitcode --name after_cut -o after_cut.xcargo --key "$KEY" 2>>"$DISCARD"
 eventually 60 "a bitcode push compiles after a kernel cut the compile service's connection" \
   "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
-check "the worker said why it ended" grep -q "the compile service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log"
+# (It cut the key service's connection too, the first to be missed: either may be the reason.)
+check "the worker said why it ended" grep -Eq "the (compile|key) service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log"
+# The key service's connection alone: the next hello ends the worker in order, and the
+# standby, with a connection of its own, answers from then on.
+before=$(grep -c "the key service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log")
+expect 0 '^1$' -- "$X" run adv.xcargo --entry escape_cut_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+eventually 30 "a client is served after a kernel cut the key service's connection" \
+  "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+check "the worker said why it ended" test "$(grep -c "the key service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log")" -gt "$before"
 # A System V segment a kernel made and left (it outlived the loader, outside every memory
 # limit): the supervisor removes it within seconds.
 measure SEGMENT "a segment a kernel left" "$X" run adv.xcargo --entry escape_sysv_leak --arg "u64:$SYSCALL" --result i64 --to "$NODE"

@@ -28,13 +28,13 @@ enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GET
        NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
        NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
-       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197 };
+       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
        NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
-       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67 };
+       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -226,6 +226,72 @@ static int on_sockets(xc_ctx *ctx, syscall_fn sys, long option, int value, long 
 XC_ENTRY int escape_cut_compiler(xc_ctx *ctx, const void *in, size_t in_len) {
   return on_sockets(ctx, libc_syscall(in, in_len), 39L /* SO_DOMAIN */, 1 /* AF_UNIX */, NR_SHUTDOWN, 2L /* SHUT_RDWR */);
 }
+/* Its worker's connection to the key service shut down (the one SOCK_SEQPACKET socket): every
+ * later client's hello would fail. Replies how many it shut down. */
+XC_ENTRY int escape_cut_keys(xc_ctx *ctx, const void *in, size_t in_len) {
+  return on_sockets(ctx, libc_syscall(in, in_len), 3L /* SO_TYPE */, 5 /* SOCK_SEQPACKET */, NR_SHUTDOWN, 2L /* SHUT_RDWR */);
+}
+/* The node's private key, looked for in the worker's own memory (an attacker helper found the
+ * OpenSSL key object there and replied its 32 private bytes: anyone could then prove the node's
+ * key). Input: syscall()'s address, then the private key and the public key, each 32 bytes
+ * XORed with 0x5a, so that neither is in memory whole but where the worker put it. Scans
+ * every readable private anonymous mapping up to 1 GiB, the heap and the stacks, at every
+ * byte. Replies how many copies of the private key it found, or -1 if it found no copy of the
+ * public key (which the worker holds: then the scan itself failed). */
+static int64_t count_masked(uint64_t lo, uint64_t hi, const unsigned char *masked) {
+  int64_t hits = 0;
+  const unsigned char first = masked[0] ^ 0x5a;
+  for (const unsigned char *c = (const unsigned char *)lo; c + 32 <= (const unsigned char *)hi; ++c) {
+    if (*c != first) continue;
+    int k = 1;
+    while (k < 32 && c[k] == (unsigned char)(masked[k] ^ 0x5a)) ++k;
+    hits += k == 32;
+  }
+  return hits;
+}
+static uint64_t hex_at(const char **s) {
+  uint64_t v = 0;
+  for (;; ++*s) {
+    const char c = **s;
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return v;
+    v = v * 16 + (uint64_t)d;
+  }
+}
+XC_ENTRY int escape_find_key(xc_ctx *ctx, const void *in, size_t in_len) {
+  if (in_len != 8 + 64) return 1;
+  syscall_fn sys = libc_syscall(in, in_len);
+  const unsigned char *priv = (const unsigned char *)in + 8, *pub = priv + 32;
+  const long cap = 1L << 22;
+  char *maps = xc_alloc(ctx, (size_t)cap);
+  const long fd = sys(NR_OPENAT, -100L, "/proc/self/maps", 0L, 0L);
+  if (fd < 0) return reply_long(ctx, -2);
+  long n = 0, r;
+  while (n < cap - 1 && (r = sys(NR_READ, fd, maps + n, cap - 1 - n)) > 0) n += r;
+  sys(NR_CLOSE, fd);
+  maps[n] = 0;
+  int64_t priv_hits = 0, pub_hits = 0;
+  for (const char *s = maps; *s;) {
+    const uint64_t lo = hex_at(&s);
+    ++s;
+    const uint64_t hi = hex_at(&s);
+    ++s;
+    const int readable_private = s[0] == 'r' && s[3] == 'p';
+    const char *end = s, *name;
+    while (*end && *end != '\n') ++end;
+    name = end;
+    while (name > s && name[-1] != ' ') --name;
+    /* anonymous (no name), or [heap] and [stack]; not files (past their end a read faults) */
+    const int anonymous = name == end || (name[0] == '[' && (name[1] == 'h' || name[1] == 's'));
+    if (readable_private && anonymous && hi - lo <= (1ull << 30)) { /* not a sanitizer's shadow */
+      priv_hits += count_masked(lo, hi, priv);
+      pub_hits += count_masked(lo, hi, pub);
+    }
+    s = *end ? end + 1 : end;
+  }
+  return reply_long(ctx, pub_hits ? priv_hits : -1);
+}
+
 /* A System V shared-memory segment of 16 MiB, touched and left: it outlived the worker and the
  * loader, outside every memory limit (attacker helper). The supervisor removes it. Replies its
  * id. */

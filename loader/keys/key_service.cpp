@@ -1,0 +1,223 @@
+// The key service's process: start, the worker connections it is handed, its loop.
+#include "key_service.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "node_key.h"
+#include "protocol.h"
+#include "xcargo/identity.h"
+
+namespace xcargo::loader::keys {
+
+namespace {
+
+// What the service tells start(), one packet: "K" and the raw public key, or "E", the error
+// code's byte, then its message and hints, one per line.
+constexpr size_t kMaxStartPacket = 4096;
+
+void send_packet(int fd, const std::string& p) { (void)!::send(fd, p.data(), p.size(), MSG_NOSIGNAL); }
+
+std::string error_packet(const Error& e) {
+  std::string p = "E";
+  p += char(uint8_t(e.code()));
+  p += e.message();
+  for (const std::string& h : e.hints()) p += "\n" + h;
+  return p.substr(0, kMaxStartPacket);
+}
+
+Error error_from(const std::string& p) {
+  std::vector<std::string> lines;
+  size_t at = 2;
+  for (size_t nl; (nl = p.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(p.substr(at, nl - at));
+  lines.push_back(p.substr(at));
+  Error e(Errc(uint8_t(p[1])), lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) e.hint(lines[i]);
+  return e;
+}
+
+std::string how_it_ended(int ws) {
+  return WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
+                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
+}
+
+[[noreturn]] void run_service(int fd, const std::string& path, const PassphraseSource& passphrase, const KeyService::Confine& confine) {
+  auto key = path.empty() ? SigningKey::generate() : SigningKey::load(path, passphrase);
+  forget_passphrase_env(passphrase);
+  if (!key.ok()) {
+    send_packet(fd, error_packet(key.take_error().within("node-key")));
+    _exit(1);
+  }
+  if (confine)
+    if (Status s = confine(fd); !s.ok()) {
+      send_packet(fd, error_packet(Error(s.error().code(), "the key service's sandbox: " + s.error().message(), s.error().hints())));
+      _exit(1);
+    }
+  const HeldKey held(std::move(*key));
+  const auto& raw = held.public_key().raw;
+  send_packet(fd, "K" + std::string(raw.begin(), raw.end()));
+  _exit(serve(fd, held));
+}
+
+}  // namespace
+
+Result<KeyService> KeyService::start(const std::string& path, const PassphraseSource& passphrase, const Confine& confine) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Error(Errc::io, std::string("key service: socketpair failed: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return Error(Errc::io, std::string("key service: fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Before the key is read: a process of the same user (a worker) cannot ptrace a process
+    // that is not dumpable, nor open its /proc/PID/mem.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::prctl(PR_SET_NAME, "xcargo-keys");
+    ::close(sv[0]);
+    if (::getppid() == 1) _exit(1);
+    run_service(sv[1], path, passphrase, confine);
+  }
+  ::close(sv[1]);
+  char p[kMaxStartPacket];
+  ssize_t n;
+  while ((n = ::recv(sv[0], p, sizeof p, 0)) < 0 && errno == EINTR) {
+  }
+  const std::string said = n > 0 ? std::string(p, size_t(n)) : std::string();
+  if (said.size() == 33 && said[0] == 'K') {
+    PublicKey key;
+    std::memcpy(key.raw.data(), said.data() + 1, 32);
+    key.id = key_id_of(key.raw);
+    key.source = path.empty() ? "a new node key" : path;
+    return KeyService(pid, sv[0], std::move(key));
+  }
+  ::close(sv[0]);
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (said.size() >= 2 && said[0] == 'E') return error_from(said);
+  return Error(Errc::io, "the key service ended before it loaded the node key (" + how_it_ended(ws) + ")");
+}
+
+KeyService::KeyService(KeyService&& o) noexcept : pid_(o.pid_), control_(o.control_), public_(std::move(o.public_)) {
+  o.pid_ = -1;
+  o.control_ = -1;
+}
+
+KeyService::~KeyService() {
+  if (control_ >= 0) ::close(control_);
+  if (pid_ <= 0) return;
+  // It ends when its control connection closes; a second at most, then it is killed.
+  const auto kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    const pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
+    if (r == pid_ || (r < 0 && errno != EINTR)) return;
+    if (std::chrono::steady_clock::now() > kill_at) ::kill(pid_, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+Result<int> KeyService::connect() const {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Error(Errc::io, std::string("key service: socketpair failed: ") + std::strerror(errno));
+  char byte = 'c';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
+  ssize_t n;
+  while ((n = ::sendmsg(control_, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  const int err = errno;
+  ::close(sv[1]);
+  if (n != 1) {
+    ::close(sv[0]);
+    return Error(Errc::io, std::string("the key service cannot be reached: ") + std::strerror(err));
+  }
+  return sv[0];
+}
+
+bool KeyService::alive(std::string* why) {
+  if (pid_ <= 0) return false;
+  int ws = 0;
+  const pid_t r = ::waitpid(pid_, &ws, WNOHANG);
+  if (r == 0 || (r < 0 && errno == EINTR)) return true;
+  if (why) *why = r == pid_ ? how_it_ended(ws) : std::string("lost: ") + std::strerror(errno);
+  pid_ = -1;
+  return false;
+}
+
+int serve(int control_fd, const NodeKey& key) {
+  std::vector<pollfd> fds{{control_fd, POLLIN, 0}};
+  uint8_t packet[protocol::kMaxPacket + 1];
+  for (;;) {
+    for (pollfd& p : fds) p.revents = 0;
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    // A worker's connection: one request each round, so that one worker's flood does not
+    // starve another's handshakes.
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      const ssize_t n = (fds[i].revents & POLLIN) ? ::recv(fds[i].fd, packet, sizeof packet, MSG_DONTWAIT | MSG_TRUNC) : 0;
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {  // closed (its worker ended), or an error
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        continue;
+      }
+      // MSG_TRUNC gave the packet's whole length: one longer than any request is refused.
+      const Bytes reply = size_t(n) > protocol::kMaxPacket
+                              ? protocol::refusal(0, "a request of " + std::to_string(n) + " bytes, longer than any the key service answers")
+                              : protocol::answer(key, ByteView(packet, size_t(n)));
+      // A worker that does not read its answers loses them, not the service its time.
+      (void)!::send(fds[i].fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    std::erase_if(fds, [](const pollfd& p) { return p.fd < 0; });
+    if (fds[0].revents) {
+      char byte;
+      iovec iov{&byte, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(control_fd, &m, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return 0;  // the supervisor closed it, or ended
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int))) continue;
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        if (fds.size() > kMaxConnections) ::close(fd);
+        else fds.push_back({fd, POLLIN, 0});
+      }
+    }
+  }
+}
+
+}  // namespace xcargo::loader::keys

@@ -1,0 +1,59 @@
+// The key service: the one process of a loader that holds the node's private key. The
+// supervisor never loads it, so the workers (its forks, where kernels run) never hold it;
+// each worker gets a connection and asks for the proofs its handshakes need
+// (loader/SECURITY.md, "The node key"; the packets: protocol.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+#include "xcargo/error.h"
+#include "xcargo/passphrase.h"
+#include "xcargo/trust.h"
+
+namespace xcargo::loader::keys {
+
+class KeyService {
+public:
+  // Run in the service's process once the key is loaded, before it serves: its sandbox.
+  // control_fd is the descriptor it must keep. An error ends the service, and start()
+  // returns it.
+  using Confine = std::function<Status(int control_fd)>;
+
+  // Forks the service: named xcargo-keys, not dumpable from its first instruction (a process
+  // of the same user cannot trace it or read its memory), killed when this process dies. It
+  // loads `path` (a new key if empty), asking `passphrase` for an encrypted one (its terminal
+  // is this process's), forgets the passphrase's variable, then confines itself. Returns once
+  // it answered: with its public key, or with why it could not (a key error names the file).
+  // The caller forgets the passphrase's variable too.
+  [[nodiscard]] static Result<KeyService> start(const std::string& path, const PassphraseSource& passphrase,
+                                                const Confine& confine);
+
+  KeyService(KeyService&& o) noexcept;
+  KeyService& operator=(KeyService&&) = delete;
+  ~KeyService();  // closes the control connection (the service ends) and reaps it
+
+  const PublicKey& public_key() const { return public_; }
+  pid_t pid() const { return pid_; }
+  // A connection for one worker (its end: the caller gives it to the worker and closes it),
+  // served until the worker's end closes.
+  [[nodiscard]] Result<int> connect() const;
+  // Whether the service still runs; if not, *why says how it ended (reaped here).
+  bool alive(std::string* why);
+
+private:
+  KeyService(pid_t pid, int control, PublicKey key) : pid_(pid), control_(control), public_(std::move(key)) {}
+  pid_t pid_ = -1;
+  int control_ = -1;
+  PublicKey public_;
+};
+
+// The service's loop: serves the connections handed over on control_fd until it closes.
+// At most kMaxConnections at once (a worker, its standby, those ending): a further one is
+// closed at once. Returns the process's exit code.
+inline constexpr size_t kMaxConnections = 16;
+int serve(int control_fd, const class NodeKey& key);
+
+}  // namespace xcargo::loader::keys

@@ -1,0 +1,83 @@
+// HeldKey signs here; ServiceKey asks the key service (node_key.h).
+#include "node_key.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "protocol.h"
+
+namespace xcargo::loader::keys {
+
+namespace {
+Result<wire::Sig> signed_by(const SigningKey& key, const Bytes& proof) {
+  auto sig = key.sign(proof);
+  if (!sig.ok()) return sig.take_error();
+  return *sig;
+}
+}  // namespace
+
+Result<wire::Sig> HeldKey::node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const {
+  return signed_by(key_, auth::node_proof(client_nonce, server_nonce, key_.public_key().raw));
+}
+
+Result<wire::Sig> HeldKey::client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
+                                        const wire::RawKey& their_node_key) const {
+  return signed_by(key_, auth::client_proof(my_nonce, their_nonce, their_node_key, key_.public_key().raw));
+}
+
+ServiceKey::ServiceKey(int fd, PublicKey key, std::chrono::milliseconds limit, std::function<void()> on_lost)
+    : fd_(fd), key_(std::move(key)), limit_(limit), on_lost_(std::move(on_lost)) {}
+
+ServiceKey::~ServiceKey() { ::close(fd_); }
+
+Result<wire::Sig> ServiceKey::node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const {
+  std::lock_guard lock(mu_);
+  return ask(protocol::node_proof_request(next_id_++, client_nonce, server_nonce));
+}
+
+Result<wire::Sig> ServiceKey::client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
+                                           const wire::RawKey& their_node_key) const {
+  std::lock_guard lock(mu_);
+  return ask(protocol::client_proof_request(next_id_++, my_nonce, their_nonce, their_node_key));
+}
+
+// Under mu_.
+Result<wire::Sig> ServiceKey::ask(Bytes request) const {
+  const uint64_t id = next_id_ - 1;
+  auto failed = [](const std::string& what) {
+    return Error(Errc::key, "the node's key service " + what + ": this node cannot prove its key")
+        .hint("the loader stops when its key service ends; restart it");
+  };
+  auto lost = [&](int err) {
+    if (on_lost_) on_lost_();
+    return failed(err == EPIPE || err == ECONNRESET ? "is gone" : std::string("cannot be reached: ") + std::strerror(err));
+  };
+  ssize_t n;
+  while ((n = ::send(fd_, request.data(), request.size(), MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (n < 0) return lost(errno);
+  if (n != ssize_t(request.size())) return failed("took a request in part");
+  const auto deadline = std::chrono::steady_clock::now() + limit_;
+  uint8_t packet[protocol::kMaxPacket];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return failed("did not answer within " + std::to_string(limit_.count()) + " ms");
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, int(left));
+    if (r <= 0) continue;  // EINTR, or the time is up (checked above)
+    n = ::recv(fd_, packet, sizeof packet, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;  // someone else read it first
+    if (n == 0) return lost(EPIPE);
+    if (n < 0) return lost(errno);
+    auto reply = protocol::parse_reply(ByteView(packet, size_t(n)));
+    if (!reply || reply->id != id) continue;  // not the answer to this question
+    if (!reply->signature) return Error(Errc::key, "the node's key service refused: " + reply->reason);
+    return *reply->signature;
+  }
+}
+
+}  // namespace xcargo::loader::keys

@@ -1,0 +1,68 @@
+// The key service's packets: what it signs, and what it refuses.
+#include "protocol.h"
+
+#include <catch2/catch.hpp>
+
+#include "support.h"
+#include "xcargo/auth.h"
+
+using namespace xcargo;
+using namespace xcargo::loader::keys;
+
+namespace {
+wire::Nonce nonce(uint8_t b) {
+  wire::Nonce n;
+  n.fill(b);
+  return n;
+}
+}  // namespace
+
+TEST_CASE("the key service signs the two proofs and nothing else", "[keys]") {
+  const SigningKey node = test::fresh_key(), peer = test::fresh_key();
+  const HeldKey key(node);
+
+  auto r = protocol::parse_reply(protocol::answer(key, protocol::node_proof_request(7, nonce(1), nonce(2))));
+  REQUIRE(r);
+  CHECK(r->id == 7);
+  REQUIRE(r->signature);
+  CHECK(ed25519_verify(node.public_key(), auth::node_proof(nonce(1), nonce(2), node.public_key().raw), *r->signature));
+
+  r = protocol::parse_reply(protocol::answer(key, protocol::client_proof_request(8, nonce(3), nonce(4), peer.public_key().raw)));
+  REQUIRE(r);
+  CHECK(r->id == 8);
+  REQUIRE(r->signature);
+  CHECK(ed25519_verify(node.public_key(), auth::client_proof(nonce(3), nonce(4), peer.public_key().raw, node.public_key().raw),
+                       *r->signature));
+
+  // Anything else is refused, with the request's id when it has one.
+  Bytes longer = protocol::node_proof_request(9, nonce(1), nonce(2));
+  longer.push_back(0);
+  Bytes shorter = protocol::client_proof_request(10, nonce(1), nonce(2), peer.public_key().raw);
+  shorter.pop_back();
+  Bytes other_kind = protocol::node_proof_request(11, nonce(1), nonce(2));
+  other_kind[0] = 3;
+  for (const Bytes& bad : {longer, shorter, other_kind, Bytes{}, Bytes{1}}) {
+    auto no = protocol::parse_reply(protocol::answer(key, bad));
+    REQUIRE(no);
+    CHECK_FALSE(no->signature);
+    CHECK_FALSE(no->reason.empty());
+  }
+  CHECK(protocol::parse_reply(protocol::answer(key, longer))->id == 9);
+  CHECK(protocol::parse_reply(protocol::answer(key, other_kind))->reason.find("signs node and client proofs only") != std::string::npos);
+  CHECK(protocol::parse_reply(protocol::answer(key, shorter))->reason == "a request of 104 bytes, not the 105 its kind has");
+}
+
+TEST_CASE("a worker reads only whole replies of the key service", "[keys]") {
+  CHECK_FALSE(protocol::parse_reply(Bytes{}));
+  CHECK_FALSE(protocol::parse_reply(Bytes(9, 0)));        // signed, but no signature
+  CHECK_FALSE(protocol::parse_reply(Bytes(9 + 63, 0)));   // a signature cut short
+  CHECK_FALSE(protocol::parse_reply(Bytes(9 + 65, 0)));   // one byte too many
+  Bytes refusal(9, 0);
+  refusal[0] = 1;
+  CHECK(protocol::parse_reply(refusal));                  // refused, no reason given
+  refusal.resize(9 + protocol::kMaxReason + 1, 'x');
+  CHECK_FALSE(protocol::parse_reply(refusal));            // a reason longer than any the service writes
+  Bytes unknown(9 + 64, 0);
+  unknown[0] = 2;
+  CHECK_FALSE(protocol::parse_reply(unknown));
+}

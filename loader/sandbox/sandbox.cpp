@@ -10,6 +10,7 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -44,7 +45,7 @@ constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
 constexpr const char* kAllowed[] = {
     // files and descriptors
     "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "openat", "open", "newfstatat", "fstat",
-    "stat", "lstat", "statx", "lseek", "ioctl", "getdents64", "readlink", "readlinkat", "access",
+    "stat", "lstat", "statx", "lseek", "getdents64", "readlink", "readlinkat", "access",
     "faccessat", "faccessat2", "statfs", "fstatfs", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir",
     "mkdirat", "fsync", "fdatasync", "fchmod", "ftruncate", "fallocate", "dup", "dup2", "dup3", "pipe2", "eventfd2",
     "memfd_create", "getcwd", "timerfd_create", "timerfd_settime", "timerfd_gettime",
@@ -203,6 +204,14 @@ Status install_allow_list(bool no_new_threads) {
   // No signal of one's choice on a descriptor's events (F_SETSIG: SIGSTOP by way of a pipe,
   // without kill()); the rest of fcntl as before.
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_NE, F_SETSIG)), "fcntl"));
+  // No characters pushed into a terminal's input (TIOCSTI): a worker started from an admin's
+  // shell has that terminal as its stderr, and what a kernel pushed there the shell would run
+  // once the loader stops. The kernel reads the request as 32 bits, so the refusal compares
+  // those alone (high bits set must not slip past); every other request as before.
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)),
+               "ioctl"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_LT, TIOCSTI)), "ioctl"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_GT, TIOCSTI)), "ioctl"));
   XC_TRY(check(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1), "thread synchronisation"));
   // A binary tree over the system call numbers: every call pays this filter, the hot ones
   // (epoll_wait, sendmsg, recvmsg, futex) included.

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +72,26 @@ TEST_CASE("the sandbox refuses execve, fork, ptrace and odd sockets even from th
   })));
   CHECK(killed_by_sigsys(in_child({}, [] {
     ::kill(1, 0);  // signals only to this process
+    return 0;
+  })));
+}
+
+TEST_CASE("no kernel pushes characters into a terminal's input", "[sandbox]") {
+  // A pipe is no terminal: the kernel answers ENOTTY; refused by the filter, EPERM, with the
+  // request's high bits set too (the kernel reads 32 bits). Other requests pass.
+  CHECK(exited_ok(in_child({}, [] {
+    int p[2];
+    if (::pipe(p) != 0) return 1;
+    char c = 'x';
+    int n = 0;
+    errno = 0;
+    if (::syscall(SYS_ioctl, p[1], (unsigned long)TIOCSTI, &c) != -1 || errno != EPERM) return 2;
+    errno = 0;
+    if (::syscall(SYS_ioctl, p[1], 0xffffffff00000000ul | TIOCSTI, &c) != -1 || errno != EPERM) return 3;
+    if (::ioctl(p[0], FIONREAD, &n) != 0) return 4;
+    errno = 0;
+    char termios[256];
+    if (::ioctl(p[0], TCGETS, termios) != -1 || errno != ENOTTY) return 5;  // below TIOCSTI: the kernel's answer
     return 0;
   })));
 }

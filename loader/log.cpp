@@ -1,11 +1,15 @@
 // A mutex-protected buffer, flushed every 20 ms by a thread that sleeps when nothing is queued;
-// with --log, a second thread copies the process tree's stderr pipe into the rotated file.
+// and the log copier, a process that copies every loader process's stderr pipe into the log.
 #include "log.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <poll.h>
-#include <sys/ioctl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +26,8 @@
 #include <future>
 #include <mutex>
 #include <new>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -116,23 +122,17 @@ struct Log {
   }
 };
 
-// --log FILE: the copying thread's state. Lives in the process that called log_to_file.
+// The log copier's process (start_log_copier): every process's stderr pipe, copied line by
+// line into the log file (rotated) or into stderr as the loader got it.
 struct FileSink {
-  std::string path, rotated;
-  uint64_t max_size = 0;
-  int read_fd = -1, file_fd = -1;
-  int console = -1;           // stderr as it was before log_to_file, given back by close_log
+  std::string path, rotated;  // path empty: file_fd is the loader's own stderr, never rotated
+  uint64_t max_size = UINT64_MAX;
+  int file_fd = -1;
   uint64_t size = 0;
-  uint64_t lost = 0;          // bytes that could not be written (reported in the next file)
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;      // the pipe reached its end
-  // Held by the copier whenever it is not waiting in poll(), and by fork's prepare handler:
-  // a child is never forked while the copier is inside malloc (the sanitizers' allocator,
-  // unlike glibc's, does not guard fork, and a worker inherited a size class's lock taken).
-  std::mutex work;
+  uint64_t lost = 0;  // bytes that could not be written (reported in the next file)
 
   bool open_file() {
+    if (path.empty()) return false;
     file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (file_fd < 0) return false;
     const off_t end = ::lseek(file_fd, 0, SEEK_END);
@@ -199,76 +199,70 @@ struct FileSink {
     if (!src.pending.empty()) src.pending.push_back('\n'), emit(src.pending.data(), src.pending.size());
     ::close(src.fd);
   }
-  std::vector<Source> sources;  // [0]: this process's own stderr; then one per child
-  // The children's read ends, also here for the fork handler, which must not walk `sources`
-  // (the copier may be changing it at the fork): -1 for a free place.
-  std::array<std::atomic<int>, 64> children;
-  FileSink() {
-    for (auto& fd : children) fd = -1;
-  }
-  void remember(int fd) {
-    for (auto& c : children) {
-      int free = -1;
-      if (c.compare_exchange_strong(free, fd)) return;
-    }
-  }
-  void forget(int fd) {
-    for (auto& c : children) {
-      int f = fd;
-      if (c.compare_exchange_strong(f, -1)) return;
-    }
-  }
-  int wake_read = -1, wake_write = -1;  // tells the copier that a child's pipe was added
-  std::vector<int> added;               // read ends to add, under mu
+  std::vector<Source> sources;  // the supervisor's own stderr first, then one per child
 
-  void run() {
+  // Until every pipe has ended and the supervisor has closed `control`, over which it sends
+  // the read end of each new child's pipe (SCM_RIGHTS).
+  void run(int control) {
     static char chunk[64 << 10];
-    std::unique_lock<std::mutex> busy(work);
-    sources.push_back({read_fd, {}});
     std::vector<pollfd> fds;
-    for (;;) {
+    while (control >= 0 || !sources.empty()) {
       fds.clear();
-      fds.push_back({wake_read, POLLIN, 0});
+      fds.push_back({control, POLLIN, 0});
       for (const Source& s : sources) fds.push_back({s.fd, POLLIN, 0});
-      busy.unlock();
-      const int ready = ::poll(fds.data(), fds.size(), -1);
-      busy.lock();
-      if (ready < 0) {
+      if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
-        break;
+        return;
       }
-      if (fds[0].revents) {
-        char b[64];
-        (void)!::read(wake_read, b, sizeof b);
-        std::lock_guard<std::mutex> l(mu);
-        for (int fd : added) sources.push_back({fd, {}});
-        added.clear();
-      }
-      bool own_ended = false;
       for (size_t i = fds.size() - 1; i >= 1; --i) {
         if (!fds[i].revents) continue;
         Source& src = sources[i - 1];
-        ssize_t n = ::read(src.fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR) continue;
+        const ssize_t n = ::read(src.fd, chunk, sizeof chunk);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n > 0) {
           copy(src, chunk, size_t(n));
           continue;
         }
-        if (i == 1) own_ended = true;  // this process's stderr: close_log() was called
-        else forget(src.fd);
         finish(src);
         sources.erase(sources.begin() + long(i - 1));
       }
-      if (own_ended) break;
+      if (fds[0].revents) {
+        char byte;
+        iovec iov{&byte, 1};
+        alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = space;
+        m.msg_controllen = sizeof space;
+        const ssize_t n = ::recvmsg(control, &m, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          ::close(control);
+          control = -1;
+          continue;
+        }
+        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+            sources.push_back({fd, {}});
+          }
+      }
     }
-    busy.unlock();
-    std::lock_guard<std::mutex> l(mu);
-    finished = true;
-    cv.notify_all();
   }
 };
 
-FileSink* g_sink = nullptr;  // set once by log_to_file
+// The supervisor's side of the copier: the connection it sends new pipes over, and stderr as
+// the loader got it, given back by close_log. Closed in every child forked later: a worker
+// must hold neither (a kernel would rewrite the log through the one, or send the copier
+// descriptors through the other).
+struct Copier {
+  pid_t pid = -1;
+  int control = -1;
+  int console = -1;
+};
+Copier g_copier;
 
 // Starts f on a detached thread and returns once f runs. The supervisor forks workers while
 // its log threads live: a sanitizer sets a new thread up with its allocator's locks taken,
@@ -294,17 +288,8 @@ Log& the_log() {
     Log* g = new Log();
     // The child gets a new mutex and condition variable: the inherited ones may count the
     // parent's flusher as a waiter, and signalling that ghost would block forever. It must not
-    // hold the log file or the pipe's read end: a kernel could rewrite the file, or read
-    // other processes' lines out of the pipe.
-    ::pthread_atfork(
-        [] {
-          if (g_sink) g_sink->work.lock();
-          the_log().mu.lock();
-        },
-        [] {
-          the_log().mu.unlock();
-          if (g_sink) g_sink->work.unlock();
-        },
+    // hold the copier's connection nor the loader's stderr (Copier).
+    ::pthread_atfork([] { the_log().mu.lock(); }, [] { the_log().mu.unlock(); },
                      [] {
                        Log& c = the_log();
                        new (&c.mu) std::mutex();
@@ -312,16 +297,9 @@ Log& the_log() {
                        c.started = false;
                        c.direct = false;  // a worker's lines are many: batched again
                        c.pid = 0;
-                       if (g_sink) {
-                         ::close(g_sink->read_fd);
-                         if (g_sink->file_fd >= 0) ::close(g_sink->file_fd);
-                         if (g_sink->console >= 0) ::close(g_sink->console);
-                         ::close(g_sink->wake_read);
-                         ::close(g_sink->wake_write);
-                         for (auto& fd : g_sink->children)  // the read ends of other children's pipes
-                           if (int f = fd.exchange(-1); f >= 0) ::close(f);
-                         g_sink = nullptr;
-                       }
+                       for (int* fd : {&g_copier.control, &g_copier.console})
+                         if (*fd >= 0) ::close(std::exchange(*fd, -1));
+                       g_copier.pid = -1;
                      });
     return g;
   }();
@@ -384,48 +362,89 @@ void flush_log() {
   g.write_out(out);
 }
 
-Status log_to_file(const std::string& path, uint64_t max_size) {
-  if (g_sink) return Error(Errc::invalid_argument, "the log already goes to " + g_sink->path);
-  if (max_size < kMinLogFileSize)
+Status start_log_copier(const std::string& path, uint64_t max_size) {
+  if (g_copier.pid > 0) return Error(Errc::invalid_argument, "the log copier runs already");
+  if (!path.empty() && max_size < kMinLogFileSize)
     return Error(Errc::invalid_argument, "--log-max-size " + std::to_string(max_size) + ": below the smallest, " +
                                              std::to_string(kMinLogFileSize) + " bytes");
   the_log();  // its fork handlers first: they close what follows in children
-  auto sink = std::make_unique<FileSink>();
-  sink->path = path;
-  sink->rotated = path + ".1";
-  sink->max_size = max_size;
-  if (!sink->open_file())
-    return Error(Errc::io, path + ": cannot open the log file: " + std::strerror(errno))
-        .hint("--log names a file the loader can create or append to (its directory must exist)");
-  int p[2];
+  FileSink sink;
+  if (!path.empty()) {
+    sink.path = path;
+    sink.rotated = path + ".1";
+    sink.max_size = max_size;
+    if (!sink.open_file())
+      return Error(Errc::io, path + ": cannot open the log file: " + std::strerror(errno))
+          .hint("--log names a file the loader can create or append to (its directory must exist)");
+  }
+  const int console = ::fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (path.empty()) sink.file_fd = console;
+  int p[2], ctl[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return Error(Errc::io, std::string("cannot make the log pipe: ") + std::strerror(errno));
   ::fcntl(p[0], F_SETPIPE_SZ, 1 << 20);  // room for bursts while the file is slow; best effort
-  sink->console = ::fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
+    return Error(Errc::io, std::string("cannot make the log copier's connection: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) return Error(Errc::io, std::string("cannot start the log copier: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Nobody's to trace; it ends when every pipe and the connection have ended, not on the
+    // signals its process group gets (Ctrl-C, a service manager's SIGTERM): the supervisor's
+    // last lines come after those.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::prctl(PR_SET_NAME, "xcargo-log");
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
+    for (int fd : {p[1], ctl[0]}) ::close(fd);
+    if (console != sink.file_fd) ::close(console);
+    // Nothing else of the supervisor's: node memory, the key service's connection.
+    std::vector<int> keep = {p[0], ctl[1], sink.file_fd, 2};
+    std::sort(keep.begin(), keep.end());
+    unsigned from = 3;
+    for (int fd : keep) {
+      if (fd < 3) continue;
+      if (unsigned(fd) > from) ::syscall(SYS_close_range, from, unsigned(fd) - 1, 0);
+      from = unsigned(fd) + 1;
+    }
+    ::syscall(SYS_close_range, from, ~0u, 0);
+    sink.sources.push_back({p[0], {}});
+    sink.run(ctl[1]);
+    _exit(0);
+  }
+  if (!path.empty()) ::close(sink.file_fd);
+  ::close(p[0]);
+  ::close(ctl[1]);
   if (::dup2(p[1], 2) < 0) return Error(Errc::io, std::string("cannot send stderr to the log: ") + std::strerror(errno));
   ::close(p[1]);
-  sink->read_fd = p[0];
-  int w[2];
-  if (::pipe2(w, O_CLOEXEC | O_NONBLOCK) != 0) return Error(Errc::io, std::string("cannot make the log pipe: ") + std::strerror(errno));
-  sink->wake_read = w[0];
-  sink->wake_write = w[1];
-  g_sink = sink.release();
-  start_detached([s = g_sink] { s->run(); });
+  g_copier = {pid, ctl[0], console};
   return {};
 }
 
 ChildLog log_for_child() {
   ChildLog c;
-  FileSink* s = g_sink;
-  if (!s) return c;
+  if (g_copier.control < 0) return c;
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return c;  // the child shares our stderr then
   ::fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
-  {
-    std::lock_guard<std::mutex> l(s->mu);
-    s->added.push_back(p[0]);
+  char byte = '+';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = space;
+  m.msg_controllen = sizeof space;
+  cmsghdr* cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &p[0], sizeof(int));
+  ssize_t n;
+  while ((n = ::sendmsg(g_copier.control, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
-  s->remember(p[0]);
-  (void)!::write(s->wake_write, "+", 1);
+  ::close(p[0]);
+  if (n != 1) {  // the copier is gone: the child shares our stderr
+    ::close(p[1]);
+    return c;
+  }
   c.write_fd = p[1];
   return c;
 }
@@ -444,23 +463,18 @@ void parent_done(ChildLog& c) {
 
 void close_log() {
   flush_log();
-  FileSink* s = g_sink;
-  if (!s) return;
-  // Our own write end goes (stderr is the console again, for a last error message); if no
-  // child holds one any more, the copier reaches the pipe's end.
-  if (s->console >= 0) ::dup2(s->console, 2);
-  std::unique_lock<std::mutex> l(s->mu);
+  if (g_copier.pid <= 0) return;
+  // Our own write end goes (stderr is the console again, for a last error message), and the
+  // connection: once no child holds a pipe either, the copier has written everything and ends.
+  ::dup2(g_copier.console, 2);
+  ::close(std::exchange(g_copier.control, -1));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!s->finished && std::chrono::steady_clock::now() < deadline) {
-    int pending = 0;
-    if (::ioctl(s->read_fd, FIONREAD, &pending) == 0 && pending == 0) {  // a child still holds a write end
-      l.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the copier's last write
-      l.lock();
-      break;
-    }
-    s->cv.wait_for(l, std::chrono::milliseconds(10));
+  while (std::chrono::steady_clock::now() < deadline) {
+    const pid_t r = ::waitpid(g_copier.pid, nullptr, WNOHANG);
+    if (r == g_copier.pid || (r < 0 && errno != EINTR)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  g_copier.pid = -1;
 }
 
 }  // namespace xcargo::loader

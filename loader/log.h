@@ -25,16 +25,20 @@ void flush_log();
 // aborts a child forked beside another thread as soon as the child starts one).
 void log_directly();
 
-// --log FILE: from now on, stderr (fd 2, which workers and the compile service inherit when
-// they are forked) is a pipe that a thread of this process copies into FILE, appending. When
-// FILE would grow past max_size bytes it is renamed to FILE.1 (replacing the previous one) and
-// a new FILE is started, so the log never takes more than twice max_size. The pipe's read end
-// is closed in every child forked later. Call once, before forking anything.
-[[nodiscard]] Status log_to_file(const std::string& path, uint64_t max_size);
-// With log_to_file: a new pipe for one child about to be forked, whose other end the copying
-// thread reads (its lines framed apart from every other process's). Before fork(), call
+// From now on, stderr (fd 2, which workers and the compile service inherit when they are
+// forked) is a pipe that the log copier, a process of its own (xcargo-log), copies into the
+// log: with a path (--log FILE), that file, appended to, and when it would grow past max_size
+// bytes renamed to FILE.1 (replacing the previous one) and started anew, so the log never
+// takes more than twice max_size; without one, stderr as this process got it (a file, a
+// terminal, the journal). No process forked later holds that file or stderr: a kernel
+// truncated the log file a worker inherited as its stderr, and could push input into an
+// admin's terminal. Call once, before forking anything that logs; this process keeps no
+// thread for it.
+[[nodiscard]] Status start_log_copier(const std::string& path, uint64_t max_size);
+// With the copier: a new pipe for one child about to be forked, whose other end the copier
+// reads (its lines framed apart from every other process's). Before fork(), call
 // it; in the child, call child_stderr(handle) first: it makes the pipe the child's stderr. In
-// the parent, call parent_done(handle). Without log_to_file both do nothing: the child shares
+// the parent, call parent_done(handle). Without the copier both do nothing: the child shares
 // this process's stderr. A worker thus never holds a descriptor of another process's pipe,
 // which it could reopen for reading through /proc/self/fd.
 struct ChildLog {
@@ -43,8 +47,8 @@ struct ChildLog {
 ChildLog log_for_child();
 void child_stderr(ChildLog& c);
 void parent_done(ChildLog& c);
-// Before exit: writes what is queued, and waits (up to a second) until the copying thread has
-// written everything sent before this call. Does nothing without log_to_file.
+// Before exit: writes what is queued, gives stderr back, and waits (up to a second) until the
+// copier has written everything and ended. Does nothing without the copier.
 void close_log();
 
 // The smallest --log-max-size accepted: enough for a few thousand lines.

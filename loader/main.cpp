@@ -607,9 +607,13 @@ int main(int argc, char** argv) {
     so.kernel_timeout_s = cfg.timeout_s;
     so.standby = cfg.standby;
     log_directly();
-    if (!cfg.log.empty())
-      if (auto s = log_to_file(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
-    so.connect_key = [&access] { return access->node_key->connect(); };
+    if (auto s = start_log_copier(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
+    so.connect_key = [&access]() -> Result<std::pair<int, uint64_t>> {
+      auto c = access->node_key->connect();
+      if (!c.ok()) return c.take_error();
+      return std::pair<int, uint64_t>{c->fd, c->id};
+    };
+    so.disconnect_key = [&access](uint64_t id) { access->node_key->disconnect(id); };
     so.key_alive = [&access](std::string* why) { return access->node_key->alive(why); };
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +
                  (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"

@@ -113,6 +113,7 @@ struct Child {
   bool killed = false;            // the supervisor sent it SIGKILL (stopped, or stuck after a failure)
   Clock::time_point started{}, ending_since{};
   Clock::time_point incident_at{};  // when the supervisor first saw its incident line
+  std::function<void()> forget_key;  // closes its connection to the key service
 
   explicit operator bool() const { return pid > 0; }
   // Reads what is there (blocking once if `block`); false at the end of the pipe or when
@@ -171,6 +172,7 @@ struct Child {
     return ws;
   }
   void release() {
+    if (forget_key) forget_key();  // what a kernel may have passed on dies with the worker
     if (compiler > 0) end_process(compiler);
     if (from >= 0) ::close(from);
     if (go >= 0) ::close(go);
@@ -187,7 +189,8 @@ Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const C
   if (options.connect_key) {
     auto k = options.connect_key();
     XC_TRY(k);
-    key_fd = *k;
+    key_fd = k->first;
+    if (options.disconnect_key) c.forget_key = [&options, id = k->second] { options.disconnect_key(id); };
   }
   int compiler_fd = -1;
   auto compiler_pid = start_compile_service(compiler, &compiler_fd);

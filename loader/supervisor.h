@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "xcargo/error.h"
 
@@ -24,7 +25,10 @@ struct SupervisorOptions {
   // The node key's service (loader/keys/key_service.h): a connection for each worker, made
   // before its fork (none: the worker gets -1), and whether the service still runs. Without
   // it no worker can prove the node's key: the loader stops, saying why.
-  std::function<Result<int>()> connect_key;
+  // A connection is the worker's descriptor and an id, given back to disconnect_key once
+  // that worker has ended.
+  std::function<Result<std::pair<int, uint64_t>>()> connect_key;
+  std::function<void(uint64_t id)> disconnect_key;
   std::function<bool(std::string* why)> key_alive;
 };
 

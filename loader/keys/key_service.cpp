@@ -1,6 +1,7 @@
 // The key service's process: start, the worker connections it is handed, its loop.
 #include "key_service.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -57,6 +59,10 @@ std::string how_it_ended(int ws) {
   if (!key.ok()) {
     send_packet(fd, error_packet(key.take_error().within("node-key")));
     _exit(1);
+  }
+  if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {  // stdout: nothing to say there
+    ::dup2(null, 1);
+    ::close(null);
   }
   if (confine)
     if (Status s = confine(fd); !s.ok()) {
@@ -112,7 +118,8 @@ Result<KeyService> KeyService::start(const std::string& path, const PassphraseSo
   return Error(Errc::io, "the key service ended before it loaded the node key (" + how_it_ended(ws) + ")");
 }
 
-KeyService::KeyService(KeyService&& o) noexcept : pid_(o.pid_), control_(o.control_), public_(std::move(o.public_)) {
+KeyService::KeyService(KeyService&& o) noexcept
+    : pid_(o.pid_), control_(o.control_), public_(std::move(o.public_)), connections_(o.connections_) {
   o.pid_ = -1;
   o.control_ = -1;
 }
@@ -130,7 +137,7 @@ KeyService::~KeyService() {
   }
 }
 
-Result<int> KeyService::connect() const {
+Result<KeyService::Connection> KeyService::connect() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return Error(Errc::io, std::string("key service: socketpair failed: ") + std::strerror(errno));
@@ -156,7 +163,13 @@ Result<int> KeyService::connect() const {
     ::close(sv[0]);
     return Error(Errc::io, std::string("the key service cannot be reached: ") + std::strerror(err));
   }
-  return sv[0];
+  return Connection{sv[0], ++connections_};
+}
+
+void KeyService::disconnect(uint64_t id) {
+  std::string p = "d";
+  for (int i = 0; i < 8; ++i) p += char(uint8_t(id >> (8 * i)));
+  send_packet(control_, p);
 }
 
 bool KeyService::alive(std::string* why) {
@@ -170,23 +183,36 @@ bool KeyService::alive(std::string* why) {
 }
 
 int serve(int control_fd, const NodeKey& key) {
-  std::vector<pollfd> fds{{control_fd, POLLIN, 0}};
+  struct Conn {
+    uint64_t id;
+    int fd;
+  };
+  std::vector<Conn> conns;  // oldest first
+  uint64_t made = 0;
+  std::vector<pollfd> fds;
   uint8_t packet[protocol::kMaxPacket + 1];
+  auto close_where = [&](auto pred) {
+    std::erase_if(conns, [&](const Conn& c) { return pred(c) && (::close(c.fd), true); });
+  };
   for (;;) {
-    for (pollfd& p : fds) p.revents = 0;
+    fds.assign(1, {control_fd, POLLIN, 0});
+    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return 1;
     }
     // A worker's connection: one request each round, so that one worker's flood does not
     // starve another's handshakes.
+    std::vector<int> gone;
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      const ssize_t n = (fds[i].revents & POLLIN) ? ::recv(fds[i].fd, packet, sizeof packet, MSG_DONTWAIT | MSG_TRUNC) : 0;
+      const int fd = fds[i].fd;
+      const ssize_t n = (fds[i].revents & POLLIN) ? ::recv(fd, packet, sizeof packet, MSG_DONTWAIT | MSG_TRUNC) : -1;
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) {  // closed (its worker ended), or an error
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
+      // Closed (its worker ended), or an error. A packet of no bytes reads as 0 too: it is
+      // that only while the other end is open.
+      if (n < 0 || (n == 0 && (fds[i].revents & (POLLHUP | POLLERR)))) {
+        gone.push_back(fd);
         continue;
       }
       // MSG_TRUNC gave the packet's whole length: one longer than any request is refused.
@@ -194,28 +220,40 @@ int serve(int control_fd, const NodeKey& key) {
                               ? protocol::refusal(0, "a request of " + std::to_string(n) + " bytes, longer than any the key service answers")
                               : protocol::answer(key, ByteView(packet, size_t(n)));
       // A worker that does not read its answers loses them, not the service its time.
-      (void)!::send(fds[i].fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      (void)!::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
-    std::erase_if(fds, [](const pollfd& p) { return p.fd < 0; });
-    if (fds[0].revents) {
-      char byte;
-      iovec iov{&byte, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr m{};
-      m.msg_iov = &iov;
-      m.msg_iovlen = 1;
-      m.msg_control = control;
-      m.msg_controllen = sizeof control;
-      const ssize_t n = ::recvmsg(control_fd, &m, MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return 0;  // the supervisor closed it, or ended
-      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int))) continue;
-        int fd;
+    close_where([&](const Conn& c) { return std::find(gone.begin(), gone.end(), c.fd) != gone.end(); });
+    if (!fds[0].revents) continue;
+    // The supervisor: a new worker's connection ("c" and its descriptor), or the end of a
+    // worker ("d" and its connection's id, little-endian u64).
+    char msg[16];
+    iovec iov{msg, sizeof msg};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(control_fd, &m, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;  // the supervisor closed it, or ended
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
         std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-        if (fds.size() > kMaxConnections) ::close(fd);
-        else fds.push_back({fd, POLLIN, 0});
+    if (msg[0] == 'c' && fd >= 0) {
+      if (conns.size() >= kMaxConnections) {
+        const uint64_t oldest = conns.front().id;
+        close_where([&](const Conn& c) { return c.id == oldest; });
       }
+      conns.push_back({++made, fd});
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+    if (msg[0] == 'd' && n == 9) {
+      uint64_t id = 0;
+      for (int i = 0; i < 8; ++i) id |= uint64_t(uint8_t(msg[1 + i])) << (8 * i);
+      close_where([&](const Conn& c) { return c.id == id; });
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -38,8 +39,16 @@ public:
   const PublicKey& public_key() const { return public_; }
   pid_t pid() const { return pid_; }
   // A connection for one worker (its end: the caller gives it to the worker and closes it),
-  // served until the worker's end closes.
-  [[nodiscard]] Result<int> connect() const;
+  // served until the worker's end closes or disconnect(id) is called.
+  struct Connection {
+    int fd = -1;
+    uint64_t id = 0;
+  };
+  [[nodiscard]] Result<Connection> connect();
+  // The worker of connection id has ended: the service closes its end, whoever holds the
+  // worker's now (a kernel passed one to a process outside the loader, which had the node key
+  // sign for it after the worker had ended: attacker helper, 2026-11-27).
+  void disconnect(uint64_t id);
   // Whether the service still runs; if not, *why says how it ended (reaped here).
   bool alive(std::string* why);
 
@@ -48,11 +57,13 @@ private:
   pid_t pid_ = -1;
   int control_ = -1;
   PublicKey public_;
+  uint64_t connections_ = 0;  // made so far: the n-th is id n, on both sides
 };
 
-// The service's loop: serves the connections handed over on control_fd until it closes.
-// At most kMaxConnections at once (a worker, its standby, those ending): a further one is
-// closed at once. Returns the process's exit code.
+// The service's loop: serves the connections handed over on control_fd until it closes, each
+// until its worker's end closes or the supervisor says the worker ended. At most
+// kMaxConnections at once (a worker, its standby, those ending): past that, the oldest is
+// closed. Returns the process's exit code.
 inline constexpr size_t kMaxConnections = 16;
 int serve(int control_fd, const class NodeKey& key);
 

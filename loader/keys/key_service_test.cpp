@@ -48,10 +48,13 @@ TEST_CASE("the key service loads the key and serves each worker's connection", "
   CHECK(service->public_key().raw == node.public_key().raw);
   CHECK(service->public_key().id == node.public_key().id);
 
-  auto fd1 = service->connect(), fd2 = service->connect();
-  REQUIRE(fd1.ok());
-  REQUIRE(fd2.ok());
-  ServiceKey one(*fd1, service->public_key(), 5s), two(*fd2, service->public_key(), 5s);
+  auto c1 = service->connect(), c2 = service->connect();
+  REQUIRE(c1.ok());
+  REQUIRE(c2.ok());
+  CHECK(c1->id == 1);
+  CHECK(c2->id == 2);
+  const int fd1 = c1->fd, fd2 = c2->fd;
+  ServiceKey one(fd1, service->public_key(), 5s), two(fd2, service->public_key(), 5s);
   CHECK(proves(one, node.public_key()));
   CHECK(proves(two, node.public_key()));
   wire::Nonce a{}, b{};
@@ -63,10 +66,10 @@ TEST_CASE("the key service loads the key and serves each worker's connection", "
   // Something else wrote on a connection (a kernel in the worker): its answer is skipped,
   // and a packet that is no request is refused without ending the service.
   const Bytes stray = protocol::node_proof_request(999, a, b);
-  REQUIRE(::send(*fd1, stray.data(), stray.size(), 0) == ssize_t(stray.size()));
-  REQUIRE(::send(*fd1, "junk", 4, 0) == 4);
+  REQUIRE(::send(fd1, stray.data(), stray.size(), 0) == ssize_t(stray.size()));
+  REQUIRE(::send(fd1, "junk", 4, 0) == 4);
   const Bytes huge(4096, 1);
-  REQUIRE(::send(*fd1, huge.data(), huge.size(), 0) == ssize_t(huge.size()));
+  REQUIRE(::send(fd1, huge.data(), huge.size(), 0) == ssize_t(huge.size()));
   CHECK(proves(one, node.public_key()));
   CHECK(proves(one, node.public_key()));
 
@@ -123,9 +126,9 @@ TEST_CASE("a key service that cannot load its key says why", "[keys]") {
 TEST_CASE("a key service that dies is seen to, and its workers are told", "[keys]") {
   auto service = KeyService::start("", {}, {});  // a new key each start
   REQUIRE(service.ok());
-  auto fd = service->connect();
-  REQUIRE(fd.ok());
-  ServiceKey key(*fd, service->public_key(), 5s);
+  auto c = service->connect();
+  REQUIRE(c.ok());
+  ServiceKey key(c->fd, service->public_key(), 5s);
   CHECK(proves(key, service->public_key()));
   REQUIRE(::kill(service->pid(), SIGKILL) == 0);
   std::string why;
@@ -133,4 +136,37 @@ TEST_CASE("a key service that dies is seen to, and its workers are told", "[keys
   CHECK(why == "killed by signal 9 (Killed)");
   CHECK_FALSE(proves(key, service->public_key()));
   CHECK_FALSE(service->connect().ok());
+}
+
+TEST_CASE("a worker's connection ends with the worker, whoever holds it", "[keys]") {
+  auto service = KeyService::start("", {}, {});
+  REQUIRE(service.ok());
+  auto a = service->connect(), b = service->connect();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  ServiceKey first(a->fd, service->public_key(), 5s), second(b->fd, service->public_key(), 5s);
+  // A packet of no bytes is no end of the connection.
+  REQUIRE(::send(a->fd, "", 0, 0) == 0);
+  CHECK(proves(first, service->public_key()));
+  // The supervisor says the first worker ended: its connection is closed by the service,
+  // the other one serves on.
+  service->disconnect(a->id);
+  auto after = first.node_proof({}, {});
+  for (int i = 0; i < 500 && after.ok(); ++i) {  // a request sent before it took the word is answered
+    std::this_thread::sleep_for(10ms);
+    after = first.node_proof({}, {});
+  }
+  REQUIRE_FALSE(after.ok());
+  CHECK(after.error().message().find("is gone") != std::string::npos);
+  CHECK(proves(second, service->public_key()));
+  // Past kMaxConnections, the oldest goes: here the second.
+  std::vector<std::unique_ptr<ServiceKey>> more;
+  for (size_t i = 0; i < kMaxConnections; ++i) {
+    auto c = service->connect();
+    REQUIRE(c.ok());
+    more.push_back(std::make_unique<ServiceKey>(c->fd, service->public_key(), 5s));
+  }
+  CHECK(proves(*more.back(), service->public_key()));
+  CHECK(proves(*more.front(), service->public_key()));
+  CHECK_FALSE(proves(second, service->public_key()));
 }

@@ -51,8 +51,8 @@ constexpr const char* kAllowed[] = {
     "memfd_create", "getcwd", "timerfd_create", "timerfd_settime", "timerfd_gettime",
     // waiting
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect6",
-    // sockets (socket() is limited to the families below)
-    "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "setsockopt",
+    // sockets (socket() is limited to the families below; no Unix sockets, below)
+    "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "setsockopt",
     "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
     // memory, and UCX's shared-memory transports (SysV, POSIX; not CMA, which reads and
     // writes other processes with process_vm_readv/writev: the worker turns it off)
@@ -157,8 +157,15 @@ Status install_allow_list(bool no_new_threads) {
     if (nr == __NR_SCMP_ERROR) continue;
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
   }
-  for (int family : {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK})
+  for (int family : {AF_INET, AF_INET6, AF_NETLINK})
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
+  // No new Unix socket once locked down (EPERM): a kernel connected one to a process outside
+  // the loader and passed it its worker's connection to the key service (SCM_RIGHTS), which
+  // then signed for that process after the kernel, and its worker, had ended (attacker helper,
+  // 2026-11-27). The Unix sockets a worker needs, the supervisor made before its fork; over
+  // those, a descriptor sent is dropped by the receiver (neither service reads control data).
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(AF_UNIX))), "socket"));
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 0), "socketpair"));
   // Threads only: clone must share the address space and be a thread. clone3 passes its flags
   // in memory a filter cannot read; ENOSYS makes the C library fall back to clone.
   if (no_new_threads)

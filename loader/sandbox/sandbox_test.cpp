@@ -76,6 +76,22 @@ TEST_CASE("the sandbox refuses execve, fork, ptrace and odd sockets even from th
   })));
 }
 
+TEST_CASE("no new Unix socket once locked down", "[sandbox]") {
+  // A kernel passed its worker's connection to the key service to a process outside the
+  // loader, through a Unix socket of its own.
+  CHECK(exited_ok(in_child({}, [] {
+    errno = 0;
+    if (::socket(AF_UNIX, SOCK_STREAM, 0) != -1 || errno != EPERM) return 1;
+    int sv[2];
+    errno = 0;
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != -1 || errno != EPERM) return 2;
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);  // UCX's still works
+    if (s < 0) return 3;
+    ::close(s);
+    return 0;
+  })));
+}
+
 TEST_CASE("no kernel pushes characters into a terminal's input", "[sandbox]") {
   // A pipe is no terminal: the kernel answers ENOTTY; refused by the filter, EPERM, with the
   // request's high bits set too (the kernel reads 32 bits). Other requests pass.

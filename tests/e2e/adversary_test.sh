@@ -116,9 +116,17 @@ der = lambda *a: subprocess.run(['openssl', 'pkey', '-in', sys.argv[1], *a, '-ou
                                 capture_output=True).stdout[-32:]
 sys.stdout.buffer.write(bytes(b ^ 0x5a for b in der() + der('-pubout')))
 PY
+# A loader whose stderr is a file (as scripts/cluster starts them) gives its workers a pipe of
+# their own, which the log copier reads: a kernel truncated the log file it had inherited.
+lines_before=$(wc -l < "$XCARGO_CLUSTER_DIR/node-0.log")
+expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_truncate_log --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+check "the log file keeps its lines ($lines_before before)" test "$(wc -l < "$XCARGO_CLUSTER_DIR/node-0.log")" -ge "$lines_before"
+check "the worker's stderr is a pipe" bash -c "readlink /proc/$(worker)/fd/2 | grep -q '^pipe:'"
 expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_find_key --arg "u64:$SYSCALL" --input masked.key --result i64 --to "$NODE"
 KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
 check "the key service runs beside the workers" test -n "$KEYS"
+# No Unix socket of a kernel's own, to pass that connection to a process outside the loader.
+expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_unix_socket --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_open --arg "u64:$SYSCALL" --arg u64:0 --arg "str:/proc/$KEYS/mem" \
   --result i64 --to "$NODE"
 
@@ -130,6 +138,8 @@ adversary faults.xcargo segfault crashed 1 'signal 11'
 # The loader's first standby starts a second after it listens: counted from then on.
 eventually 20 "the supervisor runs a standby worker" pgrep -x xcargo-standby -P "$SUPERVISOR"
 measure sfds0 "the supervisor's descriptors" fewest_fds "$SUPERVISOR"
+KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
+measure kfds0 "the key service's descriptors" fewest_fds "$KEYS"
 measure srss0 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"
 adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
 adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
@@ -280,6 +290,10 @@ if measure sfds1 "the supervisor's descriptors" fewest_fds "$SUPERVISOR" &&
   echo "supervisor: $sfds0 -> $sfds1 descriptors, RSS $srss0 -> $srss1 kB over $((RESTART_REPS * 15)) restarts"
   check "no descriptors leak in the supervisor ($sfds0 -> $sfds1)" test "$sfds1" -le "$sfds0"
   check "the supervisor's memory grows less than 1 MB ($srss0 -> $srss1 kB)" test "$((srss1 - srss0))" -lt 1024
+fi
+# Each worker's connection to the key service ends with it (the supervisor says so).
+if measure kfds1 "the key service's descriptors" fewest_fds "$KEYS"; then
+  check "no descriptors leak in the key service ($kfds0 -> $kfds1)" test "$kfds1" -le "$kfds0"
 fi
 eventually 10 "the sandbox kills are logged with the call" grep -q 'the sandbox stopped the kernel: it made the system call execve itself' \
   "$XCARGO_CLUSTER_DIR/node-0.log"

@@ -28,13 +28,13 @@ enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GET
        NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
        NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
-       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63 };
+       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63, NR_FTRUNCATE = 46, NR_SOCKETPAIR = 199 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
        NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
-       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0 };
+       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0, NR_FTRUNCATE = 77, NR_SOCKETPAIR = 53 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -225,6 +225,24 @@ static int on_sockets(xc_ctx *ctx, syscall_fn sys, long option, int value, long 
  * helper). Replies how many it shut down. */
 XC_ENTRY int escape_cut_compiler(xc_ctx *ctx, const void *in, size_t in_len) {
   return on_sockets(ctx, libc_syscall(in, in_len), 39L /* SO_DOMAIN */, 1 /* AF_UNIX */, NR_SHUTDOWN, 2L /* SHUT_RDWR */);
+}
+/* Its stdout and stderr truncated: a loader started with its stderr on a file (as scripts/cluster
+ * starts them) gave that file to its workers, and a kernel emptied the log (attacker helper).
+ * Replies what the second call returned: -1 when stderr is a pipe of its own. */
+XC_ENTRY int escape_truncate_log(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  sys(NR_FTRUNCATE, 1L, 0L);
+  return reply_long(ctx, sys(NR_FTRUNCATE, 2L, 0L));
+}
+/* A Unix socket of its own, to pass its worker's connection to the key service to a process
+ * outside the loader, which then had the node key sign for it after the worker had ended
+ * (attacker helper, 2026-11-27). Replies -1 if both socket() and socketpair() are refused. */
+XC_ENTRY int escape_unix_socket(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  int pair[2];
+  const long s = sys(NR_SOCKET, 1L /* AF_UNIX */, 1L /* SOCK_STREAM */, 0L);
+  const long p = sys(NR_SOCKETPAIR, 1L, 5L /* SOCK_SEQPACKET */, 0L, (long)pair);
+  return reply_long(ctx, s == -1 && p == -1 ? -1 : s);
 }
 /* Its worker's connection to the key service shut down (the one SOCK_SEQPACKET socket): every
  * later client's hello would fail. Replies how many it shut down. */

@@ -2,13 +2,14 @@
 // and the log copier, a process that copies every loader process's stderr pipe into the log.
 #include "log.h"
 
+#include "descriptors.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,26 +229,13 @@ struct FileSink {
       }
       if (fds[0].revents) {
         char byte;
-        iovec iov{&byte, 1};
-        alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
-        msghdr m{};
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = space;
-        m.msg_controllen = sizeof space;
-        const ssize_t n = ::recvmsg(control, &m, MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR) continue;
+        int fd;
+        const ssize_t n = sandbox::receive_fd(control, &byte, 1, &fd);
         if (n <= 0) {
           ::close(control);
           control = -1;
-          continue;
         }
-        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-            sources.push_back({fd, {}});
-          }
+        if (fd >= 0) sources.push_back({fd, {}});
       }
     }
   }
@@ -396,15 +384,7 @@ Status start_log_copier(const std::string& path, uint64_t max_size) {
     for (int fd : {p[1], ctl[0]}) ::close(fd);
     if (console != sink.file_fd) ::close(console);
     // Nothing else of the supervisor's: node memory, the key service's connection.
-    std::vector<int> keep = {p[0], ctl[1], sink.file_fd, 2};
-    std::sort(keep.begin(), keep.end());
-    unsigned from = 3;
-    for (int fd : keep) {
-      if (fd < 3) continue;
-      if (unsigned(fd) > from) ::syscall(SYS_close_range, from, unsigned(fd) - 1, 0);
-      from = unsigned(fd) + 1;
-    }
-    ::syscall(SYS_close_range, from, ~0u, 0);
+    sandbox::close_all_but({p[0], ctl[1], sink.file_fd});
     sink.sources.push_back({p[0], {}});
     sink.run(ctl[1]);
     _exit(0);
@@ -424,24 +404,9 @@ ChildLog log_for_child() {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return c;  // the child shares our stderr then
   ::fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
-  char byte = '+';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = space;
-  m.msg_controllen = sizeof space;
-  cmsghdr* cm = CMSG_FIRSTHDR(&m);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &p[0], sizeof(int));
-  ssize_t n;
-  while ((n = ::sendmsg(g_copier.control, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  const bool sent = sandbox::send_fd(g_copier.control, p[0], "+");
   ::close(p[0]);
-  if (n != 1) {  // the copier is gone: the child shares our stderr
+  if (!sent) {  // the copier is gone: the child shares our stderr
     ::close(p[1]);
     return c;
   }

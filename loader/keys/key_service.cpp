@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "descriptors.h"
 #include "node_key.h"
 #include "protocol.h"
 #include "xcargo/identity.h"
@@ -141,25 +142,10 @@ Result<KeyService::Connection> KeyService::connect() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return Error(Errc::io, std::string("key service: socketpair failed: ") + std::strerror(errno));
-  char byte = 'c';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
-  ssize_t n;
-  while ((n = ::sendmsg(control_, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  const bool sent = sandbox::send_fd(control_, sv[1], "c");
   const int err = errno;
   ::close(sv[1]);
-  if (n != 1) {
+  if (!sent) {
     ::close(sv[0]);
     return Error(Errc::io, std::string("the key service cannot be reached: ") + std::strerror(err));
   }
@@ -227,20 +213,9 @@ int serve(int control_fd, const NodeKey& key) {
     // The supervisor: a new worker's connection ("c" and its descriptor), or the end of a
     // worker ("d" and its connection's id, little-endian u64).
     char msg[16];
-    iovec iov{msg, sizeof msg};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(control_fd, &m, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
+    int fd;
+    const ssize_t n = sandbox::receive_fd(control_fd, msg, sizeof msg, &fd);
     if (n <= 0) return 0;  // the supervisor closed it, or ended
-    int fd = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
     if (msg[0] == 'c' && fd >= 0) {
       if (conns.size() >= kMaxConnections) {
         const uint64_t oldest = conns.front().id;

@@ -1,6 +1,8 @@
 // Worker sandbox: seccomp filters (libseccomp for the allow-list, a raw BPF program for the
 // instruction-pointer rule), the address-space limit, no new privileges, closed descriptors.
 #include "sandbox.h"
+
+#include "descriptors.h"
 #include "sys_error.h"
 
 #include <fcntl.h>
@@ -241,14 +243,7 @@ Result<Confinement> prepare(const Options& o, std::initializer_list<int> keep_fd
       ::dup2(null, 0);
       ::close(null);
     }
-  std::sort(keep.begin(), keep.end());
-  unsigned from = 3;
-  for (int fd : keep) {
-    if (fd < 3) continue;
-    if (unsigned(fd) > from) ::syscall(SYS_close_range, from, unsigned(fd) - 1, 0);
-    from = unsigned(fd) + 1;
-  }
-  ::syscall(SYS_close_range, from, ~0u, 0);
+  close_all_but(std::move(keep));
   Confinement c;
   if (!o.confine) return c;
   if (o.user) {

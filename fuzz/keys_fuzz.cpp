@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const HeldKey key(*SigningKey::generate());
   const ByteView in(data, size);
   const Bytes reply = protocol::answer(key, in);
+  if (size > 0 && data[0] == protocol::kClientProof && protocol::parse_reply(protocol::answer(key, in, false))->signature) std::abort();
   auto r = protocol::parse_reply(reply);
   if (!r) std::abort();
   const bool exact = size > 0 && ((data[0] == protocol::kNodeProof && size == protocol::kNodeProofSize) ||

@@ -235,7 +235,13 @@ struct FileSink {
           ::close(control);
           control = -1;
         }
-        if (fd >= 0) sources.push_back({fd, {}});
+        if (fd >= 0) {
+          // Never a blocking read: a kernel that reopened its stderr pipe for reading took a
+          // byte the copier had been told of, and the copier waited in read() for ever,
+          // copying nobody's lines (attacker helper, 2026-11-27).
+          ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+          sources.push_back({fd, {}});
+        }
       }
     }
   }
@@ -385,6 +391,7 @@ Status start_log_copier(const std::string& path, uint64_t max_size) {
     if (console != sink.file_fd) ::close(console);
     // Nothing else of the supervisor's: node memory, the key service's connection.
     sandbox::close_all_but({p[0], ctl[1], sink.file_fd});
+    ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
     sink.sources.push_back({p[0], {}});
     sink.run(ctl[1]);
     _exit(0);

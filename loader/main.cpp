@@ -305,7 +305,7 @@ Result<Access> load_access(const LoaderConfig& cfg) {
     const sandbox::Options box = key_service_sandbox(cfg);
     XC_TRY(sandbox::prepare(box, {control_fd}));
     return sandbox::lock_down(box);
-  });
+  }, cfg.nodes.size() > 0);
   forget_passphrase_env(passphrase);
   if (!keys.ok()) return keys.take_error();
   a.node_key.emplace(std::move(*keys));

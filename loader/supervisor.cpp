@@ -437,7 +437,9 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       }
     }
     // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
-    pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby && !standby.ready ? standby.from : -1, POLLIN, 0}};
+    // The standby's pipe too once it is ready: if it dies waiting (killed, say), it is reaped
+    // and replaced now, not found dead at the next takeover.
+    pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby ? standby.from : -1, POLLIN, 0}};
     // At least every kStoppedCheck: a stopped worker says nothing and keeps its pipe open.
     int wait_ms = int(timing::kStoppedCheck.count());
     if (!ending.empty()) wait_ms = 50;
@@ -490,7 +492,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
                  std::to_string(std::min(100 << std::min(standby_failures, 6), 5000)) + " ms");
         flush_log();
         standby_at = Clock::now() + std::chrono::milliseconds(std::min(100 << std::min(standby_failures, 6), 5000));
-      } else if (auto l = standby.line()) {
+      } else if (auto l = standby.ready ? std::nullopt : standby.line()) {
         standby.ready = *l == "standby";
         if (standby.ready) standby_failures = 0;
         else {

@@ -54,7 +54,8 @@ std::string how_it_ended(int ws) {
                          : "exited with status " + std::to_string(WEXITSTATUS(ws));
 }
 
-[[noreturn]] void run_service(int fd, const std::string& path, const PassphraseSource& passphrase, const KeyService::Confine& confine) {
+[[noreturn]] void run_service(int fd, const std::string& path, const PassphraseSource& passphrase, const KeyService::Confine& confine,
+                              bool client_proofs) {
   auto key = path.empty() ? SigningKey::generate() : SigningKey::load(path, passphrase);
   forget_passphrase_env(passphrase);
   if (!key.ok()) {
@@ -73,12 +74,13 @@ std::string how_it_ended(int ws) {
   const HeldKey held(std::move(*key));
   const auto& raw = held.public_key().raw;
   send_packet(fd, "K" + std::string(raw.begin(), raw.end()));
-  _exit(serve(fd, held));
+  _exit(serve(fd, held, client_proofs));
 }
 
 }  // namespace
 
-Result<KeyService> KeyService::start(const std::string& path, const PassphraseSource& passphrase, const Confine& confine) {
+Result<KeyService> KeyService::start(const std::string& path, const PassphraseSource& passphrase, const Confine& confine,
+                                     bool client_proofs) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return Error(Errc::io, std::string("key service: socketpair failed: ") + std::strerror(errno));
@@ -96,7 +98,7 @@ Result<KeyService> KeyService::start(const std::string& path, const PassphraseSo
     ::prctl(PR_SET_NAME, "xcargo-keys");
     ::close(sv[0]);
     if (::getppid() == 1) _exit(1);
-    run_service(sv[1], path, passphrase, confine);
+    run_service(sv[1], path, passphrase, confine, client_proofs);
   }
   ::close(sv[1]);
   char p[kMaxStartPacket];
@@ -168,7 +170,7 @@ bool KeyService::alive(std::string* why) {
   return false;
 }
 
-int serve(int control_fd, const NodeKey& key) {
+int serve(int control_fd, const NodeKey& key, bool client_proofs) {
   struct Conn {
     uint64_t id;
     int fd;
@@ -182,7 +184,7 @@ int serve(int control_fd, const NodeKey& key) {
   };
   for (;;) {
     fds.assign(1, {control_fd, POLLIN, 0});
-    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
+    for (const Conn& c : conns) fds.push_back({c.fd, POLLIN | POLLRDHUP, 0});
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return 1;
@@ -195,16 +197,17 @@ int serve(int control_fd, const NodeKey& key) {
       const int fd = fds[i].fd;
       const ssize_t n = (fds[i].revents & POLLIN) ? ::recv(fd, packet, sizeof packet, MSG_DONTWAIT | MSG_TRUNC) : -1;
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      // Closed (its worker ended), or an error. A packet of no bytes reads as 0 too: it is
-      // that only while the other end is open.
-      if (n < 0 || (n == 0 && (fds[i].revents & (POLLHUP | POLLERR)))) {
+      // Closed (its worker ended), shut down for writing (a kernel did: the end of its input
+      // then reads as ready for ever, and the service spun), or an error. A packet of no bytes
+      // reads as 0 too: it is that only while the other end still writes.
+      if (n < 0 || (n == 0 && (fds[i].revents & (POLLHUP | POLLRDHUP | POLLERR)))) {
         gone.push_back(fd);
         continue;
       }
       // MSG_TRUNC gave the packet's whole length: one longer than any request is refused.
       const Bytes reply = size_t(n) > protocol::kMaxPacket
                               ? protocol::refusal(0, "a request of " + std::to_string(n) + " bytes, longer than any the key service answers")
-                              : protocol::answer(key, ByteView(packet, size_t(n)));
+                              : protocol::answer(key, ByteView(packet, size_t(n)), client_proofs);
       // A worker that does not read its answers loses them, not the service its time.
       (void)!::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }

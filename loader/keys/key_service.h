@@ -29,8 +29,10 @@ public:
   // is this process's), forgets the passphrase's variable, then confines itself. Returns once
   // it answered: with its public key, or with why it could not (a key error names the file).
   // The caller forgets the passphrase's variable too.
+  // client_proofs: whether it signs this node's proofs as a client of its peers (a node in a
+  // cluster); a node alone proves its key only to its clients.
   [[nodiscard]] static Result<KeyService> start(const std::string& path, const PassphraseSource& passphrase,
-                                                const Confine& confine);
+                                                const Confine& confine, bool client_proofs = true);
 
   KeyService(KeyService&& o) noexcept;
   KeyService& operator=(KeyService&&) = delete;
@@ -65,6 +67,6 @@ private:
 // kMaxConnections at once (a worker, its standby, those ending): past that, the oldest is
 // closed. Returns the process's exit code.
 inline constexpr size_t kMaxConnections = 16;
-int serve(int control_fd, const class NodeKey& key);
+int serve(int control_fd, const class NodeKey& key, bool client_proofs = true);
 
 }  // namespace xcargo::loader::keys

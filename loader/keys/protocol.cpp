@@ -55,8 +55,10 @@ Bytes client_proof_request(uint64_t id, const wire::Nonce& my_nonce, const wire:
   return b;
 }
 
-Bytes answer(const NodeKey& key, ByteView r) {
+Bytes answer(const NodeKey& key, ByteView r, bool client_proofs) {
   const uint64_t id = r.size() >= 9 ? get_id(r.data() + 1) : 0;
+  if (!r.empty() && r[0] == kClientProof && !client_proofs)
+    return refusal(id, "this node is in no cluster: it proves its key to no peer");
   Result<wire::Sig> sig = Error(Errc::malformed, "");
   if (!r.empty() && r[0] == kNodeProof && r.size() == kNodeProofSize)
     sig = key.node_proof(get<32>(r.data() + 9), get<32>(r.data() + 41));

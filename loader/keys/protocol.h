@@ -32,8 +32,9 @@ Bytes client_proof_request(uint64_t id, const wire::Nonce& my_nonce, const wire:
                            const wire::RawKey& their_node_key);
 
 // The service's reply to one request packet, signed with `key` if the request is one of the
-// two shapes, exactly; refused otherwise.
-Bytes answer(const NodeKey& key, ByteView request);
+// two shapes, exactly (a client proof only if `client_proofs`: a node in a cluster proves its
+// key to its peers, a node alone to nobody); refused otherwise.
+Bytes answer(const NodeKey& key, ByteView request, bool client_proofs = true);
 
 // A refusal, for a request too long to be read whole (the service reads at most kMaxPacket).
 Bytes refusal(uint64_t id, std::string_view why);

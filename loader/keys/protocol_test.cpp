@@ -34,6 +34,14 @@ TEST_CASE("the key service signs the two proofs and nothing else", "[keys]") {
   CHECK(ed25519_verify(node.public_key(), auth::client_proof(nonce(3), nonce(4), peer.public_key().raw, node.public_key().raw),
                        *r->signature));
 
+  // A node in no cluster signs no client proof: a kernel could have one made for a handshake
+  // with some other node that a process elsewhere relays.
+  r = protocol::parse_reply(protocol::answer(key, protocol::client_proof_request(8, nonce(3), nonce(4), peer.public_key().raw), false));
+  REQUIRE(r);
+  CHECK_FALSE(r->signature);
+  CHECK(r->reason == "this node is in no cluster: it proves its key to no peer");
+  CHECK(protocol::parse_reply(protocol::answer(key, protocol::node_proof_request(7, nonce(1), nonce(2)), false))->signature);
+
   // Anything else is refused, with the request's id when it has one.
   Bytes longer = protocol::node_proof_request(9, nonce(1), nonce(2));
   longer.push_back(0);

@@ -125,6 +125,14 @@ check "the worker's stderr is a pipe" bash -c "readlink /proc/$(worker)/fd/2 | g
 expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_find_key --arg "u64:$SYSCALL" --input masked.key --result i64 --to "$NODE"
 KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
 check "the key service runs beside the workers" test -n "$KEYS"
+# A kernel that shuts the connection down for writing: the service drops it instead of
+# spinning (it is idle: a few ticks of CPU at most in 2 s, not 200).
+expect 0 '^1$' -- "$X" run adv.xcargo --entry escape_shutwr_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks0=$(cpu_ticks "$KEYS")
+sleep 2
+check "the key service does not spin on a connection shut down for writing" test "$(( $(cpu_ticks "$KEYS") - ticks0 ))" -le 20
+eventually 30 "a client is served after the kernel shut it down" "$X" run faults.xcargo --entry ok --to "$NODE"
 # No Unix socket of a kernel's own, to pass that connection to a process outside the loader.
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_unix_socket --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_open --arg "u64:$SYSCALL" --arg u64:0 --arg "str:/proc/$KEYS/mem" \

@@ -73,6 +73,21 @@ compiler=$(pgrep -x xcargo-compiler -P "$sup" | head -1)
 check "the worker, the compile service and the supervisor each have a log pipe of their own" \
   bash -c "a=\$(readlink /proc/$worker/fd/2) b=\$(readlink /proc/$compiler/fd/2) c=\$(readlink /proc/$sup/fd/2); [[ \$a == pipe:* && \$b == pipe:* && \$c == pipe:* && \$a != \$b && \$a != \$c && \$b != \$c ]]"
 
+# The log copier reads no pipe blocking: a kernel that reopened its stderr pipe for reading
+# took a byte the copier had been told of, and the copier waited in read() for ever, copying
+# nobody's lines (attacker helper, 2026-11-27).
+copier=$(pgrep -x xcargo-log -P "$sup" | head -1)
+check "the log copier runs beside the workers" test -n "$copier"
+check "the log copier reads every pipe without blocking" bash -c "
+  n=0
+  for fd in /proc/$copier/fd/*; do
+    [ \${fd##*/} -ge 3 ] && [[ \$(readlink \$fd) == pipe:* ]] || continue  # 0 to 2: what it writes to
+    n=\$((n + 1))
+    flags=\$(awk '/^flags:/ {print \$2}' /proc/$copier/fdinfo/\${fd##*/})
+    (( 8#\$flags & 04000 )) || exit 1
+  done
+  [ \$n -ge 3 ]"
+
 # 64K holds a few hundred lines: 600 more runs fill it twice over.
 "$BENCH" --to "$node" --cargo hello.xcargo --clients 1 -n 600 > bench.json 2>&1 ||
   echo "FAIL: the load bench failed: $(tail -3 bench.json)"

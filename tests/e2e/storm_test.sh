@@ -109,6 +109,12 @@ check "without a standby, one worker runs" test "$(pgrep -c -P "$pid_c" -x xcarg
 # Stopping a loader stops its standby too.
 workers() { echo "$(pgrep -c -P "$pid_a" -x xcargo-loader) $(pgrep -c -P "$pid_a" -x xcargo-standby)"; }
 eventually 20 "the loader runs a worker and a standby" test "$(workers)" = "1 1"
+# A ready standby that dies (killed, say) is reaped and replaced at once, not found dead at the
+# next takeover (it stayed a zombie, unlogged, until then).
+standby_pid=$(pgrep -n -P "$pid_a" -x xcargo-standby)
+kill -KILL "$standby_pid"
+eventually 10 "a killed standby is logged" grep -q 'standby worker ended before it was needed (killed by signal 9' a.log
+eventually 20 "a new standby replaces it" bash -c "p=\$(pgrep -n -P $pid_a -x xcargo-standby); [ -n \"\$p\" ] && [ \"\$p\" != $standby_pid ]"
 kill -TERM "$pid_a"
 eventually 20 "the loader stopped" bash -c "! kill -0 $pid_a"
 # Processes of that loader still running (not zombies waiting for init): PID:STATE:NAME.

@@ -249,6 +249,11 @@ XC_ENTRY int escape_unix_socket(xc_ctx *ctx, const void *in, size_t in_len) {
 XC_ENTRY int escape_cut_keys(xc_ctx *ctx, const void *in, size_t in_len) {
   return on_sockets(ctx, libc_syscall(in, in_len), 3L /* SO_TYPE */, 5 /* SOCK_SEQPACKET */, NR_SHUTDOWN, 2L /* SHUT_RDWR */);
 }
+/* The same connection shut down for writing only: the key service's end then read as ready
+ * for ever, and it spun on a core until the next hello ended the worker (attacker helper). */
+XC_ENTRY int escape_shutwr_keys(xc_ctx *ctx, const void *in, size_t in_len) {
+  return on_sockets(ctx, libc_syscall(in, in_len), 3L /* SO_TYPE */, 5 /* SOCK_SEQPACKET */, NR_SHUTDOWN, 1L /* SHUT_WR */);
+}
 /* The node's private key, looked for in the worker's own memory (an attacker helper found the
  * OpenSSL key object there and replied its 32 private bytes: anyone could then prove the node's
  * key). Input: syscall()'s address, then the private key and the public key, each 32 bytes

@@ -2,6 +2,7 @@
 #include "node_key.h"
 
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,20 +35,33 @@ ServiceKey::ServiceKey(int fd, PublicKey key, std::chrono::milliseconds limit, s
 
 ServiceKey::~ServiceKey() { ::close(fd_); }
 
+namespace {
+// A request id no kernel can guess: one that planted answers to ids 1, 2, 3... (the service
+// signs whatever a kernel asks) broke the next 274 handshakes after it had returned
+// (attacker helper, 2026-11-27).
+uint64_t unguessable_id() {
+  uint64_t id = 0;
+  while (::getrandom(&id, sizeof id, 0) != ssize_t(sizeof id)) {
+  }
+  return id;
+}
+}  // namespace
+
 Result<wire::Sig> ServiceKey::node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const {
   std::lock_guard lock(mu_);
-  return ask(protocol::node_proof_request(next_id_++, client_nonce, server_nonce));
+  const uint64_t id = unguessable_id();
+  return ask(id, protocol::node_proof_request(id, client_nonce, server_nonce));
 }
 
 Result<wire::Sig> ServiceKey::client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
                                            const wire::RawKey& their_node_key) const {
   std::lock_guard lock(mu_);
-  return ask(protocol::client_proof_request(next_id_++, my_nonce, their_nonce, their_node_key));
+  const uint64_t id = unguessable_id();
+  return ask(id, protocol::client_proof_request(id, my_nonce, their_nonce, their_node_key));
 }
 
 // Under mu_.
-Result<wire::Sig> ServiceKey::ask(Bytes request) const {
-  const uint64_t id = next_id_ - 1;
+Result<wire::Sig> ServiceKey::ask(uint64_t id, Bytes request) const {
   auto failed = [](const std::string& what) {
     return Error(Errc::key, "the node's key service " + what + ": this node cannot prove its key")
         .hint("the loader stops when its key service ends; restart it");
@@ -56,13 +70,16 @@ Result<wire::Sig> ServiceKey::ask(Bytes request) const {
     if (on_lost_) on_lost_();
     return failed(err == EPIPE || err == ECONNRESET ? "is gone" : std::string("cannot be reached: ") + std::strerror(err));
   };
+  uint8_t packet[protocol::kMaxPacket];
+  // What is queued now answers nothing this asks (a kernel's own requests, say): dropped.
+  for (int i = 0; i < 4096 && ::recv(fd_, packet, sizeof packet, MSG_DONTWAIT) > 0; ++i) {
+  }
   ssize_t n;
   while ((n = ::send(fd_, request.data(), request.size(), MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
   if (n < 0) return lost(errno);
   if (n != ssize_t(request.size())) return failed("took a request in part");
   const auto deadline = std::chrono::steady_clock::now() + limit_;
-  uint8_t packet[protocol::kMaxPacket];
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return failed("did not answer within " + std::to_string(limit_.count()) + " ms");

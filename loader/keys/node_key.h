@@ -48,7 +48,8 @@ private:
 // A key held by the key service, asked over fd (a connection from KeyService::connect, which
 // this object owns). Calls from several threads take turns; each waits at most `limit` for
 // its answer, and an answer that is not to its own question (something else wrote on the
-// connection: a kernel, say) is skipped. on_lost runs (once per failed call) when the
+// connection: a kernel, say) is skipped: each question has a random id, and answers queued
+// before it are dropped. on_lost runs (once per failed call) when the
 // connection is gone: shut down by a kernel, say, or the service ended.
 class ServiceKey final : public NodeKey {
 public:
@@ -62,13 +63,12 @@ public:
                                  const wire::RawKey& their_node_key) const override;
 
 private:
-  Result<wire::Sig> ask(Bytes request) const;
+  Result<wire::Sig> ask(uint64_t id, Bytes request) const;
   const int fd_;
   const PublicKey key_;
   const std::chrono::milliseconds limit_;
   const std::function<void()> on_lost_;
   mutable std::mutex mu_;
-  mutable uint64_t next_id_ = 1;
 };
 
 }  // namespace xcargo::loader::keys

@@ -350,6 +350,7 @@ Result<int> start_compiler(const LoaderConfig& cfg) {
 bool wait_for_go(int go_fd) {
   char c;
   for (;;) {
+    if (g_stop) return false;  // told to stop while it started
     const ssize_t n = ::read(go_fd, &c, 1);
     if (n == 1) return !g_stop;
     if (n < 0 && errno == EINTR && !g_stop) continue;

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "log.h"
 #include "timing.h"
@@ -326,8 +327,14 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   // Stops every process: the serving worker gets SIGTERM and time for a running kernel.
   auto shut_down = [&]() -> Result<int> {
     const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
+    // A standby waiting for its go reads its end of `go`: closed, that read ends. SIGTERM
+    // alone did not always end it: one that had it during its start (g_stop set before it
+    // began to wait) waited for ever, and the loader with it (storm_test, 1 run in 3).
     for (Child* c : {&cur, &standby})
-      if (*c) ::kill(c->pid, SIGTERM);
+      if (*c) {
+        ::kill(c->pid, SIGTERM);
+        if (c->go >= 0) ::close(std::exchange(c->go, -1));
+      }
     for (Child* c : {&cur, &standby}) {
       if (!*c) continue;
       int ws = 0;

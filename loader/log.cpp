@@ -187,7 +187,12 @@ struct FileSink {
   // pipe does).
   void copy(Source& src, const char* p, size_t n) {
     std::string& pending = src.pending;
+    const size_t from = pending.size();
     pending.append(p, n);
+    // A worker's bytes are its kernels' to write: no terminal control (ESC sequences set an
+    // admin's clipboard or title, or worse) reaches the log, which a terminal may show.
+    for (size_t i = from; i < pending.size(); ++i)
+      if (const unsigned char c = uint8_t(pending[i]); (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) pending[i] = '?';
     const size_t end = pending.rfind('\n');
     if (end == std::string::npos) {
       if (pending.size() >= (64 << 10)) pending.push_back('\n'), emit(pending.data(), pending.size()), pending.clear();

@@ -364,7 +364,16 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         standby = Child();
       } else {
         auto c = spawn(listen, worker, compiler, options);
-        XC_TRY(c);
+        if (!c.ok()) {
+          // No process, pipe or connection for a worker now (memory short, say): the first
+          // start reports it; after serving, retry, as for a worker that cannot start.
+          if (first) return c.take_error();
+          log_line("cannot start a worker: " + c.error().message() + "; retrying in a second");
+          flush_log();
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          reap_ending(false);
+          continue;
+        }
         w = std::move(*c);
       }
       bool silent = false;  // alive, but said nothing within the limit

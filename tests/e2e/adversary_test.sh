@@ -122,6 +122,10 @@ lines_before=$(wc -l < "$XCARGO_CLUSTER_DIR/node-0.log")
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_truncate_log --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 check "the log file keeps its lines ($lines_before before)" test "$(wc -l < "$XCARGO_CLUSTER_DIR/node-0.log")" -ge "$lines_before"
 check "the worker's stderr is a pipe" bash -c "readlink /proc/$(worker)/fd/2 | grep -q '^pipe:'"
+# Nor terminal control: the copier writes a worker's control bytes as '?'.
+expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_terminal --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+eventually 10 "a kernel's line reaches the log" grep -q 'xcargo-terminal-marker' "$XCARGO_CLUSTER_DIR/node-0.log"
+check "without its terminal control" bash -c "grep 'xcargo-terminal-marker' '$XCARGO_CLUSTER_DIR/node-0.log' | grep -q '^?\]52;c;eGNhcmdv??\[2J xcargo-terminal-marker$' && ! grep -q \$'\\x1b' '$XCARGO_CLUSTER_DIR/node-0.log'"
 expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_find_key --arg "u64:$SYSCALL" --input masked.key --result i64 --to "$NODE"
 KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
 check "the key service runs beside the workers" test -n "$KEYS"

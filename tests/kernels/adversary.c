@@ -28,13 +28,13 @@ enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GET
        NR_KILL = 129, NR_PROCESS_VM_READV = 270, NR_CLOSE = 57, NR_CLONE = 220, NR_EXIT_GROUP = 94,
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
        NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
-       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63, NR_FTRUNCATE = 46, NR_SOCKETPAIR = 199 };
+       NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63, NR_FTRUNCATE = 46, NR_SOCKETPAIR = 199, NR_WRITE = 64 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
        NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
-       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0, NR_FTRUNCATE = 77, NR_SOCKETPAIR = 53 };
+       NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0, NR_FTRUNCATE = 77, NR_SOCKETPAIR = 53, NR_WRITE = 1 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -233,6 +233,12 @@ XC_ENTRY int escape_truncate_log(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
   sys(NR_FTRUNCATE, 1L, 0L);
   return reply_long(ctx, sys(NR_FTRUNCATE, 2L, 0L));
+}
+/* Terminal control written to its stderr: the loader's stderr may be an admin's terminal,
+ * where an OSC 52 sequence sets the clipboard (attacker helper). Replies what write returned. */
+XC_ENTRY int escape_terminal(xc_ctx *ctx, const void *in, size_t in_len) {
+  static const char text[] = "\033]52;c;eGNhcmdv\007\033[2J xcargo-terminal-marker\n";
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_WRITE, 2L, (long)text, (long)(sizeof text - 1)));
 }
 /* A Unix socket of its own, to pass its worker's connection to the key service to a process
  * outside the loader, which then had the node key sign for it after the worker had ended

@@ -2,7 +2,7 @@
 // and the log copier, a process that copies every loader process's stderr pipe into the log.
 #include "log.h"
 
-#include "descriptors.h"
+#include "processes.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -2,6 +2,8 @@
 // worker dies, stops them on a signal.
 #include "supervisor.h"
 
+#include "processes.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -94,12 +96,6 @@ void end_process(pid_t pid) {
   }
 }
 
-// What waitpid said about a worker, for the log.
-std::string exit_reason(int ws) {
-  return WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
-                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
-}
-
 // One worker process, its compile service, and the supervisor's ends of their pipes. A
 // worker says "standby" once it is ready but for listening, takes over when it reads a byte
 // from `go`, then says "HOST:PORT\tHOW-CONFINED" once it serves. Anything it writes after
@@ -160,15 +156,8 @@ struct Child {
   // Waits for its exit (after SIGKILL if `kill`; a worker that closed its pipe but still
   // runs after a few seconds is killed too), ends its compile service, frees the rest.
   int reap(bool kill) {
-    int ws = 0;
     if (kill) ::kill(pid, SIGKILL);
-    const auto kill_at = Clock::now() + std::chrono::seconds(5);
-    for (;;) {
-      const pid_t r = ::waitpid(pid, &ws, WNOHANG);
-      if (r == pid || (r < 0 && errno != EINTR)) break;
-      if (Clock::now() > kill_at) ::kill(pid, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const int ws = sandbox::reap_within(pid, std::chrono::seconds(5));
     release();
     return ws;
   }
@@ -314,7 +303,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       }
       // What waitpid says is this process's own finding; the incident page is the worker's
       // word, which a kernel running in it could have written.
-      std::string why = exit_reason(ws);
+      std::string why = sandbox::exit_text(ws);
       if (c.incident[0]) why += "; it reported: " + std::string(c.incident, ::strnlen(c.incident, kIncidentSize));
       if (const int n = remove_orphan_segments(c.pid, true))
         why += "; removed " + std::to_string(n) + " shared-memory segments it left";
@@ -504,7 +493,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (!standby.fill(false)) {
         const int ws = standby.reap(false);
         ++standby_failures;
-        log_line("standby worker ended before it was needed (" + exit_reason(ws) + "; its own lines say why); another in " +
+        log_line("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
                  std::to_string(std::min(100 << std::min(standby_failures, 6), 5000)) + " ms");
         flush_log();
         standby_at = Clock::now() + std::chrono::milliseconds(std::min(100 << std::min(standby_failures, 6), 5000));

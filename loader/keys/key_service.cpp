@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "descriptors.h"
+#include "processes.h"
 #include "node_key.h"
 #include "protocol.h"
 #include "xcargo/identity.h"
@@ -47,11 +47,6 @@ Error error_from(const std::string& p) {
   Error e(Errc(uint8_t(p[1])), lines[0]);
   for (size_t i = 1; i < lines.size(); ++i) e.hint(lines[i]);
   return e;
-}
-
-std::string how_it_ended(int ws) {
-  return WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
-                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
 }
 
 [[noreturn]] void run_service(int fd, const std::string& path, const PassphraseSource& passphrase, const KeyService::Confine& confine,
@@ -118,7 +113,7 @@ Result<KeyService> KeyService::start(const std::string& path, const PassphraseSo
   while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
   }
   if (said.size() >= 2 && said[0] == 'E') return error_from(said);
-  return Error(Errc::io, "the key service ended before it loaded the node key (" + how_it_ended(ws) + ")");
+  return Error(Errc::io, "the key service ended before it loaded the node key (" + sandbox::exit_text(ws) + ")");
 }
 
 KeyService::KeyService(KeyService&& o) noexcept
@@ -131,13 +126,7 @@ KeyService::~KeyService() {
   if (control_ >= 0) ::close(control_);
   if (pid_ <= 0) return;
   // It ends when its control connection closes; a second at most, then it is killed.
-  const auto kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (;;) {
-    const pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
-    if (r == pid_ || (r < 0 && errno != EINTR)) return;
-    if (std::chrono::steady_clock::now() > kill_at) ::kill(pid_, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  (void)sandbox::reap_within(pid_, std::chrono::seconds(1));
 }
 
 Result<KeyService::Connection> KeyService::connect() {
@@ -165,7 +154,7 @@ bool KeyService::alive(std::string* why) {
   int ws = 0;
   const pid_t r = ::waitpid(pid_, &ws, WNOHANG);
   if (r == 0 || (r < 0 && errno == EINTR)) return true;
-  if (why) *why = r == pid_ ? how_it_ended(ws) : std::string("lost: ") + std::strerror(errno);
+  if (why) *why = r == pid_ ? sandbox::exit_text(ws) : std::string("lost: ") + std::strerror(errno);
   pid_ = -1;
   return false;
 }

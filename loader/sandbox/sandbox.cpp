@@ -2,7 +2,7 @@
 // instruction-pointer rule), the address-space limit, no new privileges, closed descriptors.
 #include "sandbox.h"
 
-#include "descriptors.h"
+#include "processes.h"
 #include "sys_error.h"
 
 #include <fcntl.h>

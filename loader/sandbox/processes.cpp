@@ -1,13 +1,17 @@
-// SCM_RIGHTS in one place, and closing what a process must not inherit (descriptors.h).
-#include "descriptors.h"
+// SCM_RIGHTS, closing what a process must not inherit, and a child's end, in one place
+// (processes.h).
+#include "processes.h"
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace xcargo::loader::sandbox {
 
@@ -65,6 +69,23 @@ void close_all_but(std::vector<int> keep) {
     from = unsigned(fd) + 1;
   }
   ::syscall(SYS_close_range, from, ~0u, 0);
+}
+
+std::string exit_text(int ws) {
+  return WIFSIGNALED(ws) ? std::string("killed by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")"
+                         : "exited with status " + std::to_string(WEXITSTATUS(ws));
+}
+
+int reap_within(pid_t pid, std::chrono::milliseconds grace) {
+  int ws = 0;
+  const auto kill_at = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &ws, WNOHANG);
+    if (r == pid) return ws;
+    if (r < 0 && errno != EINTR) return 0;
+    if (std::chrono::steady_clock::now() > kill_at) ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace xcargo::loader::sandbox

@@ -1,9 +1,11 @@
-// Descriptors between the loader's processes: one passed over a Unix socket (SCM_RIGHTS), and
-// every other one closed in a process that must hold only its own.
+// Between the loader's processes: a descriptor passed over a Unix socket (SCM_RIGHTS), every
+// other one closed in a process that must hold only its own, and a child's end.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,5 +19,11 @@ bool send_fd(int socket, int fd, std::string_view message);
 ssize_t receive_fd(int socket, char* buf, size_t size, int* fd);
 // Closes every descriptor from 3 on but those in keep.
 void close_all_but(std::vector<int> keep);
+
+// How a child ended, from waitpid's status: "exited with status N" or "killed by signal N (NAME)".
+std::string exit_text(int wait_status);
+// Waits (every 5 ms) for child pid to end; once `grace` has passed, kills it (SIGKILL) and
+// waits on. Returns its wait status (0 if it cannot be waited for).
+int reap_within(pid_t pid, std::chrono::milliseconds grace);
 
 }  // namespace xcargo::loader::sandbox

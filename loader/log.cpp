@@ -51,6 +51,7 @@ void write_fd(int fd, const char* p, size_t n) {
 }
 
 struct Log {
+  std::mutex out_mu;  // held while a batch taken from buf is written: flush_log waits for it
   std::mutex mu;
   std::condition_variable cv;
   std::string buf;
@@ -81,16 +82,21 @@ struct Log {
   }
   void run() {
     std::string out;
-    std::unique_lock<std::mutex> l(mu);
     for (;;) {
-      cv.wait(l, [&] { return !buf.empty(); });
-      l.unlock();
+      {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return !buf.empty(); });
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // gather a batch
-      l.lock();
-      out.swap(buf);
-      l.unlock();
+      // The batch is taken and written under out_mu: a worker that flushes and _exit()s
+      // (flush_and_quit) must not end this thread between the two, losing the batch (a
+      // crash's "failed invoke" line was missing from an ASan run's log, 2026-11-27).
+      std::lock_guard<std::mutex> w(out_mu);
+      {
+        std::lock_guard<std::mutex> l(mu);
+        out.swap(buf);
+      }
       write_out(out);
-      l.lock();
     }
   }
   // Called with mu held.
@@ -288,9 +294,11 @@ Log& the_log() {
     // The child gets a new mutex and condition variable: the inherited ones may count the
     // parent's flusher as a waiter, and signalling that ghost would block forever. It must not
     // hold the copier's connection nor the loader's stderr (Copier).
-    ::pthread_atfork([] { the_log().mu.lock(); }, [] { the_log().mu.unlock(); },
+    ::pthread_atfork([] { the_log().out_mu.lock(), the_log().mu.lock(); },
+                     [] { the_log().mu.unlock(), the_log().out_mu.unlock(); },
                      [] {
                        Log& c = the_log();
+                       new (&c.out_mu) std::mutex();
                        new (&c.mu) std::mutex();
                        new (&c.cv) std::condition_variable();
                        c.started = false;
@@ -353,6 +361,7 @@ void log_line(std::string_view line) {
 
 void flush_log() {
   Log& g = the_log();
+  std::lock_guard<std::mutex> w(g.out_mu);  // and a batch the flusher took is written too
   std::string out;
   {
     std::lock_guard<std::mutex> l(g.mu);

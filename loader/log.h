@@ -17,7 +17,7 @@ void log_line(std::string_view line);
 // Starts the thread that writes queued lines (else started by the first line): in a process
 // whose sandbox refuses new threads, before that.
 void start_log();
-// Writes everything queued; call before _exit().
+// Writes everything queued, and waits for a batch the thread is writing; call before _exit().
 void flush_log();
 // From now on this process writes each line at once, and starts no thread for it (children
 // forked later batch theirs again). For the supervisor: its lines are few, and a process

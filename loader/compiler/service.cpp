@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "prefault.h"
 #include "protocol.h"
@@ -250,7 +251,7 @@ bool request_waiting(void* fd) {
     answer(reply, kAnswered);
     _exit(0);
   }
-  // The service waits for this job to end before it reads the next request.
+  // The service serves on meanwhile, and kills this job at its time limit (Background).
   answer(reply, kFollows, g_status_fd >= 0 ? key() : "");  // the key after the reply: off the push's path
   ::close(g_reply_fd);
   ::close(reply_fd);
@@ -298,45 +299,85 @@ Result<Standby> fork_standby(const Jit& jit, const DiskCache& cache, const Optio
   return s;
 }
 
-// Waits until deadline for a job that answered and may still be compiling (-O2 after a quick
-// tier), then kills it. Returns why it did not end well, or "" if it did.
-std::string finish(pid_t pid, Clock::time_point deadline) {
-  const int pidfd = int(::syscall(SYS_pidfd_open, pid, 0));  // -1 before Linux 5.3: short sleeps
+// How a job that has answered ended: nullopt while it runs (before deadline; past it, it is
+// killed), else why it did not end well, or "" if it did.
+std::optional<std::string> settled(pid_t pid, Clock::time_point deadline) {
   int ws = 0;
-  std::string why;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &ws, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) break;  // already waited for: nothing to say
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-      }
-      why = "it was still compiling at its time limit and was stopped";
-      break;
-    }
-    pollfd p{pidfd, POLLIN, 0};
-    ::poll(pidfd >= 0 ? &p : nullptr, pidfd >= 0 ? 1 : 0, int(std::min<long long>(left, pidfd >= 0 ? 1000 : 5)));
+  pid_t r;
+  while ((r = ::waitpid(pid, &ws, WNOHANG)) < 0 && errno == EINTR) {
   }
-  if (pidfd >= 0) ::close(pidfd);
-  if (!why.empty()) return why;
+  if (r == 0) {
+    if (Clock::now() < deadline) return std::nullopt;
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    return "it was still compiling at its time limit and was stopped";
+  }
+  if (r != pid) return "";  // already waited for: nothing to say
   if (WIFSIGNALED(ws)) return std::string("the compiler was ended by signal ") + std::to_string(WTERMSIG(ws)) + " (" + strsignal(WTERMSIG(ws)) + ")";
   if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) return "the compiler failed (exit status " + std::to_string(WEXITSTATUS(ws)) + ")";
   return "";
 }
 
-// Waits (finish) for a job that has answered. followup: its key when it went on to -O2, else
-// empty; an -O2 compile that did not end well is remembered in failed, for the worker's
-// request for that object.
-void await_job(pid_t pid, Clock::time_point deadline, const std::string& followup, const Options& o,
-               std::map<std::string, std::string>& failed) {
-  const std::string why = finish(pid, deadline);
-  if (why.empty() || followup.empty()) return;
-  if (o.log) o.log("compile service: variant " + followup.substr(0, followup.find('/')) + ": -O2 after the quick tier: " + why);
-  if (failed.size() >= 256) failed.erase(failed.begin());
-  failed[followup] = why;
-}
+// Jobs that have answered and go on: compiling -O2 after a quick tier (under SCHED_IDLE), or
+// just ending. The service serves on without waiting for them: on a node whose cores are
+// busy, SCHED_IDLE gets about 0.3 % of a core, and every later request waited behind such a
+// compile until its time limit (a second bitcode push took 100 s beside two busy loops,
+// 2026-11-27). Looked at on every turn of the service's loop (at least once a second); past
+// its time limit a job is killed; an -O2 compile that did not end well is remembered in
+// failed, for the worker's request for that object. When the service ends, so do they.
+class Background {
+public:
+  static constexpr size_t kMax = 2;  // more: the oldest -O2 compile is given up
+  Background(const Options& o, std::map<std::string, std::string>& failed) : o_(o), failed_(failed) {}
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() {
+    for (const Job& j : jobs_) {
+      ::kill(j.pid, SIGKILL);
+      while (::waitpid(j.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  // followup: the job's key when it goes on to -O2, else empty.
+  void add(pid_t pid, Clock::time_point deadline, std::string followup) {
+    check();
+    if (jobs_.size() >= kMax) {
+      ::kill(jobs_.front().pid, SIGKILL);
+      (void)settled(jobs_.front().pid, Clock::time_point::max());
+      note(jobs_.front(), "stopped: " + std::to_string(kMax) + " later compiles went on in the background before it ended");
+      jobs_.erase(jobs_.begin());
+    }
+    jobs_.push_back({pid, deadline, std::move(followup)});
+  }
+  void check() {
+    for (size_t i = 0; i < jobs_.size();) {
+      const auto why = settled(jobs_[i].pid, jobs_[i].deadline);
+      if (!why) {
+        ++i;
+        continue;
+      }
+      note(jobs_[i], *why);
+      jobs_.erase(jobs_.begin() + long(i));
+    }
+  }
+
+private:
+  struct Job {
+    pid_t pid;
+    Clock::time_point deadline;
+    std::string followup;
+  };
+  void note(const Job& j, const std::string& why) {
+    if (why.empty() || j.followup.empty()) return;
+    if (o_.log) o_.log("compile service: variant " + j.followup.substr(0, j.followup.find('/')) + ": -O2 after the quick tier: " + why);
+    if (failed_.size() >= 256) failed_.erase(failed_.begin());
+    failed_[j.followup] = why;
+  }
+  const Options& o_;
+  std::map<std::string, std::string>& failed_;
+  std::vector<Job> jobs_;
+};
 
 // The reply for a job that ended without answering (what: "variant NAME"; stopped: why).
 Bytes refusal(const std::string& what, const std::string& stopped) {
@@ -421,7 +462,8 @@ Told next_told(Standby& s, Clock::time_point deadline) {
 // time limit; answered for it (the job's time limit, its crash) if it ends before it starts
 // its reply. failed: as run_job's, kept up to date. Returns false when the worker's stream is
 // out of step (a reply cut short): the service then ends, and with it the worker's compiles.
-bool supervise(Standby& job, const std::string& variant, int worker_fd, const Options& o, std::map<std::string, std::string>& failed) {
+bool supervise(Standby& job, const std::string& variant, int worker_fd, const Options& o, std::map<std::string, std::string>& failed,
+               Background& background) {
   const std::string what = "variant " + variant;
   const auto deadline = Clock::now() + o.job_limit;
   bool writing = false;
@@ -432,9 +474,9 @@ bool supervise(Standby& job, const std::string& variant, int worker_fd, const Op
       continue;
     }
     if (t.code == kAnswered || t.code == kFollows) {
-      // A job that answered with a quick tier compiles -O2 for the next request (the
-      // worker's tier-up): waited for, within the same time limit as any compile.
-      await_job(job.pid, deadline, t.code == kFollows ? t.text : "", o, failed);
+      // A job that answered with a quick tier compiles -O2 for the worker's tier-up, within
+      // the same time limit as any compile, while the service serves on.
+      background.add(job.pid, deadline, t.code == kFollows ? t.text : "");
       job.pid = -1;
       return true;
     }
@@ -469,6 +511,7 @@ int serve(int fd, const Options& o) {
   warm_up_verification();  // for the cache hits it answers itself (cached)
   std::optional<Standby> standby;               // always a direct one
   std::map<std::string, std::string> failed;  // run_job's and supervise's
+  Background background(o, failed);
   auto end_standby = [&] {  // says if a signal ended it
     ::close(standby->request_fd);  // if it still waits, it exits
     ::close(standby->reply_fd);
@@ -485,6 +528,7 @@ int serve(int fd, const Options& o) {
   // never warm one in vain, and a loader's first native pushes have the cores to themselves.
   if (o.standby_after.count() == 0 || o.standby_at_start) keep_standby();
   for (;;) {
+    background.check();
     if (standby) {  // it reads the worker's next request: the service only watches it
       Told t = next_told(*standby, Clock::now() + std::chrono::seconds(1));
       if (t.code == 't') {
@@ -492,7 +536,7 @@ int serve(int fd, const Options& o) {
         continue;
       }
       if (t.code == kTook) {
-        const bool in_step = supervise(*standby, t.text, fd, o, failed);
+        const bool in_step = supervise(*standby, t.text, fd, o, failed, background);
         (void)end_standby();  // supervise reaped it
         if (!in_step) return 1;
         keep_standby();  // for the next request
@@ -525,9 +569,7 @@ int serve(int fd, const Options& o) {
     std::string followup;
     const auto started = Clock::now();
     const bool answered = write_all(fd, run_job(**jit, *cache, o, std::move(*req), &ending, &followup, failed)).ok();
-    // A job that answered with a quick tier compiles -O2 for the next request (the worker's
-    // tier-up): waited for, within the same time limit as any compile.
-    if (ending > 0) await_job(ending, started + o.job_limit, followup, o, failed);
+    if (ending > 0) background.add(ending, started + o.job_limit, followup);
     if (!answered) return 0;
     keep_standby();  // for the next request
   }

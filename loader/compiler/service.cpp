@@ -534,9 +534,9 @@ int serve(int fd, const Options& o) {
   if (o.standby_after.count() == 0 || o.standby_at_start) keep_standby();
   // The standby for the next request, due once no -O2 compile runs or standby_after has
   // passed (on cores too busy for that compile): as when the service waited for -O2, its
-  // fork and prefault do not take a core from the push's link and first call. (Forked at
-  // once, the cold JIT push and first call measured the same within this machine's noise:
-  // 5 alternating rounds, medians 8.6 against 9.0 ms, in a slow phase.)
+  // fork and prefault do not take a core from the push's link and first call. (Against the
+  // service that waited: a cold JIT push, 5 alternating rounds, medians 8.6 against 9.0 ms
+  // in the loader, in a slow phase of this machine.)
   bool standby_due = false;
   Clock::time_point due_since;
   auto next_standby = [&] {

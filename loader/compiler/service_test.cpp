@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -30,13 +31,13 @@ namespace {
 
 // A cargo built by the real tools: `xcargo build` (hello, bitcode) or, with a kind,
 // xcargo-hostile-bitcode.
-Cargo build(const test::ScratchDir& dir, const std::string& hostile = "") {
+Cargo build(const test::ScratchDir& dir, const std::string& hostile = "", const std::string& name = "hello") {
   auto pem = read_file(test::vectors_dir() + "/keys/vector-signer.key", 64 * 1024);
   REQUIRE(pem.ok());
   REQUIRE(write_file(dir / "signer.key", *pem, 0600).ok());
-  const std::string out = dir / (hostile.empty() ? "hello.xcargo" : hostile + ".xcargo");
+  const std::string out = dir / (hostile.empty() ? name + ".xcargo" : hostile + ".xcargo");
   const std::string cmd = hostile.empty() ? std::string(XCARGO_BIN) + " build " + test::source_dir() + "/examples/hello/hello.c -t bitcode -o " +
-                                                out + " --key " + (dir / "signer.key") + " 2>>" + (dir / "build.err")
+                                                out + " --name " + name + " --key " + (dir / "signer.key") + " 2>>" + (dir / "build.err")
                                           : std::string(XCARGO_HOSTILE_BITCODE) + " " + out + " " + (dir / "signer.key") + " " + hostile +
                                                 " >>" + (dir / "build.err") + " 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
@@ -244,5 +245,50 @@ TEST_CASE("a request is answered while an earlier -O2 compile gets no core", "[c
   for (pid_t p : o2) ::kill(p, SIGCONT);
   REQUIRE(again.ok());
   REQUIRE(again->ok());
+  CHECK(service.stop() == 0);
+}
+
+TEST_CASE("past two -O2 compiles going on, the oldest is stopped, reaped and remembered", "[compiler][tiers]") {
+  test::ScratchDir dir;
+  std::vector<Cargo> cargos;
+  for (const char* name : {"one", "two", "three"}) cargos.push_back(build(dir, "", name));
+  Service service(dir, std::chrono::milliseconds(0));
+  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
+  std::vector<pid_t> stopped;
+  for (const Cargo& c : cargos) {
+    auto quick = compile(c, c.manifest().variants.at(0), true);
+    REQUIRE(quick.ok());
+    REQUIRE(quick->quick);
+    // Its -O2 job (the idle child not seen before), held as cores too busy for SCHED_IDLE
+    // would hold it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
+    pid_t job = -1;
+    while (job < 0 && std::chrono::steady_clock::now() < until) {
+      for (pid_t p : service.idle_children())
+        if (std::find(stopped.begin(), stopped.end(), p) == stopped.end()) job = p;
+      if (job < 0) ::usleep(200);
+    }
+    REQUIRE(job > 0);
+    REQUIRE(::kill(job, SIGSTOP) == 0);
+    stopped.push_back(job);
+  }
+  // The first job is gone, not a zombie; the two later ones go on (stopped here).
+  auto state = [](pid_t p) {
+    std::ifstream f("/proc/" + std::to_string(p) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() ? '-' : stat[paren + 2];
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
+  while (state(stopped.front()) != '-' && std::chrono::steady_clock::now() < until) ::usleep(1000);
+  CHECK(state(stopped.front()) == '-');
+  for (pid_t child : service.children()) CHECK(state(child) != 'Z');
+  CHECK(state(stopped[1]) == 'T');
+  CHECK(state(stopped[2]) == 'T');
+  // The worker's tier-up request for the first cargo is refused from memory, with the reason.
+  auto full = compile(cargos.front(), cargos.front().manifest().variants.at(0), false);
+  REQUIRE_FALSE(full.ok());
+  CHECK_THAT(full.error().message(), Catch::Contains("later compiles went on in the background"));
+  for (pid_t p : stopped) ::kill(p, SIGCONT);
   CHECK(service.stop() == 0);
 }

@@ -109,6 +109,16 @@ struct Service {
   }
 };
 
+// After a quick tier: its job's -O2 compile, under SCHED_IDLE (the service's idle children),
+// or nothing once that object is in the cache already (*done).
+std::vector<pid_t> o2_jobs(const Service& service, const test::ScratchDir& dir, bool* done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
+  std::vector<pid_t> jobs;
+  while ((jobs = service.idle_children()).empty() && !(*done = cached_o2(dir)) && std::chrono::steady_clock::now() < until)
+    ::usleep(200);
+  return jobs;
+}
+
 }  // namespace
 
 TEST_CASE("the compile service answers a quick tier, then the -O2 object its job stored", "[compiler][tiers]") {
@@ -126,10 +136,8 @@ TEST_CASE("the compile service answers a quick tier, then the -O2 object its job
   CHECK(quick->quick);
   CHECK_FALSE(quick->cache_hit);
   // The job goes on to -O2 under SCHED_IDLE (or is done already), and the service serves on.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
-  bool going_on = false;
-  while (!(going_on = !service.idle_children().empty() || cached_o2(dir)) && std::chrono::steady_clock::now() < until) ::usleep(200);
-  CHECK(going_on);
+  bool done = false;
+  CHECK((!o2_jobs(service, dir, &done).empty() || done));
   // The worker's tier-up: the object that job stored, or (on a machine too busy for a
   // SCHED_IDLE compile) compiled for this request.
   auto full = compile(cargo, v, false);
@@ -233,9 +241,8 @@ TEST_CASE("a request is answered while an earlier -O2 compile gets no core", "[c
   REQUIRE(quick.ok());
   REQUIRE(quick->quick);
   // The job turns to SCHED_IDLE once it has answered: caught then, or it was done first.
-  std::vector<pid_t> o2;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a generous ceiling
-  while ((o2 = service.idle_children()).empty() && !cached_o2(dir) && std::chrono::steady_clock::now() < until) ::usleep(200);
+  bool done = false;
+  const std::vector<pid_t> o2 = o2_jobs(service, dir, &done);
   for (pid_t p : o2) ::kill(p, SIGSTOP);
   if (o2.empty() || cached_o2(dir)) WARN("the -O2 compile was done before it could be stopped: the case shows nothing this time");
   // Answered now, not at the stopped compile's time limit (120 s): 60 s is a ceiling for a

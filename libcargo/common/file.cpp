@@ -175,7 +175,8 @@ Status write_in_place(const std::string& path, ByteView data) {
 }
 
 Status replace_atomically(const std::string& path, ByteView data, unsigned mode) {
-  std::string tmp = path + ".tmp-XXXXXX";
+  // The writer's pid in the name: whoever ended a writer can remove what it left (DiskCache).
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return sys_error("cannot create a temporary file beside it");
   auto fail = [&](Error e) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "prefault.h"
@@ -329,7 +330,8 @@ std::optional<std::string> settled(pid_t pid, Clock::time_point deadline) {
 class Background {
 public:
   static constexpr size_t kMax = 2;  // more: the oldest -O2 compile is given up
-  Background(const Options& o, std::map<std::string, std::string>& failed) : o_(o), failed_(failed) {}
+  Background(const Options& o, const DiskCache& cache, std::map<std::string, std::string>& failed)
+      : o_(o), cache_(cache), failed_(failed) {}
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
   ~Background() {
@@ -356,8 +358,9 @@ public:
       note(jobs_.front(), "stopped: " + std::to_string(kMax) + " later compiles went on in the background before it ended");
       jobs_.erase(jobs_.begin());
     }
-    jobs_.push_back({pid, deadline, std::move(followup)});
+    jobs_.push_back({pid, deadline, std::move(followup), o_.trust_stamp ? o_.trust_stamp() : ""});
   }
+  // Reaps those that ended.
   void check() {
     for (size_t i = 0; i < jobs_.size();) {
       const auto why = settled(jobs_[i].pid, jobs_[i].deadline);
@@ -366,25 +369,36 @@ public:
         continue;
       }
       note(jobs_[i], *why);
+      if (why->empty() && !jobs_[i].followup.empty() && o_.trust_stamp && o_.trust_stamp() != jobs_[i].stamp) sweep_due_ = true;
       jobs_.erase(jobs_.begin() + long(i));
     }
   }
+  // Whether one stored -O2 code after the trust directory changed since it began: the
+  // cache's sweep for revoked signers ran before it, and is due again. Once.
+  bool take_sweep_due() { return std::exchange(sweep_due_, false); }
 
 private:
   struct Job {
     pid_t pid;
     Clock::time_point deadline;
     std::string followup;
+    std::string stamp;  // the trust directory's when it began
   };
   void note(const Job& j, const std::string& why) {
-    if (why.empty() || j.followup.empty()) return;
+    if (why.empty()) return;
+    // Ended while it wrote its entry, it leaves a temporary file the size of the object (an
+    // attacker helper's 30 pushes left 159 MB that way, 2026-11-27).
+    cache_.remove_partial(j.pid);
+    if (j.followup.empty()) return;
     if (o_.log) o_.log("compile service: variant " + j.followup.substr(0, j.followup.find('/')) + ": -O2 after the quick tier: " + why);
     if (failed_.size() >= 256) failed_.erase(failed_.begin());
     failed_[j.followup] = why;
   }
   const Options& o_;
+  const DiskCache& cache_;
   std::map<std::string, std::string>& failed_;
   std::vector<Job> jobs_;
+  bool sweep_due_ = false;
 };
 
 // The reply for a job that ended without answering (what: "variant NAME"; stopped: why).
@@ -519,7 +533,7 @@ int serve(int fd, const Options& o) {
   warm_up_verification();  // for the cache hits it answers itself (cached)
   std::optional<Standby> standby;               // always a direct one
   std::map<std::string, std::string> failed;  // run_job's and supervise's
-  Background background(o, failed);
+  Background background(o, *cache, failed);
   auto end_standby = [&] {  // says if a signal ended it
     ::close(standby->request_fd);  // if it still waits, it exits
     ::close(standby->reply_fd);
@@ -548,7 +562,10 @@ int serve(int fd, const Options& o) {
     due_since = Clock::now();
   };
   for (;;) {
+    // An -O2 job that began before a signer's revocation stored its object after the sweep
+    // (10 s after it, in an attacker helper's test, 2026-11-27).
     background.check();
+    if (background.take_sweep_due()) sweep(*cache, o);
     if (standby_due && !standby && (!background.compiling() || Clock::now() - due_since >= o.standby_after)) {
       standby_due = false;
       keep_standby();

@@ -130,4 +130,14 @@ size_t DiskCache::sweep(const TrustStore& trust) const {
   return removed;
 }
 
+size_t DiskCache::remove_partial(int writer_pid) const {
+  if (!enabled() || read_only_ || writer_pid <= 0) return 0;
+  const std::string mark = ".tmp-" + std::to_string(writer_pid) + "-";
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/jit", ec))
+    if (e.path().filename().string().find(mark) != std::string::npos) removed += std::filesystem::remove(e.path(), ec);
+  return removed;
+}
+
 }  // namespace xcargo::loader

@@ -34,6 +34,9 @@ public:
   // Removes every entry none of whose signers `trust` still trusts (a revoked key takes what
   // was compiled from cargos it alone signed with it), and damaged ones. Returns how many.
   size_t sweep(const TrustStore& trust) const;
+  // Removes the temporary files a writer that was ended (a compile job killed at its limit)
+  // left; returns how many.
+  size_t remove_partial(int writer_pid) const;
 
 private:
   std::string path_of(const std::string& key) const;

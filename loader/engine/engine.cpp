@@ -157,6 +157,8 @@ struct Engine::Impl {
                                         bool ready = false);
   // What linking the object would allocate, then the allow-list, before any of it is linked.
   Status check_object(ByteView object, const std::string& what) const;
+  // Whether the -O2 object of a cargo's bitcode variant is in the read cache.
+  bool o2_cached(const Cargo& cargo, const std::string& variant) const;
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -329,17 +331,16 @@ bool Engine::tier_up_ready() const {
   const Impl& m = *impl_;
   if (!m.read_cache.enabled() || !m.config.compile) return false;
   std::shared_lock l(m.mu);
-  bool any = false;
-  for (const auto& [digest, c] : m.cargos) {
-    const std::shared_ptr<const Cargo> cargo = std::atomic_load(&c->tier_up);
-    if (!cargo) continue;
-    for (const Variant& v : cargo->manifest().variants)
-      if (v.name == c->summary.variant &&
-          !m.read_cache.has(cache_key(cargo->digest(), v, m.jit->host(), cargo->manifest().fp == "strict")))
-        return false;
-    any = true;
-  }
-  return any;
+  for (const auto& [digest, c] : m.cargos)
+    if (const std::shared_ptr<const Cargo> cargo = std::atomic_load(&c->tier_up); cargo && m.o2_cached(*cargo, c->summary.variant))
+      return true;
+  return false;
+}
+
+bool Engine::Impl::o2_cached(const Cargo& cargo, const std::string& variant) const {
+  for (const Variant& v : cargo.manifest().variants)
+    if (v.name == variant) return read_cache.has(cache_key(cargo.digest(), v, jit->host(), cargo.manifest().fp == "strict"));
+  return false;
 }
 
 std::vector<TierUpReport> Engine::tier_up(bool ready) {
@@ -349,7 +350,9 @@ std::vector<TierUpReport> Engine::tier_up(bool ready) {
   {
     std::shared_lock l(m.mu);
     for (const auto& [digest, c] : m.cargos)
-      if (std::atomic_load(&c->tier_up)) pending.push_back(c);
+      if (const std::shared_ptr<const Cargo> cargo = std::atomic_load(&c->tier_up);
+          cargo && (!ready || !m.read_cache.enabled() || m.o2_cached(*cargo, c->summary.variant)))
+        pending.push_back(c);
   }
   std::vector<TierUpReport> out;
   for (const auto& c : pending) {

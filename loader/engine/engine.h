@@ -146,13 +146,13 @@ public:
   static constexpr uint32_t kQuickRuns = 4;
   // Whether a loaded cargo runs its quick tier (EngineConfig::jit_tiers).
   bool tier_up_pending() const;
-  // Whether every cargo running its quick tier has its -O2 object in the compile service's
-  // cache already (EngineConfig::read_cache_dir): tier_up(true) then takes a millisecond or
-  // so and waits for nothing. A look costs a system call per such cargo.
+  // Whether a cargo running its quick tier has its -O2 object in the compile service's cache
+  // already (EngineConfig::read_cache_dir): tier_up(true) then takes a millisecond or so and
+  // waits for nothing. A look costs a system call per such cargo.
   bool tier_up_ready() const;
   // Replaces each quick tier with -O2's object (asked of the compiler without allow_quick:
-  // waits for it; ready: read from the cache first, as tier_up_ready found it). Runs already
-  // under way finish in the quick tier's code, which stays linked.
+  // waits for it; ready: only those whose object is in the cache, read from there, the others
+  // left for later). Runs already under way finish in the quick tier's code, which stays linked.
   std::vector<TierUpReport> tier_up(bool ready = false);
   std::vector<LoadedSummary> list() const;
   EngineStats stats() const;

@@ -577,3 +577,16 @@ TEST_CASE("xc_alloc hands out cache-line aligned blocks within the budget", "[en
   CHECK(xc_alloc(h, 2 << 20) == nullptr);  // past the budget
   CHECK(ctx.allocations.size() == 6);
 }
+
+TEST_CASE("remove_partial takes the temporary files of one writer, by the pid in their names", "[engine][cache]") {
+  test::ScratchDir dir;
+  auto cache = DiskCache::open(dir / "cache");
+  REQUIRE(cache.ok());
+  const std::string jit = dir / "cache/jit";
+  for (const char* name : {"a.o.tmp-4242-x1y2z3", "b.o.tmp-4242-q1w2e3", "c.o.tmp-42424-r1t2y3", "d.o"})
+    std::ofstream(jit + "/" + name) << "x";
+  CHECK(cache->remove_partial(4242) == 2);
+  CHECK_FALSE(std::filesystem::exists(jit + "/a.o.tmp-4242-x1y2z3"));
+  CHECK(std::filesystem::exists(jit + "/c.o.tmp-42424-r1t2y3"));  // another writer's
+  CHECK(std::filesystem::exists(jit + "/d.o"));                  // an entry
+}

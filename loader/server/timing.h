@@ -62,8 +62,11 @@ inline constexpr std::chrono::microseconds kTierUpAfterIdle = 500us;
 // call per look) ...
 inline constexpr std::chrono::milliseconds kTierUpLook = 5ms;
 // ... and past this (a cache it cannot read, a failed compile), waits for the compile service
-// in a thread of its own.
-inline constexpr std::chrono::milliseconds kTierUpWait = 2000ms;
+// in a thread of its own: past the -O2 job's own time limit, so that the service has ended it
+// and answers from memory. (It was 2 s: the worker's request then held its one connection to
+// the service while the service compiled -O2 a second time, at normal priority, and every
+// other push waited behind it for up to 2 minutes: attacker helper, 2026-11-27.)
+inline constexpr std::chrono::milliseconds kTierUpWait = kCompileLimit + std::chrono::seconds(10);
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader polling (before it sleeps) yields its core this often: a client its reply

@@ -952,7 +952,7 @@ struct UcxServer::Impl {
       // Nothing to do for a moment: a cargo running its quick tier gets -O2's code. Once the
       // compile service's -O2 object (begun at the push) is in its cache, this thread reads
       // and links it itself (a millisecond or so; looked for at most every kTierUpLook).
-      // Else, after kTierUpWait, it waits for the service in this thread while a follower
+      // Else, after kTierUpWait (past the -O2 job's own limit), it waits for the service in this thread while a follower
       // leads (or, with no follower, once idle: requests wait meanwhile). Not at once after
       // the push's reply: its client's first invocation, on its way, would wait for the
       // follower to wake (1 to 4 ms of the first call here).

@@ -199,9 +199,24 @@ struct FileSink {
     // admin's clipboard or title, or worse) reaches the log, which a terminal may show.
     for (size_t i = from; i < pending.size(); ++i)
       if (const unsigned char c = uint8_t(pending[i]); (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) pending[i] = '?';
+    // Nor text direction overrides and isolates, marks, or line and paragraph separators
+    // (U+200E-F, U+2028-E, U+2066-9: three bytes each, perhaps split over two reads), which
+    // make a line read otherwise than it is (a kernel's entry name, attacker helper 2026-11-27).
+    for (size_t i = from < 2 ? 0 : from - 2; i + 2 < pending.size(); ++i) {
+      const auto b = [&](size_t k) { return uint8_t(pending[i + k]); };
+      if (b(0) == 0xe2 && ((b(1) == 0x80 && ((b(2) >= 0x8e && b(2) <= 0x8f) || (b(2) >= 0xa8 && b(2) <= 0xae))) ||
+                           (b(1) == 0x81 && b(2) >= 0xa6 && b(2) <= 0xa9)))
+        pending.replace(i, 3, "???");
+    }
     const size_t end = pending.rfind('\n');
     if (end == std::string::npos) {
-      if (pending.size() >= (64 << 10)) pending.push_back('\n'), emit(pending.data(), pending.size()), pending.clear();
+      // Cut into pieces that fit the smallest log file with their newline (kMinLogFileSize).
+      constexpr size_t kPiece = (64 << 10) - 1;
+      while (pending.size() >= kPiece) {
+        std::string piece = pending.substr(0, kPiece) + '\n';
+        emit(piece.data(), piece.size());
+        pending.erase(0, kPiece);
+      }
       return;
     }
     emit(pending.data(), end + 1);

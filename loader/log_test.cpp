@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "log.h"
+#include "support.h"
 
 using namespace xcargo::loader;
 
@@ -53,5 +57,61 @@ TEST_CASE("a line logged before flush_log is written, whether or not the flusher
     const std::string out = child_output(line, pause);
     INFO("pause " << pause.count() << " us, output: " << out);
     CHECK(out.find(line + "\n") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Forks a child that starts the log copier into `path` (rotated at max_size), writes each of
+// `writes` to its stderr as a kernel would (raw bytes, 20 ms apart), and ends the copier.
+void copy_through_log(const std::string& path, uint64_t max_size, const std::vector<std::string>& writes) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (!start_log_copier(path, max_size).ok()) ::_exit(1);
+    for (const std::string& w : writes) {
+      for (size_t done = 0; done < w.size();) {
+        const ssize_t n = ::write(2, w.data() + done, w.size() - done);
+        if (n <= 0) ::_exit(2);
+        done += size_t(n);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    close_log();
+    ::_exit(0);
+  }
+  int ws = 0;
+  ::waitpid(pid, &ws, 0);
+  REQUIRE(WIFEXITED(ws));
+  REQUIRE(WEXITSTATUS(ws) == 0);
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("the log copier writes no text direction override, even split over two writes", "[log]") {
+  xcargo::test::ScratchDir dir;
+  const std::string path = dir / "node.log";
+  // U+202E (E2 80 AE) whole, then U+2066 (E2 81 A6) split over two writes, then U+2028.
+  copy_through_log(path, 1 << 20, {"entry \xe2\x80\xae" "fdp.exe\n", "isolate \xe2\x81", "\xa6x and \xe2\x80\xa8 end\n"});
+  const std::string log = contents(path);
+  CHECK(log.find("\xe2\x80\xae") == std::string::npos);
+  CHECK(log.find("\xe2\x81\xa6") == std::string::npos);
+  CHECK(log.find("\xe2\x80\xa8") == std::string::npos);
+  CHECK(log.find("entry ???fdp.exe\n") != std::string::npos);
+  CHECK(log.find("isolate ???x and ??? end\n") != std::string::npos);
+}
+
+TEST_CASE("a line without end is cut into pieces that keep the log file within its size", "[log]") {
+  xcargo::test::ScratchDir dir;
+  const std::string path = dir / "node.log";
+  copy_through_log(path, kMinLogFileSize, {std::string(200 << 10, 'Z')});
+  for (const std::string& p : {path, path + ".1"}) {
+    INFO(p);
+    CHECK(contents(p).size() <= kMinLogFileSize);
   }
 }

@@ -119,6 +119,19 @@ std::vector<pid_t> o2_jobs(const Service& service, const test::ScratchDir& dir, 
   return jobs;
 }
 
+// A service with hello's bitcode, and its quick tier asked for: what the tier cases start from.
+struct QuickTier {
+  test::ScratchDir dir;
+  const Cargo cargo;
+  Service service;
+  Compiler compile;
+  Result<CompiledObject> quick;
+  explicit QuickTier(std::chrono::milliseconds standby_after)
+      : cargo(build(dir)), service(dir, standby_after), compile(compiler::remote(service.fd, std::chrono::seconds(120))),
+        quick(compile(cargo, variant(), true)) {}
+  const Variant& variant() const { return cargo.manifest().variants.at(0); }
+};
+
 }  // namespace
 
 TEST_CASE("the compile service answers a quick tier, then the -O2 object its job stored", "[compiler][tiers]") {
@@ -126,12 +139,9 @@ TEST_CASE("the compile service answers a quick tier, then the -O2 object its job
   // 0: a standby waits from the start and reads the request from the worker's end itself.
   const auto standby_after = GENERATE(std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
   CAPTURE(standby_after.count());
-  test::ScratchDir dir;
-  const Cargo cargo = build(dir);
-  const Variant& v = cargo.manifest().variants.at(0);
-  Service service(dir, standby_after);
-  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
-  auto quick = compile(cargo, v, true);
+  QuickTier t(standby_after);
+  auto& [dir, cargo, service, compile, quick] = t;
+  const Variant& v = t.variant();
   REQUIRE(quick.ok());
   CHECK(quick->quick);
   CHECK_FALSE(quick->cache_hit);
@@ -232,12 +242,9 @@ TEST_CASE("a request is answered while an earlier -O2 compile gets no core", "[c
   // 100 s beside two busy loops). Here the -O2 job is stopped outright.
   const auto standby_after = GENERATE(std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
   CAPTURE(standby_after.count());
-  test::ScratchDir dir;
-  const Cargo hello = build(dir);
-  const Variant& v = hello.manifest().variants.at(0);
-  Service service(dir, standby_after);
-  Compiler compile = compiler::remote(service.fd, std::chrono::seconds(120));
-  auto quick = compile(hello, v, true);
+  QuickTier t(standby_after);
+  auto& [dir, hello, service, compile, quick] = t;
+  const Variant& v = t.variant();
   REQUIRE(quick.ok());
   REQUIRE(quick->quick);
   // The job turns to SCHED_IDLE once it has answered: caught then, or it was done first.

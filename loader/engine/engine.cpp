@@ -569,6 +569,8 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   xc_ctx ctx;
   ctx.reply = take_spare();  // the storage of a reply sent before (large_buffers.h)
   ctx.max_reply = config.max_reply;
+  ctx.input = input.data();
+  ctx.input_len = input.size();
   ctx.alloc_budget = config.max_alloc;
   ctx.node_id = config.node_id;
   ctx.node_count = config.node_count;
@@ -598,6 +600,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     }
   }
   r.output = std::move(ctx.reply);
+  if (ctx.reply_is_input) r.reply_from_input = ctx.input_replied;
   if (ctx.reply_overflow) {
     r.status = wire::ReplyStatus::reply_too_large;
     r.message = "the kernel's reply went past the limit of " + std::to_string(ctx.max_reply) + " bytes";

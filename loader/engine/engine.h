@@ -70,6 +70,9 @@ struct InvokeResult {
   int64_t ended_ns = 0;    // when it returned (steady clock, ns since its epoch; 0: none ran)
   std::string variant;
   Bytes output;
+  // Nonzero: the reply is the input's first reply_from_input bytes, output stays empty, and
+  // whoever holds the input's buffer sends it or a copy (Handler::run).
+  size_t reply_from_input = 0;
   std::string message;  // for failures: what went wrong, in a message for people
   std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
   const std::string* signed_by = nullptr;  // the cargo's trusted signers, for log lines (LoadReport); kept for the engine's life

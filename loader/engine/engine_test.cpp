@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "jit.h"
 #include "runtime.h"
+#include "built_cargo.h"
 #include "support.h"
 #include "xcargo/abi.h"
 #include "xcargo/file.h"
@@ -24,33 +25,8 @@ using namespace xcargo::loader;
 
 namespace {
 
-// The vector signer's key, copied with mode 0600: xcargo refuses the published 0644 file.
-std::string key_path() {
-  static const test::ScratchDir dir;
-  const std::string copy = dir / "vector-signer.key";
-  if (!std::filesystem::exists(copy)) {
-    auto pem = read_file(test::vectors_dir() + "/keys/vector-signer.key", 64 * 1024);
-    REQUIRE(pem.ok());
-    REQUIRE(write_file(copy, *pem, 0600).ok());
-  }
-  return copy;
-}
-
-// Builds a source file with the real xcargo binary, signed by the vector signer.
-Bytes build_cargo(const test::ScratchDir& dir, const std::string& path, const std::string& extra = "") {
-  std::string out = dir / (std::filesystem::path(path).stem().string() + ".xcargo");
-  std::string cmd = std::string(XCARGO_BIN) + " build " + path + " -o " + out + " --key " + key_path() + " " + extra +
-                    " 2>>" + (dir / "build.err");
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  auto b = read_file(out, 1 << 26);
-  REQUIRE(b.ok());
-  return *b;
-}
-
-// The same for one of examples/.
-Bytes build_example(const test::ScratchDir& dir, const std::string& src, const std::string& extra = "") {
-  return build_cargo(dir, test::source_dir() + "/examples/" + src, extra);
-}
+using test::build_cargo;
+using test::build_example;
 
 std::unique_ptr<Engine> engine(Prefer prefer = Prefer::native, const std::string& cache = "") {
   EngineConfig c;

@@ -34,9 +34,18 @@ extern "C" {
 int xc_reply(xc_ctx* ctx, const void* data, size_t len) {
   if (!(ctx = real(ctx))) return -1;
   if (ctx->forwarded) return -1;
+  if (ctx->reply_is_input) {  // a second piece: the first is copied after all
+    ctx->reply_is_input = false;
+    xcargo::append_large(ctx->reply, ctx->input, ctx->input_replied);
+  }
   if (len > ctx->max_reply - ctx->reply.size() || (len && !data)) {
     ctx->reply_overflow = true;
     return -1;
+  }
+  if (ctx->reply.empty() && len >= xcargo::loader::kReplyFromInput && data == ctx->input && len <= ctx->input_len) {
+    ctx->reply_is_input = true;  // the caller sends the input's own buffer (InvokeResult::reply_from_input)
+    ctx->input_replied = len;
+    return 0;
   }
   xcargo::append_large(ctx->reply, data, len);
   return 0;
@@ -63,7 +72,7 @@ void xc_log(xc_ctx* ctx, const char* msg) {
 
 int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, size_t len) {
   if (!(ctx = real(ctx))) return -1;
-  if (ctx->forwarded || !ctx->reply.empty() || ctx->max_forward_input == 0) return -1;
+  if (ctx->forwarded || !ctx->reply.empty() || ctx->reply_is_input || ctx->max_forward_input == 0) return -1;
   if (node >= ctx->node_count || node == ctx->node_id || !entry || len > ctx->max_forward_input || (len && !in)) return -1;
   const size_t n = strnlen(entry, 65);
   if (n == 0 || n > 64) return -1;

@@ -173,7 +173,7 @@ Reply Handler::invoke(ByteView header, ByteView data) {
   return std::move(step->reply);
 }
 
-std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only) {
+std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only, Bytes* owned) {
   auto inv = decode_invoke(header);
   if (!inv.ok()) return Step{bad_request(inv.error().message())};
   if (inv->input_size > max_input_) {  // its data was never fetched: answer from the header
@@ -186,10 +186,10 @@ std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView rep
     return Step{{MsgType::result, encode(r), {}}};
   }
   if (inv->input_size != data.size()) return Step{bad_request("invoke: input_size does not match the data")};
-  return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only);
+  return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only, owned);
 }
 
-std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only) {
+std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only, Bytes* owned) {
   auto f = decode_forward(header);
   if (!f.ok()) {  // from a peer that does not speak the protocol: nobody to answer
     note_request("refused forward: " + f.error().message());
@@ -227,13 +227,13 @@ std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_
          (loaded->signed_by ? ", " + *loaded->signed_by : ""));
     flush_log();  // as for a push
   }
-  auto step = run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only);
+  auto step = run(f->request_id, f->digest, f->entry, data.subspan(f->cargo_size), f->hop, f->reply_address, quick_only, owned);
   if (step) step->came_from = f->from_node;
   return step;
 }
 
 std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
-                                 uint32_t hop, ByteView reply_address, bool quick_only) {
+                                 uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned) {
   ResultMsg r;
   r.request_id = request_id;
   r.node_id = engine_.config().node_id;
@@ -249,6 +249,15 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   }
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
   if (!res) return std::nullopt;
+  if (const size_t n = res->reply_from_input) {  // the kernel replied with its input (or a prefix)
+    if (owned && owned->data() == input.data()) {
+      give_spare(std::move(res->output));
+      res->output = std::move(*owned);
+      res->output.resize(n);
+    } else {
+      append_large(res->output, input.data(), n);
+    }
+  }
   if (res->forward && reply_address.empty()) {
     res->status = ReplyStatus::unreachable;
     res->message = "the kernel forwarded the computation, but the client gave no address for its result";

@@ -56,11 +56,13 @@ public:
   Reply handle(wire::MsgType type, ByteView header, ByteView data);
   // An invoke from a client whose UCX address (from its hello) is reply_address. quick_only:
   // run only a kernel known to be quick (Engine::invoke_if_quick); nullopt when not run.
-  std::optional<Step> invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only);
+  // owned: data's own buffer, if the caller can give it up: a kernel that replies with its
+  // input gets it as its reply's (moved out; InvokeResult::reply_from_input). Else a copy.
+  std::optional<Step> invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only, Bytes* owned = nullptr);
   // A forward from another node: the hop limit, then its cargo if carried and new here
   // (verified and loaded like a push), then the kernel. nullopt: quick_only and the kernel
   // is not known to be quick, or there is a cargo to load.
-  std::optional<Step> forward(ByteView header, ByteView data, bool quick_only);
+  std::optional<Step> forward(ByteView header, ByteView data, bool quick_only, Bytes* owned = nullptr);
   // The node's memory regions (the UCX server registers them when one-sided reads are on).
   Regions& regions() { return engine_.regions(); }
   Regions* regions_if_open() { return engine_.regions_if_open(); }  // nullptr in a standby worker
@@ -100,7 +102,7 @@ private:
   Reply has(ByteView header);
   Reply invoke(ByteView header, ByteView data);
   std::optional<Step> run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
-                          uint32_t hop, ByteView reply_address, bool quick_only);
+                          uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned);
   Reply list(ByteView header);
   Reply stats(ByteView header);
   Reply region(ByteView header);       // its length; the UCX server adds a key for one-sided reads

@@ -809,7 +809,8 @@ struct UcxServer::Impl {
     if (j.type != MsgType::invoke && j.type != MsgType::forward) return Step{handler->handle(j.type, j.header, j.data)};
     std::optional<Step> r;
     if (guarded(s, [&] {
-          r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false) : handler->forward(j.header, j.data, false);
+          r = j.type == MsgType::invoke ? handler->invoke(j.header, j.data, j.reply_address, false, &j.data)
+                                        : handler->forward(j.header, j.data, false, &j.data);
         }))
       return std::move(*r);
     j.answered = true;  // before failure_reply asks for the restart: the worker's end must not answer it too

@@ -1,0 +1,131 @@
+// Tests of the handler on a real engine: a kernel that replies with its own input is sent
+// the input's buffer, not a copy, when its caller gives the buffer up.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "built_cargo.h"
+#include "handler.h"
+#include "runtime.h"
+#include "support.h"
+#include "xcargo/cargo.h"
+
+using namespace xcargo;
+using namespace xcargo::loader;
+
+namespace {
+
+constexpr const char* kEchoes = R"(#include <xcargo/kernel.h>
+XC_ENTRY int echo(xc_ctx *ctx, const void *in, size_t n) { return xc_reply(ctx, in, n); }
+XC_ENTRY int half(xc_ctx *ctx, const void *in, size_t n) { return xc_reply(ctx, in, n / 2); }
+XC_ENTRY int tail(xc_ctx *ctx, const void *in, size_t n) { return xc_reply(ctx, (const char *)in + 1, n - 1); }
+XC_ENTRY int twice(xc_ctx *ctx, const void *in, size_t n) {
+  if (xc_reply(ctx, in, n) != 0) return 1;
+  return xc_reply(ctx, in, 4);
+}
+XC_ENTRY int then_forward(xc_ctx *ctx, const void *in, size_t n) {
+  if (xc_reply(ctx, in, n) != 0) return 1;
+  return xc_forward(ctx, 1, "echo", in, 8) == -1 ? 0 : 2;
+}
+)";
+
+struct Echoes {
+  test::ScratchDir dir;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Handler> handler;
+  Digest digest{};
+
+  Echoes() {
+    std::ofstream(dir / "echoes.c") << kEchoes;
+    const Bytes cargo = test::build_cargo(dir, dir / "echoes.c");
+    EngineConfig c;
+    c.node_count = 2;  // xc_forward is allowed
+    c.max_forward_input = 1 << 20;
+    c.max_reply = 64 << 20;
+    auto e = Engine::create(c, test::vector_trust());
+    REQUIRE(e.ok());
+    engine = std::move(*e);
+    handler = std::make_unique<Handler>(*engine, 64 << 20, [](std::string_view) {});
+    auto loaded = engine->load(cargo);
+    REQUIRE(loaded.ok());
+    digest = loaded->digest;
+  }
+
+  // The step of an invoke of entry with input; owned: input's own buffer, or null.
+  Step invoke(const std::string& entry, ByteView input, Bytes* owned) {
+    wire::Invoke inv;
+    inv.request_id = 7;
+    inv.digest = digest;
+    inv.entry = entry;
+    inv.input_size = input.size();
+    std::optional<Step> s = handler->invoke(wire::encode(inv), input, {}, false, owned);
+    REQUIRE(s);
+    auto r = wire::decode_result(s->reply.header);
+    REQUIRE(r.ok());
+    CHECK(r->status == wire::ReplyStatus::ok);
+    CHECK(r->output_size == s->reply.data.size());
+    return std::move(*s);
+  }
+};
+
+Bytes pattern(size_t n) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = uint8_t(i * 7 + (i >> 12));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("a reply that is the kernel's own input is sent from the input's buffer", "[handler]") {
+  Echoes t;
+  const size_t n = size_t(1) << 20;
+  REQUIRE(n >= kReplyFromInput);
+  const Bytes want = pattern(n);
+
+  SECTION("given the buffer, the reply takes it: the same bytes, no copy") {
+    Bytes input = want;
+    const uint8_t* where = input.data();
+    Step s = t.invoke("echo", input, &input);
+    CHECK(s.reply.data.data() == where);
+    CHECK(s.reply.data == want);
+    CHECK(input.empty());
+  }
+  SECTION("a prefix of the input is its first bytes, in the same buffer") {
+    Bytes input = want;
+    const uint8_t* where = input.data();
+    Step s = t.invoke("half", input, &input);
+    CHECK(s.reply.data.data() == where);
+    CHECK(s.reply.data == Bytes(want.begin(), want.begin() + n / 2));
+  }
+  SECTION("without the buffer (a lane's, or UCX's own), the reply is a copy") {
+    Step s = t.invoke("echo", want, nullptr);
+    CHECK(s.reply.data.data() != want.data());
+    CHECK(s.reply.data == want);
+  }
+  SECTION("bytes past the input's start are copied; the buffer stays the caller's") {
+    Bytes input = want;
+    Step s = t.invoke("tail", input, &input);
+    CHECK(s.reply.data == Bytes(want.begin() + 1, want.end()));
+    CHECK(input == want);
+  }
+  SECTION("a second xc_reply appends to a copy of the first") {
+    Bytes input = want;
+    Step s = t.invoke("twice", input, &input);
+    Bytes both = want;
+    both.insert(both.end(), want.begin(), want.begin() + 4);
+    CHECK(s.reply.data == both);
+  }
+  SECTION("a kernel that replied cannot forward, as before") {
+    Bytes input = want;
+    Step s = t.invoke("then_forward", input, &input);
+    CHECK_FALSE(s.forward);
+    CHECK(s.reply.data == want);
+  }
+  SECTION("a small input is copied, as every reply was") {
+    const Bytes small = pattern(100);
+    Bytes input = small;
+    Step s = t.invoke("echo", input, &input);
+    CHECK(s.reply.data == small);
+    CHECK(input == small);
+  }
+}

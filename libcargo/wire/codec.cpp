@@ -96,6 +96,10 @@ size_t utf8_length(const std::string& s, size_t i) {
 size_t control_char(const std::string& s, size_t from = 0) {
   for (size_t i = from; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F) {  // printable ASCII, as entry and variant names are: no decoding
+      ++i;
+      continue;
+    }
     if (c < 0x20 || c == 0x7F) return i;
     const size_t n = utf8_length(s, i);
     if (n == 0) return i;

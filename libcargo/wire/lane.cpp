@@ -22,8 +22,13 @@ void Ring::write(uint64_t index, MsgType type, ByteView header, ByteView data) c
 }
 
 Ring::Got Ring::read(uint64_t index, Bytes& buf, MsgType* type, ByteView* header, ByteView* data, std::string* why) const {
-  if (!ready(index)) return Got::nothing;
   const uint8_t* s = slots_ + (index % kSlots) * kSlotSize;
+  // A request or reply takes two cache lines (slot header, invoke header, input): fetched
+  // with the line polled, the second costs no miss of its own once the message is there
+  // (a ping-pong of such messages: 0.43 us a round trip without this, 0.32 with it, 0.29
+  // for one-line messages).
+  __builtin_prefetch(s + 64);
+  if (!ready(index)) return Got::nothing;
   uint8_t h[kSlotHeader - 8];
   std::memcpy(h, s + 8, sizeof h);  // one copy of the lengths: the writer may change the slot meanwhile
   uint16_t t, reserved;

@@ -173,9 +173,41 @@ Reply Handler::invoke(ByteView header, ByteView data) {
   return std::move(step->reply);
 }
 
-std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only, Bytes* owned) {
+namespace {
+
+// The last invoke header this thread decoded, all but its request id, and what it said: a
+// client calling one kernel again sends the same bytes after a new id, decoded once (the
+// decode took about 55 ns of a warm invocation's 0.8 us over shm).
+struct LastInvoke {
+  Bytes rest;
+  Invoke inv;
+};
+thread_local LastInvoke t_last_invoke;
+
+// header decoded, or null with *error set; good until this thread's next call.
+const Invoke* decoded_invoke(ByteView header, std::optional<Error>* error) {
+  LastInvoke& l = t_last_invoke;
+  if (header.size() > 8 && header.size() - 8 == l.rest.size() && std::memcmp(header.data() + 8, l.rest.data(), l.rest.size()) == 0) {
+    l.inv.request_id = *leading_request_id(MsgType::invoke, header);  // the id leads the header
+    return &l.inv;
+  }
   auto inv = decode_invoke(header);
-  if (!inv.ok()) return Step{bad_request(inv.error().message())};
+  l.rest.clear();  // nothing remembered while l.inv changes
+  if (!inv.ok()) {
+    *error = inv.error();
+    return nullptr;
+  }
+  l.inv = std::move(*inv);
+  l.rest.assign(header.begin() + 8, header.end());
+  return &l.inv;
+}
+
+}  // namespace
+
+std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView reply_address, bool quick_only, Bytes* owned) {
+  std::optional<Error> error;
+  const Invoke* inv = decoded_invoke(header, &error);
+  if (!inv) return Step{bad_request(error->message())};
   if (inv->input_size > max_input_) {  // its data was never fetched: answer from the header
     ResultMsg r;
     r.request_id = inv->request_id;

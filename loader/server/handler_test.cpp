@@ -1,5 +1,6 @@
 // Tests of the handler on a real engine: a kernel that replies with its own input is sent
-// the input's buffer, not a copy, when its caller gives the buffer up.
+// the input's buffer, not a copy, when its caller gives the buffer up; an invoke header is
+// decoded once for the calls that repeat it.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -52,9 +53,9 @@ struct Echoes {
   }
 
   // The step of an invoke of entry with input; owned: input's own buffer, or null.
-  Step invoke(const std::string& entry, ByteView input, Bytes* owned) {
+  Step invoke(const std::string& entry, ByteView input, Bytes* owned, uint64_t id = 7) {
     wire::Invoke inv;
-    inv.request_id = 7;
+    inv.request_id = id;
     inv.digest = digest;
     inv.entry = entry;
     inv.input_size = input.size();
@@ -62,6 +63,7 @@ struct Echoes {
     REQUIRE(s);
     auto r = wire::decode_result(s->reply.header);
     REQUIRE(r.ok());
+    CHECK(r->request_id == id);
     CHECK(r->status == wire::ReplyStatus::ok);
     CHECK(r->output_size == s->reply.data.size());
     return std::move(*s);
@@ -128,4 +130,36 @@ TEST_CASE("a reply that is the kernel's own input is sent from the input's buffe
     CHECK(s.reply.data == small);
     CHECK(input == small);
   }
+}
+
+TEST_CASE("a repeated invoke header is decoded once, and only the same bytes count as the same call", "[handler]") {
+  Echoes t;
+  const Bytes in = pattern(kReplyFromInput);
+  CHECK(t.invoke("echo", in, nullptr, 1).reply.data == in);
+  CHECK(t.invoke("echo", in, nullptr, 2).reply.data == in);  // the id is the new one (checked in invoke)
+  CHECK(t.invoke("half", in, nullptr, 3).reply.data.size() == in.size() / 2);
+  const Bytes shorter(in.begin(), in.end() - 1);
+  CHECK(t.invoke("half", shorter, nullptr, 4).reply.data.size() == shorter.size() / 2);  // input_size differs
+  // A header that is the last one's with a byte more, or cut short, is decoded, and refused.
+  wire::Invoke inv;
+  inv.request_id = 5;
+  inv.digest = t.digest;
+  inv.entry = "half";
+  inv.input_size = shorter.size();
+  Bytes header = wire::encode(inv);
+  for (Bytes bad : {Bytes(header.begin(), header.end() - 1), [&] { Bytes b = header; b.push_back(0); return b; }()}) {
+    std::optional<Step> s = t.handler->invoke(bad, shorter, {}, false);
+    REQUIRE(s);
+    auto r = wire::decode_result(s->reply.header);
+    REQUIRE(r.ok());
+    CHECK(r->status == wire::ReplyStatus::bad_request);
+  }
+  CHECK(t.invoke("half", shorter, nullptr, 6).reply.data.size() == shorter.size() / 2);
+  // Another cargo's digest in the same place: not the remembered call.
+  inv.digest[0] ^= 1;
+  std::optional<Step> s = t.handler->invoke(wire::encode(inv), shorter, {}, false);
+  REQUIRE(s);
+  auto r = wire::decode_result(s->reply.header);
+  REQUIRE(r.ok());
+  CHECK(r->status == wire::ReplyStatus::not_loaded);
 }

@@ -82,6 +82,29 @@ check "the large cargo is over 8 MiB" test "$(stat -c %s big.xcargo)" -gt 838860
 expect 0 'pushed' -- "$X" push big.xcargo --to "$node"
 expect 0 '^[0-9]+$' -- "$X" run big.xcargo --entry at --arg u32:5 --result u32 --to "$node"
 
+# Large input and reply (rendezvous both ways): a reply that is the kernel's input, or its
+# first half, is sent from the request's own buffer (loader/README, "Threads"); twice, so that
+# the second request lands in a buffer the first reply gave back. Bytes past the input's
+# start are copied.
+cat > echo.c <<'C'
+#include <xcargo/kernel.h>
+XC_ENTRY int echo(xc_ctx *c, const void *in, size_t n) { return xc_reply(c, in, n); }
+XC_ENTRY int half(xc_ctx *c, const void *in, size_t n) { return xc_reply(c, in, n / 2); }
+XC_ENTRY int tail(xc_ctx *c, const void *in, size_t n) { return n ? xc_reply(c, (const char *)in + 1, n - 1) : 1; }
+C
+"$X" build echo.c -o echo.xcargo --key k 2>>"$DISCARD"
+head -c 6291456 /dev/urandom > in.bin
+head -c 3145728 in.bin > in-half.bin
+tail -c +2 in.bin > in-tail.bin
+for round in 1 2; do
+  expect 0 '' -- "$X" run echo.xcargo --entry echo --input in.bin --output out.bin --to "$node"
+  check "a 6 MiB echo comes back whole (round $round)" cmp -s in.bin out.bin
+  expect 0 '' -- "$X" run echo.xcargo --entry half --input in.bin --output out-half.bin --to "$node"
+  check "the first half of a 6 MiB input comes back (round $round)" cmp -s in-half.bin out-half.bin
+  expect 0 '' -- "$X" run echo.xcargo --entry tail --input in.bin --output out-tail.bin --to "$node"
+  check "all but the first byte of a 6 MiB input comes back (round $round)" cmp -s in-tail.bin out-tail.bin
+done
+
 # Restart with the same cache: bitcode is not compiled again (visible in the statistics).
 start_loader jit --trust trust --cache jitcache --prefer bitcode
 expect 0 'variant bitcode' -- "$X" run hello.xcargo --entry greet --to "$jit"

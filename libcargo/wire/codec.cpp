@@ -423,8 +423,9 @@ Result<ResultMsg> decode_result(ByteView h) {
 
 Bytes encode(const RequestOnly& m) { return Out().u64(m.request_id).take(); }
 
-Bytes encode(const Forward& m) {
-  return Out().u64(m.request_id).raw(m.digest).u32(m.hop).u32(m.from_node).u64(m.cargo_size).u64(m.input_size)
+Bytes encode(const Forward& m) { return encode(m, Bytes()); }
+Bytes encode(const Forward& m, Bytes&& into) {
+  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u32(m.hop).u32(m.from_node).u64(m.cargo_size).u64(m.input_size)
       .str(m.entry).blob(m.reply_address).take();
 }
 Bytes encode(const RegionQuery& m) { return Out().u64(m.request_id).str(m.name).take(); }

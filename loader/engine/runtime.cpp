@@ -80,6 +80,7 @@ int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, si
   ctx->forward_node = node;
   ctx->forward_entry.assign(entry, n);
   const auto* p = static_cast<const uint8_t*>(in);
+  if (ctx->forward_input.capacity() == 0) ctx->forward_input = xcargo::take_spare();  // no allocation per hop
   ctx->forward_input.assign(p, p + len);
   return 0;
 }

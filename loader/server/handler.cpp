@@ -282,7 +282,10 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
   if (!res) return std::nullopt;
   if (const size_t n = res->reply_from_input) {  // the kernel replied with its input (or a prefix)
-    if (owned && owned->data() == input.data()) {
+    // Only a buffer the reply fills at least half of: an unread reply is charged by its size
+    // (in_flight.h), and a 64 KiB prefix of a 64 MiB input held the whole input, 1024 times
+    // its charge (attacker helper, 2026-11-27).
+    if (owned && owned->data() == input.data() && n >= owned->capacity() / 2) {
       give_spare(std::move(res->output));
       res->output = std::move(*owned);
       res->output.resize(n);

@@ -99,6 +99,14 @@ TEST_CASE("a reply that is the kernel's own input is sent from the input's buffe
     CHECK(s.reply.data.data() == where);
     CHECK(s.reply.data == Bytes(want.begin(), want.begin() + n / 2));
   }
+  SECTION("a prefix under half of the buffer is copied: a reply holds no more than twice what it is charged for") {
+    Bytes input = want;
+    input.reserve(4 * n);  // as a pooled buffer larger than the input may be
+    Step s = t.invoke("half", input, &input);
+    CHECK(s.reply.data == Bytes(want.begin(), want.begin() + n / 2));
+    CHECK(s.reply.data.capacity() < 2 * n);
+    CHECK(input == want);  // still the caller's
+  }
   SECTION("without the buffer (a lane's, or UCX's own), the reply is a copy") {
     Step s = t.invoke("echo", want, nullptr);
     CHECK(s.reply.data.data() != want.data());

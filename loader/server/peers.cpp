@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "xcargo/auth.h"
+#include "xcargo/large_buffers.h"
 
 namespace xcargo::loader {
 
@@ -87,6 +88,8 @@ void Peers::send(Peer& p, Reply&& r, PeerLink::Failed on_fail, bool by_lane) {
       while (!p.in_lane.empty() && p.in_lane.front().first < taken) p.in_lane.pop_front();
     }
     p.in_lane.emplace_back(p.lane.written() - 1, std::move(on_fail));
+    give_spare(std::move(r.header));  // copied into the lane: the next message's (large_buffers.h)
+    give_spare(std::move(r.data));
     return;
   }
   link_.send(p.ep, std::move(r), std::move(on_fail));

@@ -727,8 +727,12 @@ struct UcxServer::Impl {
           data.assign(cargo->begin(), cargo->end());
           p->sent.insert(f.digest);
         }
-      data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
-      Bytes header = encode(f);
+      if (f.cargo_size == 0) data = std::move(step.forward_input);  // the input alone: not copied
+      else data.insert(data.end(), step.forward_input.begin(), step.forward_input.end());
+      // Into a buffer an earlier message gave back (Peers::send), with room for the token.
+      Bytes header = take_spare();
+      header.reserve(128 + f.entry.size() + f.reply_address.size() + kTokenSize);
+      header = encode(f, std::move(header));
       peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, f = std::move(f), node, ep = p->ep](const std::string& why) {
         if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
         undelivered(f, node, why);

@@ -236,6 +236,7 @@ Bytes encode(const ResultMsg&);
 // without an allocation into a buffer kept from the last one.
 Bytes encode(const Invoke&, Bytes&& into);
 Bytes encode(const ResultMsg&, Bytes&& into);
+Bytes encode(const Forward&, Bytes&& into);
 Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);

@@ -36,7 +36,7 @@ typedef struct xc_ctx xc_ctx;
  * would exceed the loader's reply limit (nothing is appended then). A reply that is `in`
  * itself, or its first bytes (data == in, len <= in_len), is sent from the input's own
  * buffer instead of a copy (an echo of 64 MiB: 11 ms less): `in` is the kernel's to read,
- * never to write. */
+ * never to write (bytes written into it after such a call would show in the reply). */
 XC_API int xc_reply(xc_ctx *ctx, const void *data, size_t len);
 /* Memory that lives until the invocation ends, 64-byte aligned (a cache line); NULL past the limit. */
 XC_API void *xc_alloc(xc_ctx *ctx, size_t len);

@@ -19,6 +19,7 @@ struct ucp_ep;  // UCX's endpoint (ucp_ep_h): the parts below never call into UC
 
 namespace xcargo::loader {
 
+class Lane;
 using Clock = std::chrono::steady_clock;
 
 // A request copied out of UCX's receive callback, or still arriving by rendezvous.
@@ -34,6 +35,7 @@ struct Job {
   Clock::time_point since;         // when its header came (the transfer deadline)
   uint64_t length = 0;             // its data's length
   std::optional<Charge> charge;    // its share of its connection's and key's limits
+  std::shared_ptr<Lane> lane;      // the lane it came through, counted there until taken (Lane::queued)
   // Set by whoever answers it first: its executor with its result, the monitor with a
   // time-out, or a worker about to be replaced with `interrupted` (exactly one reply).
   std::atomic<bool> answered{false};

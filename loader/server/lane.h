@@ -49,6 +49,12 @@ public:
   // Reads nothing more from the lane and writes nothing more into it (a client broke the protocol).
   void stop() { broken_ = true; }
   uint64_t requests() const { return next_request_; }
+  // Its requests in the worker's queue, not yet taken to run (Job::lane). While there is
+  // one, the requests after it stay in the ring: they run in order, and one queued request
+  // does not make every later one take the queue's slower path (with 64 in flight, about
+  // half of them did: 2.8 million invocations a second, against 4 with them run inline).
+  void queued(int delta) { queued_ += delta; }
+  bool waits_in_queue() const { return queued_ > 0; }
 
 private:
   Lane() = default;
@@ -62,6 +68,7 @@ private:
   bool broken_ = false;
   bool used_ = false;  // a request came through it
   uint32_t unflushed_ = 0;
+  int queued_ = 0;
   Bytes buf_;
 };
 

@@ -370,8 +370,9 @@ struct UcxServer::Impl {
   }
 
   // A request, from UCX (on_request) or from a lane (poll_lanes; never rendezvous). ep: its
-  // connection, null for a forward that came without one.
-  void intake(MsgType type, ucp_ep_h ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv) {
+  // connection, null for a forward that came without one. lane: the lane it came through.
+  void intake(MsgType type, ucp_ep_h ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv,
+              const std::shared_ptr<Lane>* lane = nullptr) {
     ByteView hv(header, std::min(header_length, kMaxHeader));
     Client* client = ep ? eps.find(ep) : nullptr;
     // A refused connection's requests go unanswered, but for the worker's own probe's hello
@@ -423,6 +424,7 @@ struct UcxServer::Impl {
     job->header.assign(hv.begin(), hv.end());
     if (client) job->origin = client->origin;
     if (type == MsgType::invoke) job->reply_address = client_address(job->ep);
+    if (lane) (job->lane = *lane)->queued(1);
     const uint64_t limit = type == MsgType::forward ? handler->max_cargo() + handler->max_input()
                                                     : std::max(handler->max_cargo(), handler->max_input());
     if (header_length > kMaxHeader) {
@@ -485,7 +487,7 @@ struct UcxServer::Impl {
     for (const std::shared_ptr<Lane>& lp : lanes) {
       Lane& l = *lp;
       int n = 0;
-      for (; n < timing::kReadyBatch; ++n) {
+      for (; n < timing::kReadyBatch && !l.waits_in_queue(); ++n) {
         MsgType type{};
         ByteView h, d;
         std::string why;
@@ -510,7 +512,7 @@ struct UcxServer::Impl {
           break;
         }
         lane_requests.fetch_add(1, std::memory_order_relaxed);
-        intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false);
+        intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false, &lp);
       }
       // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
       // or after a batch's worth: a client still sending requests is awake. With other lanes,
@@ -910,6 +912,7 @@ struct UcxServer::Impl {
       if (now >= next_sweep) sweep();
       // The oldest request whose data is all here: one still arriving holds up nobody.
       if (std::shared_ptr<Job> j = jobs.take_ready()) {
+        if (j->lane) j->lane->queued(-1);  // its lane's next requests may come in
         if (restart) {  // a kernel failed since the check above: this one does not run here
           if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
           return flush_and_quit();
@@ -1103,6 +1106,7 @@ struct UcxServer::Impl {
   void answer_the_rest() {
     uint64_t unrun_jobs = 0;
     for (std::shared_ptr<Job>& j : jobs.take_all()) {
+      if (j->lane) j->lane->queued(-1);
       unrun(eps.live(j->ep, j->serial), j->type, j->header);
       ++unrun_jobs;
       jobs.hold(std::move(j));  // a transfer still arriving writes into it until the process ends

@@ -113,11 +113,12 @@ Runner add_run(CLI::App& app) {
       const client::Invocation call{container->digest, o->entry, input};
       const auto t0 = std::chrono::steady_clock::now();
       auto s = c.invoke_pipelined(o->repeat, [&](size_t) { return call; }, o->inflight,
-                                  [&](size_t i, Result<client::InvokeReply> x) {
+                                  [&](size_t i, Result<client::InvokeReply>& x) {
                                     if (!x.ok() || x->result.status != wire::ReplyStatus::ok) {
                                       if (failures++ == 0) first_failure = i, reply = std::move(x);
                                     } else if (failures == 0) {
-                                      reply = std::move(x);
+                                      if (reply) std::swap(*reply, x);  // x's buffers take the next reply
+                                      else reply = std::move(x);
                                     }
                                   });
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

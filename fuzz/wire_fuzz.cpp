@@ -34,7 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4: round_trip(in, decode_has); break;
     case 5: round_trip(in, decode_has_reply); break;
     case 6: round_trip(in, decode_invoke); break;
-    case 7: round_trip(in, decode_result); break;
+    case 7: {
+      round_trip(in, decode_result);
+      // Into a message holding the last input's result (the client's pipelined loop): the
+      // same verdict, and nothing of the last one left in it.
+      static ResultMsg reused;
+      const auto fresh = decode_result(in);
+      if (decode_result_into(in, reused).ok() != fresh.ok()) std::abort();
+      if (fresh.ok() && encode(reused) != encode(*fresh)) std::abort();
+      break;
+    }
     case 8: round_trip(in, decode_request); break;
     case 9: round_trip(in, decode_forward); break;
     case 10: round_trip(in, decode_region); break;

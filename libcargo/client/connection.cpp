@@ -1,6 +1,8 @@
 // The protocol's client half over any transport that can do one request/reply roundtrip.
 #include "xcargo/client.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -23,6 +25,50 @@ auto decode_reply(const Connection& c, ByteView header, uint64_t id, Decode deco
   if (r->request_id != id) return Error(Errc::malformed, c.peer() + ": reply to another request");
   return r;
 }
+
+// A pipelined batch's invocations in flight: request id -> index. Ids are sent in sequence,
+// so each has a place in a ring (no allocation); one whose place an older one still holds
+// (answered late) goes into a map. Ids are never 0 (first_request_id).
+class InFlight {
+public:
+  explicit InFlight(size_t window) : ring_(std::bit_ceil(std::clamp<size_t>(2 * window, 16, 4096))) {}
+  void add(uint64_t id, size_t index) {
+    Slot& s = ring_[id & (ring_.size() - 1)];
+    if (s.id == 0) s = {id, index};
+    else late_.emplace(id, index);
+    ++n_;
+  }
+  std::optional<size_t> take(uint64_t id) {
+    if (Slot& s = ring_[id & (ring_.size() - 1)]; s.id == id) {
+      s.id = 0;
+      --n_;
+      return s.index;
+    }
+    const auto it = late_.find(id);
+    if (it == late_.end()) return std::nullopt;
+    const size_t index = it->second;
+    late_.erase(it);
+    --n_;
+    return index;
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  template <class F>
+  void each(F f) const {
+    for (const Slot& s : ring_)
+      if (s.id) f(s.index);
+    for (const auto& [id, index] : late_) f(index);
+  }
+
+private:
+  struct Slot {
+    uint64_t id = 0;
+    size_t index = 0;
+  };
+  std::vector<Slot> ring_;
+  std::unordered_map<uint64_t, size_t> late_;
+  size_t n_ = 0;
+};
 
 }  // namespace
 
@@ -212,17 +258,33 @@ Bytes Connection::sealed(ByteView header) const {
 }
 
 Result<InvokeReply> Connection::invoke_reply(Frame& f, uint64_t id) const {
-  if (f.type != MsgType::result)
-    return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
-                                      ", got " + std::to_string(int(f.type)));
-  auto r = decode_reply(*this, f.header, id, decode_result);
-  XC_TRY(r);
-  if (r->output_size != f.data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
-  if (r->status == ReplyStatus::unauthenticated) return denied(r->message);
-  return InvokeReply{std::move(*r), std::move(f.data)};
+  Result<InvokeReply> r = InvokeReply{};
+  invoke_reply(f, id, r);
+  return r;
 }
 
-Status Connection::send_request(MsgType, Bytes, ByteView) {
+void Connection::invoke_reply(Frame& f, uint64_t id, Result<InvokeReply>& out) const {
+  if (f.type != MsgType::result) {
+    out = Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
+                                     ", got " + std::to_string(int(f.type)));
+    return;
+  }
+  if (!out.ok()) out = InvokeReply{};
+  InvokeReply& r = *out;
+  if (Status s = decode_result_into(f.header, r.result); !s.ok()) {
+    out = Error(Errc::malformed, peer() + ": " + s.error().message());
+  } else if (r.result.request_id != id) {
+    out = Error(Errc::malformed, peer() + ": reply to another request");
+  } else if (r.result.output_size != f.data.size()) {
+    out = Error(Errc::malformed, peer() + ": result size does not match its data");
+  } else if (r.result.status == ReplyStatus::unauthenticated) {
+    out = denied(r.result.message);
+  } else {
+    r.output.swap(f.data);
+  }
+}
+
+Status Connection::send_request(MsgType, ByteView, ByteView) {
   return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests");
 }
 Result<Frame> Connection::next_reply() { return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests"); }
@@ -241,26 +303,40 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       auto r = invoke(c.digest, c.entry, c.input);
       if (!r.ok() && r.error().code() == Errc::unreachable) {
         const Error e = r.error();
-        done(i, std::move(r));
-        for (size_t j = i + 1; j < count; ++j) done(j, Error(Errc::unreachable, "not sent: " + e.message()));
+        done(i, r);
+        for (size_t j = i + 1; j < count; ++j) {
+          Result<InvokeReply> not_sent = Error(Errc::unreachable, "not sent: " + e.message());
+          done(j, not_sent);
+        }
         return e;
       }
-      done(i, std::move(r));
+      done(i, r);
     }
     return {};
   }
-  std::unordered_map<uint64_t, size_t> in_flight;  // request id -> index
-  in_flight.reserve(std::min(window, size_t(4096)));
-  Frame frame;  // each reply in turn (its header's buffer reused)
+  InFlight in_flight(window);
+  Frame frame;  // each reply in turn (its buffers reused)
+  Result<InvokeReply> reply = InvokeReply{};  // the same, decoded (its strings and buffer reused)
+  // The sealed header of the last invocation sent: the next one of the same entry and input
+  // size differs only in its request id, which leads it (wire-protocol.md 3.4), in the same
+  // session (its token ends it).
+  Bytes header;
+  Digest header_digest{};
+  std::string header_entry;
+  size_t header_input = 0;
+  uint64_t header_session = 0;
   std::deque<size_t> again;                        // answered `restarting`: to send on a new connection
   size_t next = 0;
   bool restarting = false;  // a worker is ending: send nothing more on this connection
   int reconnects = 0;
   // After a lost connection: every invocation not yet told is told, and the loss returned.
   auto give_up = [&](const Error& e) {
-    for (const auto& [id, i] : in_flight) done(i, Error(e.code(), e.message() + " (the request was in flight: it may have run)"));
-    for (size_t i : again) done(i, Error(e.code(), "not sent again: " + e.message()));
-    for (; next < count; ++next) done(next, Error(e.code(), "not sent: " + e.message()));
+    in_flight.each([&](size_t i) {
+      reply = Error(e.code(), e.message() + " (the request was in flight: it may have run)");
+      done(i, reply);
+    });
+    for (size_t i : again) reply = Error(e.code(), "not sent again: " + e.message()), done(i, reply);
+    for (; next < count; ++next) reply = Error(e.code(), "not sent: " + e.message()), done(next, reply);
     return e;
   };
   while (next < count || !again.empty() || !in_flight.empty()) {
@@ -286,30 +362,40 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       }
       const Invocation c = call(i);
       if (auto s = check_entry(c.entry); !s.ok()) {
-        done(i, s.error());
+        reply = s.take_error();
+        done(i, reply);
         continue;
       }
       const uint64_t id = next_id_++;
-      if (auto s = send_request(MsgType::invoke, sealed(encode(Invoke{id, c.digest, c.entry, c.input.size()})), c.input); !s.ok()) {
+      if (header.empty() || header_session != session_ || header_input != c.input.size() || header_digest != c.digest ||
+          header_entry != c.entry) {
+        header = sealed(encode(Invoke{id, c.digest, c.entry, c.input.size()}, std::move(header)));
+        header_session = session_;
+        header_input = c.input.size();
+        header_digest = c.digest;
+        header_entry = c.entry;
+      } else {
+        for (int b = 0; b < 8; ++b) header[size_t(b)] = uint8_t(id >> (8 * b));
+      }
+      if (auto s = send_request(MsgType::invoke, header, c.input); !s.ok()) {
         again.push_front(i);
         return give_up(s.error());
       }
-      in_flight.emplace(id, i);
+      in_flight.add(id, i);
     }
     if (in_flight.empty()) continue;
     if (auto s = next_reply_into(frame); !s.ok()) return give_up(s.error());
     const auto id = leading_request_id(frame.type, frame.header);
-    const auto it = id ? in_flight.find(*id) : in_flight.end();
-    if (it == in_flight.end()) continue;  // not one of ours (the transport drops those already)
-    const size_t i = it->second;
-    in_flight.erase(it);
+    const auto i = id ? in_flight.take(*id) : std::nullopt;
+    if (!i) continue;  // not one of ours (the transport drops those already)
     if (frame.type == MsgType::result && result_status(frame.header) == uint16_t(ReplyStatus::restarting)) {
       restarting = true;
-      again.push_back(i);
+      again.push_back(*i);
       continue;
     }
     reconnects = 0;
-    done(i, invoke_reply(frame, *id));
+    invoke_reply(frame, *id, reply);
+    done(*i, reply);
   }
   return {};
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <vector>
 
 #include "xcargo/client.h"
@@ -26,6 +27,7 @@ public:
   size_t max_in_flight = 0;
   int lose_after = -1;
   std::vector<Frame> queued;
+  std::vector<Invoke> invoked;  // every invoke header sent, decoded
 
   Status start() { return handshake(nullptr, ""); }
   std::string peer() const override { return "scripted"; }
@@ -47,6 +49,11 @@ protected:
       r.rkey = {1, 2, 3};
       return Frame{MsgType::region_reply, encode(r), {}};
     }
+    if (type == MsgType::invoke) {
+      auto inv = decode_invoke(header);
+      if (!inv.ok()) return inv.error();
+      invoked.push_back(*inv);
+    }
     ResultMsg m;
     m.request_id = id;
     ++invokes;
@@ -62,7 +69,7 @@ protected:
     return handshake(nullptr, "");
   }
   bool pipelines() const override { return pipelined; }
-  Status send_request(MsgType type, Bytes header, ByteView data) override {
+  Status send_request(MsgType type, ByteView header, ByteView data) override {
     if (lose_after >= 0 && invokes >= lose_after) return Error(Errc::unreachable, "scripted: lost");
     auto f = roundtrip(type, header, data);
     XC_TRY(f);
@@ -153,7 +160,7 @@ std::vector<std::vector<std::string>> pipelined(ScriptedNode& node, size_t count
   std::vector<std::vector<std::string>> told(count);
   *out = node.invoke_pipelined(
       count, [](size_t) { return client::Invocation{Digest{}, "add", {}}; }, window,
-      [&](size_t i, Result<client::InvokeReply> r) { told.at(i).push_back(r.ok() ? status_name(r->result.status) : "error"); });
+      [&](size_t i, Result<client::InvokeReply>& r) { told.at(i).push_back(r.ok() ? status_name(r->result.status) : "error"); });
   return told;
 }
 }  // namespace
@@ -168,6 +175,34 @@ TEST_CASE("pipelined invocations: every one answered once, at most `window` in f
   for (const auto& t : told) CHECK(t == std::vector<std::string>{"ok"});
   CHECK(node.max_in_flight == 8);
   CHECK(node.invokes == 100);
+}
+
+TEST_CASE("pipelined: each invocation's header names its own id, digest, entry and input size", "[client]") {
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  const uint8_t input[16] = {};
+  Digest other{};
+  other[0] = 1;
+  // Runs of the same call (whose header is only given a new id) between changes of one field.
+  auto call = [&](size_t i) {
+    const size_t k = i / 3;
+    return client::Invocation{k % 4 == 1 ? other : Digest{}, k % 4 == 2 ? "mul" : "add", ByteView(input, k % 4 == 3 ? 16 : 8)};
+  };
+  std::vector<int> told(40);
+  Status s = node.invoke_pipelined(40, call, 8, [&](size_t i, Result<client::InvokeReply>& r) { told.at(i) += r.ok(); });
+  REQUIRE(s.ok());
+  CHECK(std::count(told.begin(), told.end(), 1) == 40);
+  REQUIRE(node.invoked.size() == 40);
+  std::set<uint64_t> ids;
+  for (size_t i = 0; i < 40; ++i) {
+    const client::Invocation c = call(i);
+    CHECK(node.invoked[i].digest == c.digest);
+    CHECK(node.invoked[i].entry == c.entry);
+    CHECK(node.invoked[i].input_size == c.input.size());
+    ids.insert(node.invoked[i].request_id);
+  }
+  CHECK(ids.size() == 40);
 }
 
 TEST_CASE("pipelined: 'restarting' ones are sent again on a new connection once the rest are answered", "[client]") {

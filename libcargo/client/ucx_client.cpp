@@ -369,10 +369,7 @@ private:
     if (t == 0 || t % 2 != 0 || t > kMaxMsgType) return true;  // not a reply: dropped
     const auto id = leading_request_id(type, h);
     if (!awaited_.empty()) {
-      const auto at = id ? std::find(awaited_.begin(), awaited_.end(), *id) : awaited_.end();
-      if (at == awaited_.end()) return true;
-      *at = awaited_.back();
-      awaited_.pop_back();
+      if (!id || !take_awaited(*id)) return true;
       if (into) {
         into->type = type;
         into->header.assign(h.begin(), h.end());
@@ -434,10 +431,7 @@ private:
   ucs_status_t arrive(MsgType type, const void* header, size_t header_length, void* data, size_t length,
                       const ucp_am_recv_param_t* param) {
     const auto id = leading_request_id(type, ByteView(static_cast<const uint8_t*>(header), header_length));
-    const auto at = id ? std::find(awaited_.begin(), awaited_.end(), *id) : awaited_.end();
-    if (at == awaited_.end()) return UCS_OK;  // not the answer to a request in flight
-    *at = awaited_.back();
-    awaited_.pop_back();
+    if (!id || !take_awaited(*id)) return UCS_OK;  // not the answer to a request in flight
     auto a = std::make_unique<Arrival>();
     a->self = this;
     a->frame.type = type;
@@ -525,7 +519,7 @@ private:
 
 protected:
   // Pipelining: requests sent without waiting, their replies queued as they arrive.
-  Status send_request(MsgType type, Bytes header, ByteView data) override {
+  Status send_request(MsgType type, ByteView header, ByteView data) override {
     if (failed_) return lost();
     std::erase_if(outgoing_, [](const Outgoing& o) { return o.done; });
     const auto id = leading_request_id(type, header);
@@ -544,7 +538,7 @@ protected:
     }
     Outgoing& o = outgoing_.emplace_back();
     o.self = this;
-    o.header = std::move(header);
+    o.header.assign(header.begin(), header.end());
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.flags = UCP_AM_SEND_FLAG_REPLY;
@@ -652,7 +646,17 @@ private:
     bool ready = false;
   };
   std::list<Outgoing> outgoing_;
-  std::vector<uint64_t> awaited_;  // a few dozen at most: scanned
+  std::deque<uint64_t> awaited_;  // in the order sent, which is mostly the order answered
+  // Whether id is awaited; no longer, if it was. The oldest first: a scan of 64 ids in flight
+  // took a tenth of a pipelined invocation's time on the client.
+  bool take_awaited(uint64_t id) {
+    if (awaited_.empty()) return false;
+    if (awaited_.front() == id) return awaited_.pop_front(), true;
+    const auto at = std::find(awaited_.begin(), awaited_.end(), id);
+    if (at == awaited_.end()) return false;
+    awaited_.erase(at);
+    return true;
+  }
   std::deque<std::unique_ptr<Arrival>> arrived_;
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   bool unanswered_ = false;  // a request went unanswered past its time limit

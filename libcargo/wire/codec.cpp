@@ -176,15 +176,23 @@ public:
     pos_ += n;
   }
   std::string str(size_t max) {
-    uint16_t n = u16();
-    if (failed_) return {};
-    if (n > max) return fail("a string of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max)), std::string();
-    if (!need(n)) return {};
-    std::string s(reinterpret_cast<const char*>(&b_[pos_]), n);
-    if (const size_t at = control_char(s); at != std::string::npos)
-      return fail("a string holds a control character or a byte that is not UTF-8 (byte " + std::to_string(at) + ")"), std::string();
-    pos_ += n;
+    std::string s;
+    str(max, s);
     return s;
+  }
+  // The same into s, its storage reused; left empty if the field does not decode.
+  void str(size_t max, std::string& s) {
+    s.clear();
+    uint16_t n = u16();
+    if (failed_) return;
+    if (n > max) return (void)fail("a string of " + std::to_string(n) + " bytes is over the limit of " + std::to_string(max));
+    if (!need(n)) return;
+    s.assign(reinterpret_cast<const char*>(&b_[pos_]), n);
+    if (const size_t at = control_char(s); at != std::string::npos) {
+      s.clear();
+      return (void)fail("a string holds a control character or a byte that is not UTF-8 (byte " + std::to_string(at) + ")");
+    }
+    pos_ += n;
   }
   Bytes blob(size_t max) {
     uint16_t n = u16();
@@ -406,8 +414,13 @@ Bytes encode(const ResultMsg& m, Bytes&& into) {
       .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
 }
 Result<ResultMsg> decode_result(ByteView h) {
-  In in(h, "result");
   ResultMsg m;
+  XC_TRY(decode_result_into(h, m));
+  return m;
+}
+
+xcargo::Status decode_result_into(ByteView h, ResultMsg& m) {
+  In in(h, "result");
   m.request_id = in.u64();
   in.status_field(m.status);
   in.zeros(2);
@@ -416,9 +429,9 @@ Result<ResultMsg> decode_result(ByteView h) {
   m.node_id = in.u32();
   m.hops = in.u32();
   m.kernel_ns = in.u64();
-  m.variant = in.str(kMaxName);
-  m.message = in.str(kMaxMessage);
-  return done(in, std::move(m));
+  in.str(kMaxName, m.variant);
+  in.str(kMaxMessage, m.message);
+  return in.finish();
 }
 
 Bytes encode(const RequestOnly& m) { return Out().u64(m.request_id).take(); }

@@ -159,6 +159,21 @@ TEST_CASE("invoke and result round-trip", "[wire]") {
   CHECK_FALSE(decode_result(unknown).ok());
 }
 
+TEST_CASE("a result decoded into a kept message holds that result alone, in the message's storage", "[wire]") {
+  ResultMsg kept{7, ReplyStatus::kernel_error, -3, 8, 2, 5, 1234, std::string(40, 'v'), std::string(300, 'm')};
+  const char* storage = kept.message.data();
+  const ResultMsg ok{11, ReplyStatus::ok, 0, 8, 1, 0, 99, "x86_64", "short"};
+  REQUIRE(decode_result_into(encode(ok), kept).ok());
+  CHECK(encode(kept) == encode(ok));
+  CHECK(kept.message.data() == storage);
+  Bytes bad = encode(ok);
+  bad[8] = 99;  // an unknown status
+  CHECK_FALSE(decode_result_into(bad, kept).ok());
+  Bytes truncated = encode(ok);
+  truncated.pop_back();
+  CHECK_FALSE(decode_result_into(truncated, kept).ok());
+}
+
 TEST_CASE("invoke and result headers encoded into a kept buffer are the same bytes, in its storage", "[wire]") {
   const Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
   const ResultMsg res{11, ReplyStatus::ok, 0, 8, 2, 0, 1234, "x86_64", ""};

@@ -247,7 +247,7 @@ int rate(int argc, char** argv) {
   long bad = 0;
   auto run = [&](long count) {
     auto s = conn->invoke_pipelined(size_t(count), [&](size_t) { return call; }, size_t(k),
-                                       [&](size_t, Result<client::InvokeReply> r) {
+                                       [&](size_t, Result<client::InvokeReply>& r) {
                                          if (!r.ok() || r->result.status != wire::ReplyStatus::ok) ++bad;
                                        });
     if (!s.ok()) die(s.error().message());

@@ -64,12 +64,13 @@ public:
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
   // Runs count invocations, call(i) giving the i-th, keeping up to `window` of them in flight
   // on this connection (one at a time on transports that cannot pipeline, such as a local
-  // loader's pipe). done(i, reply) is called once for every i, in the order replies arrive.
+  // loader's pipe). done(i, reply) is called once for every i, in the order replies arrive;
+  // it may move from reply (else its buffers take the next reply: no allocation for it).
   // A request the node answered `restarting` (it did not run) is sent again on a new
   // connection once those in flight are answered. Returns an error, after telling `done`
   // for every invocation not yet told, when the connection is lost: those in flight may
   // have run.
-  using InvokeDone = std::function<void(size_t index, Result<InvokeReply> reply)>;
+  using InvokeDone = std::function<void(size_t index, Result<InvokeReply>& reply)>;
   // Whether invoke_pipelined keeps several in flight on this connection's transport.
   virtual bool pipelines() const { return false; }
   Status invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
@@ -91,9 +92,9 @@ protected:
   // Sends one request and returns the node's one reply to it.
   virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
   // Pipelining, for transports that can (pipelines()): send_request sends a request without
-  // waiting (header, sealed, is kept until sent; data must stay valid until its reply), and
-  // next_reply returns the reply to any request so sent, as it arrives.
-  virtual Status send_request(wire::MsgType type, Bytes header, ByteView data);
+  // waiting (header, sealed, is copied if it cannot leave at once; data must stay valid until
+  // its reply), and next_reply returns the reply to any request so sent, as it arrives.
+  virtual Status send_request(wire::MsgType type, ByteView header, ByteView data);
   virtual Result<wire::Frame> next_reply();
   // The same into f, whose buffers a transport may reuse (the pipelined loop keeps one).
   virtual Status next_reply_into(wire::Frame& f);
@@ -135,6 +136,9 @@ private:
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
   // An invoke's result frame to request id as the caller gets it.
   Result<InvokeReply> invoke_reply(wire::Frame& f, uint64_t id) const;
+  // The same into out, whose strings take the reply's (no allocation), and whose output
+  // buffer and f's data trade places.
+  void invoke_reply(wire::Frame& f, uint64_t id, Result<InvokeReply>& out) const;
   wire::HelloReply node_;
   // Request ids start at a random value per connection: a result that someone else had a
   // node deliver to this client's address cannot name a request it is waiting for.

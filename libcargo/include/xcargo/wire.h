@@ -260,6 +260,7 @@ Result<Has> decode_has(ByteView header);
 Result<HasReply> decode_has_reply(ByteView header);
 Result<Invoke> decode_invoke(ByteView header);
 Result<ResultMsg> decode_result(ByteView header);
+xcargo::Status decode_result_into(ByteView header, ResultMsg& into);  // the same into a message whose strings are reused
 Result<RequestOnly> decode_request(ByteView header);
 Result<Forward> decode_forward(ByteView header);
 Result<RegionQuery> decode_region(ByteView header);

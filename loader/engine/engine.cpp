@@ -9,6 +9,7 @@
 #include <shared_mutex>
 
 #include "codegen.h"
+#include "spread_counter.h"
 #include "runtime.h"
 #include "xcargo/abi.h"
 #include "xcargo/large_buffers.h"
@@ -24,14 +25,21 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // were quick, and how often one run as quick held others up (config.misjudged_ns).
 struct Entry {
   std::atomic<EntryFn> fn{nullptr};  // replaced once by a tier-up (Engine::tier_up)
+  // Counted with plain loads and stores, not locked adds (spread_counter.h says why): two
+  // executors ending runs of one entry at once may count one run. They only guide a guess.
   std::atomic<uint32_t> runs{0}, streak{0}, misjudged{0};
+  static uint32_t bump(std::atomic<uint32_t>& c) {
+    const uint32_t before = c.load(std::memory_order_relaxed);
+    c.store(before + 1, std::memory_order_relaxed);
+    return before;
+  }
 };
 
 struct Loaded {
   LoadedSummary summary;
   std::shared_ptr<const Bytes> bytes;  // the cargo as pushed
   std::map<std::string, Entry, std::less<>> entries;
-  std::atomic<uint64_t> invocations{0};
+  SpreadCounter invocations;
   // The trusted keys whose signatures verified, at load and at later pushes of the same
   // cargo signed by other keys (changed only under load_mu).
   std::vector<KeyId> signers;
@@ -130,8 +138,8 @@ struct Engine::Impl {
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
   std::mutex load_mu;            // one load (or tier-up) at a time: loads are rare, invocations are not
   std::atomic<size_t> tier_ups{0};  // loaded cargos running their quick tier
-  std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0},
-      invocations{0}, invocations_failed{0};
+  std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0};
+  SpreadCounter invocations, invocations_failed;
 
   void log(const std::string& line) const {
     if (config.log) config.log(line);
@@ -526,8 +534,8 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     cargo = find(digest, quick_only, &later);
     if (later) return std::nullopt;  // an executor loads it
     if (!cargo) {
-      invocations++;
-      invocations_failed++;
+      invocations.add();
+      invocations_failed.add();
       r.status = wire::ReplyStatus::not_loaded;
       r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
       return r;
@@ -544,14 +552,14 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     r.message = cargo->why;  // empty: allowed again since
   }
   if (!r.message.empty()) {
-    invocations++;
-    invocations_failed++;
+    invocations.add();
+    invocations_failed.add();
     r.status = wire::ReplyStatus::refused;
     return r;
   }
   if (!found) {
-    invocations++;
-    invocations_failed++;
+    invocations.add();
+    invocations_failed.add();
     r.status = wire::ReplyStatus::no_entry;
     std::string names;
     for (const auto& [name, e] : cargo->entries) names += (names.empty() ? "" : ", ") + name;
@@ -565,7 +573,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
   const uint32_t misjudged = e.misjudged.load(std::memory_order_relaxed);
   if (quick_only && (misjudged >= 3 || e.streak.load(std::memory_order_relaxed) < (kQuickRuns << (2 * misjudged))))
     return std::nullopt;
-  invocations++;
+  invocations.add();
   xc_ctx ctx;
   ctx.reply = take_spare();  // the storage of a reply sent before (large_buffers.h)
   ctx.max_reply = config.max_reply;
@@ -584,19 +592,19 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     ctx.cargo = &cargo->summary.name;
     ctx.entry = entry;
   }
-  cargo->invocations++;
+  cargo->invocations.add();
   const auto t0 = Clock::now();
   r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
   const auto t1 = Clock::now();
   const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
   r.kernel_ns = ns;
   r.ended_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
-  if (e.runs.fetch_add(1, std::memory_order_relaxed) > 0) {
+  if (Entry::bump(e.runs) > 0) {
     if (ns <= config.quick_ns) {
-      e.streak.fetch_add(1, std::memory_order_relaxed);
+      Entry::bump(e.streak);
     } else {
       e.streak.store(0, std::memory_order_relaxed);
-      if (quick_only && ns > config.misjudged_ns) e.misjudged.fetch_add(1, std::memory_order_relaxed);
+      if (quick_only && ns > config.misjudged_ns) Entry::bump(e.misjudged);
     }
   }
   r.output = std::move(ctx.reply);
@@ -611,7 +619,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     r.status = wire::ReplyStatus::ok;
     if (ctx.forwarded) r.forward = ForwardRequest{ctx.forward_node, std::move(ctx.forward_entry), std::move(ctx.forward_input)};
   }
-  if (r.status != wire::ReplyStatus::ok) invocations_failed++;
+  if (r.status != wire::ReplyStatus::ok) invocations_failed.add();
   return r;
 }
 
@@ -636,8 +644,8 @@ EngineStats Engine::stats() const {
   s.disk_cache_hits = impl_->cache_hits;
   s.disk_cache_misses = impl_->cache_misses;
   s.disk_cache_corrupt = impl_->cache_corrupt;
-  s.invocations = impl_->invocations;
-  s.invocations_failed = impl_->invocations_failed;
+  s.invocations = impl_->invocations.load();
+  s.invocations_failed = impl_->invocations_failed.load();
   return s;
 }
 

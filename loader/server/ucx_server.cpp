@@ -102,6 +102,7 @@ struct UcxServer::Impl {
 
   std::vector<std::shared_ptr<Lane>> lanes;  // polled by the leader; a Client holds each too
   std::atomic<uint64_t> lanes_opened{0}, lane_requests{0};  // for stats replies
+  bool lane_batch = false, batch_marked = false;  // leader only: in poll_lanes; its slot marked (mark_inline)
   Clock::time_point last_lane_activity{}, last_progress{};  // progress_due
   // The leader's clock reading at the start of its current turn (steady ns), refreshed by
   // each kernel's end: the start a request it runs inline is stamped with (for the monitor, a
@@ -484,6 +485,7 @@ struct UcxServer::Impl {
   // Whether any came.
   bool poll_lanes() {
     bool any = false;
+    lane_batch = true;  // the kernels it runs inline share one mark (run_inline)
     for (const std::shared_ptr<Lane>& lp : lanes) {
       Lane& l = *lp;
       int n = 0;
@@ -511,7 +513,7 @@ struct UcxServer::Impl {
               ", which only UCX may carry (only requests travel by lane); its requests must come through UCX");
           break;
         }
-        lane_requests.fetch_add(1, std::memory_order_relaxed);
+        bump(lane_requests);
         intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false, &lp);
       }
       // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
@@ -520,6 +522,8 @@ struct UcxServer::Impl {
       // runs long) must not hold the kick of a client that sleeps.
       if (l.unflushed() && (n == 0 || lanes.size() > 1 || l.unflushed() >= uint32_t(timing::kReadyBatch))) flush_lane(lp);
     }
+    lane_batch = false;
+    if (batch_marked) unmark_inline(*t_guarded_slot), batch_marked = false;
     return any;
   }
   static bool by_lane(MsgType t) {
@@ -850,16 +854,37 @@ struct UcxServer::Impl {
     return {MsgType::result, encode(m), {}};
   }
 
+  // Marks this thread's slot as running quick kernels inline (phase 3), for one request
+  // (run_inline) or a batch of them (poll_lanes, whose kernels' time limit then counts from
+  // the batch's start: a batch is at most timing::kReadyBatch quick runs). False: marked
+  // already. One sequentially consistent store per mark, the barrier the monitor's protocol
+  // needs (Monitor::started): made for every request, it waited each time for the lane
+  // stores of the reply before it to reach the cache (see spread_counter.h).
+  bool mark_inline(Slot& s) {
+    if (s.phase.load(std::memory_order_relaxed) == 3) return false;
+    s.kernel.store(true, std::memory_order_relaxed);
+    s.phase.store(3, std::memory_order_relaxed);
+    const int64_t turn = turn_ns.load(std::memory_order_relaxed);
+    s.since = turn ? turn : steady_ns();
+    monitor->started(s);
+    return true;
+  }
+  static void unmark_inline(Slot& s) {
+    s.since.store(0, std::memory_order_release);
+    s.phase.store(0, std::memory_order_release);
+  }
+  // A count only the leader adds to: a plain load and store, not a locked add (a barrier).
+  static void bump(std::atomic<uint64_t>& count) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
   // Runs an invoke or a forward inside the receive callback when its kernel is known to be
   // quick, so the reply leaves without a hand-off or another progress call. False: not run,
   // queue it.
   bool run_inline(MsgType type, ucp_ep_h ep, ByteView header, ByteView data) {
     Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
-    s.kernel = true;
-    const int64_t turn = turn_ns.load(std::memory_order_relaxed);
-    s.since = turn ? turn : steady_ns();
-    s.phase = 3;
-    monitor->started(s);
+    const bool marked = mark_inline(s);
+    if (marked && lane_batch) batch_marked = true;  // poll_lanes unmarks it at the batch's end
     std::optional<Step> r;
     const Client* c = eps.find(ep);
     const std::string* who = c ? c->origin.get() : nullptr;
@@ -868,8 +893,7 @@ struct UcxServer::Impl {
           r = type == MsgType::invoke ? handler->invoke(header, data, c ? ByteView(c->address) : ByteView(), true) : handler->forward(header, data, true);
         }))
       r = Step{failure_reply(s, request_id_of(type, header), true, about(type, header, who)), reply_to_of(type, header)};
-    s.since = 0;
-    s.phase = 0;
+    if (marked && !lane_batch) unmark_inline(s);
     if (!r) return false;
     if (r->ended_ns) turn_ns.store(r->ended_ns, std::memory_order_relaxed);
     deliver(ep, std::move(*r));
@@ -901,7 +925,7 @@ struct UcxServer::Impl {
         batch = 0;
         ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0;
         if (ucx_busy) last_activity = now;
-        progress_calls.fetch_add(1, std::memory_order_relaxed);
+        bump(progress_calls);
       }
       const bool posted = drain_outbox();
       if (!lanes.empty() && poll_lanes()) {

@@ -82,6 +82,9 @@ public:
     runs_.flush(all);
     refusals_.flush(all);
   }
+  // Runs on this thread between the two are summed apart, then logged (RunLog::begin_batch).
+  void begin_batch() { runs_.begin_batch(); }
+  void end_batch() { runs_.end_batch(); }
   // Whether a pushed bitcode cargo still runs its quick tier; tier_up() gives it -O2's code
   // (waiting for the compile service) and logs a line per cargo.
   bool tier_up_pending() const { return engine_.tier_up_pending(); }

@@ -1,51 +1,135 @@
 // RunLog: the first run per cargo entry and connection in full, the rest counted and summed.
 #include "run_log.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "line.h"
 
 namespace xcargo::loader {
 
-RunLog::RunLog(Sink sink, std::chrono::milliseconds every) : sink_(std::move(sink)), every_(every) {}
 
-RunLog::Tally* RunLog::find(const Run& r) {
-  for (Tally& t : tallies_) {
-    if (t.origin_ptr != r.origin || t.forward != r.forward || t.entry != r.entry ||
-        std::memcmp(t.digest.data(), r.digest->data(), t.digest.size()) != 0)
-      continue;
-    // The same address may hold another connection's origin by now.
-    if (r.origin && (!t.has_origin || t.origin != *r.origin)) continue;
-    return &t;
-  }
-  return nullptr;
+void RunLog::Key::set(const Run& r) {
+  digest = *r.digest;
+  entry.assign(r.entry);
+  forward = r.forward;
+  origin_ptr = r.origin;
+  if ((has_origin = r.origin != nullptr)) origin = *r.origin;
+  else origin.clear();
 }
 
+bool RunLog::Key::matches(const Run& r) const {
+  if (origin_ptr != r.origin || forward != r.forward || entry != r.entry || std::memcmp(digest.data(), r.digest->data(), digest.size()) != 0)
+    return false;
+  // The same address may hold another connection's origin by now.
+  return !r.origin || (has_origin && origin == *r.origin);
+}
+
+bool RunLog::Key::matches(const Key& k) const {
+  return origin_ptr == k.origin_ptr && forward == k.forward && entry == k.entry && digest == k.digest &&
+         has_origin == k.has_origin && origin == k.origin;
+}
+
+void RunLog::Sums::add(const Run& r) {
+  if (count == 0) hop_min = hop_max = r.hop;
+  ++count;
+  (r.forwarded_to >= 0 ? forwarded : ok)++;
+  ns_sum += r.kernel_ns;
+  ns_max = std::max(ns_max, r.kernel_ns);
+  hop_min = std::min(hop_min, r.hop);
+  hop_max = std::max(hop_max, r.hop);
+}
+
+void RunLog::Sums::add(const Sums& s) {
+  if (!s.count) return;
+  if (count == 0) hop_min = s.hop_min, hop_max = s.hop_max;
+  count += s.count;
+  ok += s.ok;
+  forwarded += s.forwarded;
+  ns_sum += s.ns_sum;
+  ns_max = std::max(ns_max, s.ns_max);
+  hop_min = std::min(hop_min, s.hop_min);
+  hop_max = std::max(hop_max, s.hop_max);
+}
+
+namespace {
+
+// A thread's runs of one key in its batches (RunLog::begin_batch), not yet in their tally.
+// The key stays armed from batch to batch while the log forgets no tally.
+struct Pending {
+  uint64_t log = 0;      // the RunLog's id (0: none)
+  bool open = false;     // in a batch
+  bool armed = false;    // key is a tallied key: its runs in a batch are summed here
+  uint64_t forgets = 0;  // the log's forgets when it was armed
+  RunLog::Key key;
+  RunLog::Sums sums;
+};
+thread_local Pending t_pending;
+
+std::atomic<uint64_t> next_log_id{1};
+
+}  // namespace
+
+RunLog::RunLog(Sink sink, std::chrono::milliseconds every)
+    : sink_(std::move(sink)), every_(every), id_(next_log_id.fetch_add(1, std::memory_order_relaxed)) {}
+
 void RunLog::ran(const Run& r) {
+  Pending& p = t_pending;
+  const bool batch = p.open && p.log == id_;
+  if (batch && p.armed && p.forgets == forgets_.load(std::memory_order_relaxed) && p.key.matches(r)) return p.sums.add(r);
   std::lock_guard<std::mutex> l(mu_);
-  if (Tally* t = find(r)) {
-    if (t->count == 0) {
-      t->since = Clock::now();
-      t->hop_min = t->hop_max = r.hop;
-    }
-    ++t->count;
-    (r.forwarded_to >= 0 ? t->forwarded : t->ok)++;
-    t->ns_sum += r.kernel_ns;
-    t->ns_max = std::max(t->ns_max, r.kernel_ns);
-    t->hop_min = std::min(t->hop_min, r.hop);
-    t->hop_max = std::max(t->hop_max, r.hop);
+  if (batch) {
+    if (p.armed) fold(p.key, p.sums);
+    p.sums = {};
+    p.forgets = forgets_.load(std::memory_order_relaxed);
+    if ((p.armed = tally(r))) p.key.set(r);
     return;
   }
+  (void)tally(r);
+}
+
+void RunLog::begin_batch() {
+  Pending& p = t_pending;
+  if (p.log != id_) p.log = id_, p.armed = false, p.sums = {};
+  p.open = true;
+}
+
+void RunLog::end_batch() {
+  Pending& p = t_pending;
+  if (p.log != id_ || !p.open) return;
+  p.open = false;
+  if (p.sums.count == 0) return;
+  std::lock_guard<std::mutex> l(mu_);
+  fold(p.key, p.sums);
+  p.sums = {};
+}
+
+bool RunLog::tally(const Run& r) {
+  if (Tally* t = find(r)) {
+    if (t->sums.count == 0) t->since = Clock::now();
+    t->sums.add(r);
+    return true;
+  }
   write_full(r);
-  if (tallies_.size() >= kMaxKeys) return;  // every run of a new key then has its full line
+  if (tallies_.size() >= kMaxKeys) return false;  // every run of a new key then has its full line
   Tally& t = tallies_.emplace_back();
-  t.digest = *r.digest;
-  t.entry.assign(r.entry);
-  t.forward = r.forward;
-  t.origin_ptr = r.origin;
-  if ((t.has_origin = r.origin != nullptr)) t.origin = *r.origin;
+  t.key.set(r);
   if ((t.has_signer = r.signed_by != nullptr)) t.signed_by = *r.signed_by;
   t.last_seen = Clock::now();
+  return true;
+}
+
+void RunLog::fold(const Key& k, const Sums& s) {
+  if (!s.count) return;
+  Tally* t = find(k);
+  if (!t) {  // forgotten meanwhile (flush: idle for a minute): a tally again, for these sums
+    if (tallies_.size() >= kMaxKeys) return;
+    t = &tallies_.emplace_back();
+    t->key = k;
+    t->last_seen = Clock::now();
+  }
+  if (t->sums.count == 0) t->since = Clock::now();
+  t->sums.add(s);
 }
 
 void RunLog::write_full(const Run& r) {
@@ -62,22 +146,24 @@ void RunLog::write_full(const Run& r) {
 
 void RunLog::write_sum(Tally& t, Clock::time_point now) {
   Line line;
-  line.add(t.forward ? "accepted forward: " : "accepted invoke: ").hex(ByteView(t.digest).first(8)).add("/").add(t.entry);
-  if (t.forward) {
-    line.add(" hop").add(t.hop_min == t.hop_max ? " " : "s ").num(t.hop_min);
-    if (t.hop_min != t.hop_max) line.add(" to ").num(t.hop_max);
+  const Key& k = t.key;
+  const Sums& n = t.sums;
+  line.add(k.forward ? "accepted forward: " : "accepted invoke: ").hex(ByteView(k.digest).first(8)).add("/").add(k.entry);
+  if (k.forward) {
+    line.add(" hop").add(n.hop_min == n.hop_max ? " " : "s ").num(n.hop_min);
+    if (n.hop_min != n.hop_max) line.add(" to ").num(n.hop_max);
   }
   const auto ms = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(now - t.since).count());
-  line.add(" -> ").num(t.count).add(t.count == 1 ? " more run" : " more runs").add(" in the last ");
+  line.add(" -> ").num(n.count).add(n.count == 1 ? " more run" : " more runs").add(" in the last ");
   line.num(ms / 1000).add(".").num(ms / 100 % 10).add(" s: ");
-  if (t.ok) line.add("ok ").num(t.ok);
-  if (t.ok && t.forwarded) line.add(", ");
-  if (t.forwarded) line.add("forwarded ").num(t.forwarded);
-  line.add(" (kernel mean ").us2(t.ns_sum / t.count).add(" us, max ").us(t.ns_max).add(" us)");
+  if (n.ok) line.add("ok ").num(n.ok);
+  if (n.ok && n.forwarded) line.add(", ");
+  if (n.forwarded) line.add("forwarded ").num(n.forwarded);
+  line.add(" (kernel mean ").us2(n.ns_sum / n.count).add(" us, max ").us(n.ns_max).add(" us)");
   if (t.has_signer) line.add(", ").add(t.signed_by);
-  if (t.has_origin) line.add("; ").add(t.origin);
+  if (k.has_origin) line.add("; ").add(k.origin);
   sink_(line.view());
-  t.count = t.ok = t.forwarded = t.ns_sum = t.ns_max = 0;
+  t.sums = {};
   t.last_seen = now;
 }
 
@@ -85,8 +171,9 @@ void RunLog::flush(bool all) {
   std::lock_guard<std::mutex> l(mu_);
   const auto now = Clock::now();
   for (Tally& t : tallies_)
-    if (t.count && (all || now - t.since >= every_)) write_sum(t, now);
-  std::erase_if(tallies_, [&](const Tally& t) { return !t.count && now - t.last_seen >= kForgetAfter; });
+    if (t.sums.count && (all || now - t.since >= every_)) write_sum(t, now);
+  if (std::erase_if(tallies_, [&](const Tally& t) { return !t.sums.count && now - t.last_seen >= kForgetAfter; }))
+    forgets_.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t RunLog::keys() const {

@@ -1,6 +1,7 @@
 // RunLog: the audit trail's lines for kernels that ran, without a line formatted per run.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,13 @@ public:
   explicit RunLog(Sink sink, std::chrono::milliseconds every = std::chrono::milliseconds(1000));
 
   void ran(const Run& r);
+  // Between begin_batch() and end_batch() on one thread (a worker's leader taking requests
+  // from its lanes), the runs of the key of that thread's last run are summed on the thread
+  // and added to their tally under the lock once, at end_batch: a lock taken per run is a
+  // barrier per run, which waited for the reply before it to reach the client's cache
+  // (spread_counter.h). The first run of a key is logged in full at once, as outside one.
+  void begin_batch();
+  void end_batch();
   // r's line in full, not counted (log-every-run).
   void write_full(const Run& r);
   // Writes the sums that are `every` old, or all of them. Connections unseen for a minute
@@ -52,26 +60,54 @@ public:
   static constexpr size_t kMaxKeys = 1024;
   static constexpr std::chrono::seconds kForgetAfter{60};
 
-private:
-  struct Tally {
+  // What a tally is kept for: a cargo entry, invoked or forwarded, from one connection.
+  struct Key {
     Digest digest{};
     std::string entry;
     bool forward = false;
     const std::string* origin_ptr = nullptr;  // compared first; then the text
-    std::string origin, signed_by;
-    bool has_origin = false, has_signer = false;
+    std::string origin;
+    bool has_origin = false;
+    void set(const Run& r);
+    bool matches(const Run& r) const;
+    bool matches(const Key& k) const;
+  };
+  // Runs counted and summed.
+  struct Sums {
     uint64_t count = 0, ok = 0, forwarded = 0, ns_sum = 0, ns_max = 0;
     uint32_t hop_min = 0, hop_max = 0;
+    void add(const Run& r);
+    void add(const Sums& s);
+  };
+
+private:
+  struct Tally {
+    Key key;
+    std::string signed_by;
+    bool has_signer = false;
+    Sums sums;
     Clock::time_point since{};      // the first counted run's
     Clock::time_point last_seen{};  // the last flush that found it idle, or its first run
   };
-  Tally* find(const Run& r);
+  template <class K>
+  Tally* find(const K& k) {
+    for (Tally& t : tallies_)
+      if (t.key.matches(k)) return &t;
+    return nullptr;
+  }
+  // Under mu_: counts r in its tally (a new key's run: its line in full, and a tally from the
+  // next run on). False: no tally holds r's key (too many keys; every run is logged in full).
+  bool tally(const Run& r);
+  // Under mu_: a batch's sums of key k into its tally.
+  void fold(const Key& k, const Sums& s);
   void write_sum(Tally& t, Clock::time_point now);
 
   Sink sink_;
   std::chrono::milliseconds every_;
   mutable std::mutex mu_;
   std::vector<Tally> tallies_;
+  const uint64_t id_;                // this log among a process's (a batch's runs name it)
+  std::atomic<uint64_t> forgets_{0};  // flushes that forgot tallies: a thread's armed key may be gone
 };
 
 }  // namespace xcargo::loader

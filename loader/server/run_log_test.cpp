@@ -162,3 +162,55 @@ TEST_CASE("runs from several threads are all counted", "[run_log]") {
   for (const auto& l : out.v) total += counted(l);
   CHECK(total == 8000);
 }
+
+TEST_CASE("in a batch: a new key's first run in full at once, the rest summed at its end", "[run_log]") {
+  Lines out;
+  RunLog log(out.sink(), 0ms);
+  const Digest d = digest(8), e = digest(9);
+  const std::string who = "from F", other = "from G";
+  log.begin_batch();
+  for (int i = 0; i < 10; ++i) log.ran(run(d, "add", &who, 2000));
+  REQUIRE(out.v.size() == 1);  // the first, before its reply leaves
+  CHECK(out.v[0].find("abababab") == std::string::npos);
+  CHECK(out.v[0].find("0808080808080808/add -> ok (2.0 us)") != std::string::npos);
+  log.flush(true);
+  CHECK(out.v.size() == 1);  // the batch's sums are not in the tally yet
+  // Keys taking turns: each change adds the last key's sums under the lock.
+  for (int i = 0; i < 6; ++i) log.ran(run(i % 2 ? e : d, "add", i % 3 ? &who : &other, 1000 * uint64_t(i + 1)));
+  log.end_batch();
+  const size_t full = out.v.size();
+  CHECK(full == 4);  // d/who, then e/who, d/other and e/other, each new: in full
+  log.flush(true);
+  uint64_t total = 0;
+  for (const auto& l : out.v) total += counted(l);
+  CHECK(total == 16);
+  for (size_t i = full; i < out.v.size(); ++i)
+    if (out.v[i].find("0808080808080808/add") != std::string::npos && out.v[i].find("from F") != std::string::npos)
+      CHECK(out.v[i].find("-> 11 more runs") != std::string::npos);  // 9 in the first stretch, 2 later
+  // After the batch, runs are counted as before.
+  log.ran(run(d, "add", &who));
+  log.flush(true);
+  CHECK(counted(out.v.back()) == 1);
+  CHECK(out.v.back().find("more run ") != std::string::npos);
+}
+
+TEST_CASE("a batch on one thread, runs on others: all counted once", "[run_log]") {
+  Lines out;
+  RunLog log(out.sink(), 0ms);
+  const Digest d = digest(10);
+  const std::string who = "from H";
+  std::thread other([&] {
+    for (int i = 0; i < 3000; ++i) log.ran(run(d, "add", &who));
+  });
+  for (int b = 0; b < 100; ++b) {
+    log.begin_batch();
+    for (int i = 0; i < 30; ++i) log.ran(run(d, "add", &who));
+    log.end_batch();
+    if (b % 10 == 0) log.flush();
+  }
+  other.join();
+  log.flush(true);
+  uint64_t total = 0;
+  for (const auto& l : out.v) total += counted(l);
+  CHECK(total == 6000);
+}

@@ -484,7 +484,7 @@ struct UcxServer::Impl {
   // Leader only: the requests waiting in each lane, up to timing::kReadyBatch from each.
   // Whether any came.
   bool poll_lanes() {
-    bool any = false;
+    bool any = false, batch_runs = false;
     lane_batch = true;  // the kernels it runs inline share one mark (run_inline)
     for (const std::shared_ptr<Lane>& lp : lanes) {
       Lane& l = *lp;
@@ -514,6 +514,7 @@ struct UcxServer::Impl {
           break;
         }
         bump(lane_requests);
+        if (!batch_runs) handler->begin_batch(), batch_runs = true;
         intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false, &lp);
       }
       // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
@@ -524,6 +525,7 @@ struct UcxServer::Impl {
     }
     lane_batch = false;
     if (batch_marked) unmark_inline(*t_guarded_slot), batch_marked = false;
+    if (batch_runs) handler->end_batch();
     return any;
   }
   static bool by_lane(MsgType t) {

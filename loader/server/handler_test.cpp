@@ -1,6 +1,6 @@
 // Tests of the handler on a real engine: a kernel that replies with its own input is sent
 // the input's buffer, not a copy, when its caller gives the buffer up; an invoke header is
-// decoded once for the calls that repeat it.
+// decoded once for the calls that repeat it, a forward's for the hops that repeat it.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -28,6 +28,7 @@ XC_ENTRY int then_forward(xc_ctx *ctx, const void *in, size_t n) {
   if (xc_reply(ctx, in, n) != 0) return 1;
   return xc_forward(ctx, 1, "echo", in, 8) == -1 ? 0 : 2;
 }
+XC_ENTRY int onward(xc_ctx *ctx, const void *in, size_t n) { return xc_forward(ctx, 1, "echo", in, n) == 0 ? 0 : 1; }
 )";
 
 struct Echoes {
@@ -170,4 +171,59 @@ TEST_CASE("a repeated invoke header is decoded once, and only the same bytes cou
   auto r = wire::decode_result(s->reply.header);
   REQUIRE(r.ok());
   CHECK(r->status == wire::ReplyStatus::not_loaded);
+}
+
+TEST_CASE("a forward header is remembered but for its id and hop; any other byte is decoded afresh", "[handler]") {
+  Echoes t;
+  const Bytes in = pattern(16);
+  wire::Forward f;
+  f.request_id = 11;
+  f.digest = t.digest;
+  f.hop = 1;
+  f.from_node = 1;
+  f.input_size = in.size();
+  f.entry = "echo";
+  f.reply_address = Bytes(40, 0xA1);
+  // The result of one forward (to its client, by address) and the step.
+  auto result = [&](const wire::Forward& m, Step* step = nullptr) {
+    std::optional<Step> s = t.handler->forward(wire::encode(m), in, false);
+    REQUIRE(s);
+    if (step) *step = *s;
+    REQUIRE(s->send_reply);
+    CHECK(s->reply_to == m.reply_address);
+    CHECK(s->came_from == m.from_node);
+    auto r = wire::decode_result(s->reply.header);
+    REQUIRE(r.ok());
+    CHECK(r->request_id == m.request_id);
+    CHECK(r->hops == m.hop);
+    CHECK(s->reply.data == in);
+    return *r;
+  };
+  CHECK(result(f).status == wire::ReplyStatus::ok);
+  f.request_id = 12, f.hop = 7;  // the remembered header, another id and hop
+  CHECK(result(f).status == wire::ReplyStatus::ok);
+  f.from_node = 0;  // a byte after the hop
+  CHECK(result(f).status == wire::ReplyStatus::ok);
+  f.reply_address[39] = 0xB2;  // the client's address, same length
+  CHECK(result(f).status == wire::ReplyStatus::ok);
+  // Hop 0 with every other byte the remembered one's: refused, as a decode refuses it.
+  f.hop = 0;
+  std::optional<Step> s = t.handler->forward(wire::encode(f), in, false);
+  REQUIRE(s);
+  CHECK_FALSE(s->send_reply);
+  f.hop = 3;
+  CHECK(result(f).status == wire::ReplyStatus::ok);
+  // A forward onward carries this hop plus one and the client's address.
+  f.entry = "onward";
+  std::optional<Step> on = t.handler->forward(wire::encode(f), in, false);
+  REQUIRE(on);
+  REQUIRE(on->forward);
+  CHECK(on->forward->hop == 4);
+  CHECK(on->forward->request_id == f.request_id);
+  CHECK(on->forward->reply_address == f.reply_address);
+  f.hop = 9;
+  on = t.handler->forward(wire::encode(f), in, false);
+  REQUIRE(on);
+  REQUIRE(on->forward);
+  CHECK(on->forward->hop == 10);
 }

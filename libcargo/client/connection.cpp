@@ -318,7 +318,7 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
   Frame frame;  // each reply in turn (its buffers reused)
   Result<InvokeReply> reply = InvokeReply{};  // the same, decoded (its strings and buffer reused)
   // The sealed header of the last invocation sent: the next one of the same entry and input
-  // size differs only in its request id, which leads it (wire-protocol.md 3.4), in the same
+  // size differs only in its request id, which leads it (wire-protocol.md 4.6), in the same
   // session (its token ends it).
   Bytes header;
   Digest header_digest{};

@@ -203,7 +203,7 @@ const Invoke* decoded_invoke(ByteView header, std::optional<Error>* error) {
 }
 
 // The same for forwards, whose headers from one chain differ in their hop too (wire-protocol.md
-// 3.6: request id u64, digest, hop u32, the rest): remembered without the id and the hop (the
+// 4.9: request id u64, digest, hop u32, the rest): remembered without the id and the hop (the
 // decode, with its copies of the entry and the client's address, took about 220 of the 1800
 // cycles a forward hop spent in a worker; rdtsc, 2026-11-27).
 struct LastForward {

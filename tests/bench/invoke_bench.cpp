@@ -245,9 +245,11 @@ int rate(int argc, char** argv) {
   int64_t in[2] = {2, 40};
   const client::Invocation call{digest, arg(argc, argv, "--entry", "add"), ByteView(reinterpret_cast<const uint8_t*>(in), sizeof in)};
   long bad = 0;
+  const long work = std::atol(arg(argc, argv, "--work", "0").c_str());
   auto run = [&](long count) {
     auto s = conn->invoke_pipelined(size_t(count), [&](size_t) { return call; }, size_t(k),
                                        [&](size_t, Result<client::InvokeReply>& r) {
+                                         for (volatile long w = 0; w < work; w = w + 1) {}
                                          if (!r.ok() || r->result.status != wire::ReplyStatus::ok) ++bad;
                                        });
     if (!s.ok()) die(s.error().message());

@@ -357,8 +357,10 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     Step s;
     s.send_reply = false;
     s.forward_node = res->forward->node;
+    Bytes address = take_spare();  // a buffer an earlier forward gave back (UcxServer::deliver)
+    address.assign(reply_address.begin(), reply_address.end());
     s.forward = Forward{request_id, digest, hop + 1, engine_.config().node_id, 0, res->forward->input.size(),
-                        std::move(res->forward->entry), Bytes(reply_address.begin(), reply_address.end())};
+                        std::move(res->forward->entry), std::move(address)};
     s.forward_input = std::move(res->forward->input);
     s.ended_ns = res->ended_ns;
     return s;

@@ -413,6 +413,20 @@ Bytes encode(const ResultMsg& m, Bytes&& into) {
   return Out(std::move(into)).u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
       .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
 }
+void ResultEncoder::encode(const ResultMsg& m, Bytes& out) {
+  if (last_.empty() || m.status != key_.status || m.node_id != key_.node_id || m.hops != key_.hops ||
+      m.variant != key_.variant || m.message != key_.message) {
+    last_ = wire::encode(m, std::move(last_));
+    key_ = m;
+  } else {  // the offsets of wire-protocol.md 4.7
+    le::store64(&last_[0], m.request_id);
+    le::store32(&last_[12], uint32_t(m.kernel_return));
+    le::store64(&last_[16], m.output_size);
+    le::store64(&last_[32], m.kernel_ns);
+  }
+  out.assign(last_.begin(), last_.end());
+}
+
 Result<ResultMsg> decode_result(ByteView h) {
   ResultMsg m;
   XC_TRY(decode_result_into(h, m));

@@ -174,6 +174,34 @@ TEST_CASE("a result decoded into a kept message holds that result alone, in the 
   CHECK_FALSE(decode_result_into(truncated, kept).ok());
 }
 
+TEST_CASE("results encoded one after another from the last one's bytes are encode's bytes", "[wire]") {
+  ResultEncoder enc;
+  Bytes out(500, 0xEE);  // a longer message's bytes: none of them may show
+  const uint8_t* storage = out.data();
+  ResultMsg m{1, ReplyStatus::ok, 0, 8, 2, 0, 1234, "x86_64", ""};
+  auto same = [&](const ResultMsg& r) {
+    enc.encode(r, out);
+    CHECK(out == encode(r));
+    CHECK(out.data() == storage);
+  };
+  same(m);
+  for (uint64_t i = 2; i < 6; ++i) {  // the fields that change from run to run
+    m.request_id = i * 0x0102030405060708ull;
+    m.kernel_return = -int32_t(i);
+    m.output_size = i << 33;
+    m.kernel_ns = i * 77;
+    same(m);
+  }
+  // Any other field: encoded afresh, and remembered from then on.
+  m.variant = "x86_64-v3", same(m);
+  m.message = "the kernel returned -5", m.status = ReplyStatus::kernel_error, same(m);
+  m.status = ReplyStatus::refused, same(m);
+  m.hops = 3, same(m);
+  m.node_id = 9, same(m);
+  m.message.clear(), m.status = ReplyStatus::ok, same(m);
+  m.request_id = 99, same(m);
+}
+
 TEST_CASE("invoke and result headers encoded into a kept buffer are the same bytes, in its storage", "[wire]") {
   const Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
   const ResultMsg res{11, ReplyStatus::ok, 0, 8, 2, 0, 1234, "x86_64", ""};

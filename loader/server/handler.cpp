@@ -371,7 +371,10 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.message = res->message.substr(0, kMaxMessage);
   r.output_size = res->output.size();
   r.kernel_ns = res->kernel_ns;
-  Step s{{MsgType::result, encode(r, take_spare()), std::move(res->output)}, reply_to()};  // given back once sent
+  thread_local ResultEncoder results;
+  Bytes header = take_spare();  // given back once sent
+  results.encode(r, header);
+  Step s{{MsgType::result, std::move(header), std::move(res->output)}, reply_to()};
   s.ended_ns = res->ended_ns;
   return s;
 }

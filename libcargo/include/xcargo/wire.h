@@ -237,6 +237,18 @@ Bytes encode(const ResultMsg&);
 Bytes encode(const Invoke&, Bytes&& into);
 Bytes encode(const ResultMsg&, Bytes&& into);
 Bytes encode(const Forward&, Bytes&& into);
+// Results of one entry, one after another: their headers differ in request_id, kernel_return,
+// output_size and kernel_ns only, which are written into a copy of the last one's bytes
+// (the same bytes as encode(m); the encode took about 100 of the 850 cycles a worker spent
+// on a pipelined invocation). One per thread.
+class ResultEncoder {
+public:
+  void encode(const ResultMsg& m, Bytes& out);
+
+private:
+  Bytes last_;
+  ResultMsg key_;  // the last one's other fields
+};
 Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);

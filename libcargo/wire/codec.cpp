@@ -427,6 +427,20 @@ void ResultEncoder::encode(const ResultMsg& m, Bytes& out) {
   out.assign(last_.begin(), last_.end());
 }
 
+void ForwardEncoder::encode(const Forward& f, Bytes& out) {
+  if (last_.empty() || f.request_id != key_.request_id || f.digest != key_.digest || f.from_node != key_.from_node ||
+      f.cargo_size != key_.cargo_size || f.input_size != key_.input_size || f.entry != key_.entry ||
+      f.reply_address != key_.reply_address) {
+    last_ = wire::encode(f, std::move(last_));
+    key_.request_id = f.request_id, key_.digest = f.digest, key_.from_node = f.from_node;
+    key_.cargo_size = f.cargo_size, key_.input_size = f.input_size, key_.entry = f.entry;
+    key_.reply_address.assign(f.reply_address.begin(), f.reply_address.end());
+  } else {
+    le::store32(&last_[40], f.hop);  // wire-protocol.md 4.9
+  }
+  out.assign(last_.begin(), last_.end());
+}
+
 Result<ResultMsg> decode_result(ByteView h) {
   ResultMsg m;
   XC_TRY(decode_result_into(h, m));

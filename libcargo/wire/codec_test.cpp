@@ -202,6 +202,26 @@ TEST_CASE("results encoded one after another from the last one's bytes are encod
   m.request_id = 99, same(m);
 }
 
+TEST_CASE("forwards encoded one after another from the last one's bytes are encode's bytes", "[wire]") {
+  ForwardEncoder enc;
+  Bytes out;
+  Forward f{7, some_digest(), 1, 2, 0, 64, "walk", Bytes(160, 0xA5)};
+  auto same = [&](const Forward& m) {
+    enc.encode(m, out);
+    CHECK(out == encode(m));
+  };
+  same(f);
+  for (uint32_t hop = 2; hop < 2000; hop += 397) f.hop = hop, same(f);
+  f.request_id = 8, same(f);
+  f.from_node = 0, same(f);
+  f.input_size = 72, same(f);
+  f.cargo_size = 3000, same(f);
+  f.entry = "walk2", same(f);
+  f.reply_address.back() ^= 1, same(f);
+  f.digest[31] ^= 1, same(f);
+  f.hop = 5, same(f);
+}
+
 TEST_CASE("invoke and result headers encoded into a kept buffer are the same bytes, in its storage", "[wire]") {
   const Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
   const ResultMsg res{11, ReplyStatus::ok, 0, 8, 2, 0, 1234, "x86_64", ""};

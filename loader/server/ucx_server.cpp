@@ -740,7 +740,7 @@ struct UcxServer::Impl {
       // Into a buffer an earlier message gave back (Peers::send), with room for the token.
       Bytes header = take_spare();
       header.reserve(128 + f.entry.size() + f.reply_address.size() + kTokenSize);
-      forward_header(f, header);
+      forwards.encode(f, header);
       peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, f = std::move(f), node, ep = p->ep](const std::string& why) {
         if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
         undelivered(f, node, why);
@@ -752,28 +752,7 @@ struct UcxServer::Impl {
     send_to_address(step.reply_to, std::move(step.reply));
   }
 
-  // f's header into out. A chain's forwards from this node differ only in their hop (and a
-  // cargo's first): the last one's bytes are copied, its hop written in (the encode took
-  // about 140 of the 1800 cycles of a hop here; rdtsc, 2026-11-27).
-  void forward_header(const Forward& f, Bytes& out) {
-    LastForward& l = last_forward;
-    if (l.bytes.empty() || f.request_id != l.f.request_id || f.digest != l.f.digest || f.from_node != l.f.from_node ||
-        f.cargo_size != l.f.cargo_size || f.input_size != l.f.input_size || f.entry != l.f.entry ||
-        f.reply_address != l.f.reply_address) {
-      l.bytes = encode(f, std::move(l.bytes));
-      l.f.request_id = f.request_id, l.f.digest = f.digest, l.f.from_node = f.from_node;
-      l.f.cargo_size = f.cargo_size, l.f.input_size = f.input_size, l.f.entry = f.entry;
-      l.f.reply_address.assign(f.reply_address.begin(), f.reply_address.end());
-    } else {
-      for (int b = 0; b < 4; ++b) l.bytes[kForwardHopAt + size_t(b)] = uint8_t(f.hop >> (8 * b));
-    }
-    out.assign(l.bytes.begin(), l.bytes.end());
-  }
-  static constexpr size_t kForwardHopAt = 40;  // wire-protocol.md 4.9
-  struct LastForward {
-    Bytes bytes;
-    Forward f;  // all but its hop
-  } last_forward;  // leader only, as deliver()
+  wire::ForwardEncoder forwards;  // leader only, as deliver()
 
   // Where a region is, with its remote key: registered with UCX on first request.
   void region(ucp_ep_h ep, ByteView header) {

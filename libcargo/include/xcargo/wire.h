@@ -249,6 +249,16 @@ private:
   Bytes last_;
   ResultMsg key_;  // the last one's other fields
 };
+// Forwards of one chain from one node, the same way: theirs differ in hop only (about 140 of
+// the 1800 cycles of a forward hop in a worker went to their encode).
+class ForwardEncoder {
+public:
+  void encode(const Forward& f, Bytes& out);
+
+private:
+  Bytes last_;
+  Forward key_;  // the last one's other fields
+};
 Bytes encode(const RequestOnly&);
 Bytes encode(const Forward&);
 Bytes encode(const RegionQuery&);

@@ -1,6 +1,8 @@
 // Connections: the table of accepted connections and when they are closed.
 #include "connections.h"
 
+#include <utility>
+
 #include "timing.h"
 
 namespace xcargo::loader {
@@ -26,13 +28,16 @@ Client& Connections::add(Ep ep, std::string peer, Clock::time_point now) {
 }
 
 Client* Connections::find(Ep ep) {
-  auto it = clients_.find(ep);
-  return it == clients_.end() ? nullptr : &it->second;
+  return const_cast<Client*>(std::as_const(*this).find(ep));
 }
 
 const Client* Connections::find(Ep ep) const {
+  if (ep && ep == found_ep_) return found_;
   auto it = clients_.find(ep);
-  return it == clients_.end() ? nullptr : &it->second;
+  if (it == clients_.end()) return nullptr;
+  found_ep_ = ep;
+  found_ = const_cast<Client*>(&it->second);
+  return found_;
 }
 
 Connections::Ep Connections::live(Ep ep, uint64_t serial) const {
@@ -78,6 +83,7 @@ std::vector<Connections::Ep> Connections::sweep(Clock::time_point now, bool requ
     }
     if (!c.doomed && late) late->push_back(c.peer);
     closing.push_back(it->first);
+    forget_found();
     it = clients_.erase(it);
   }
   return closing;

@@ -26,6 +26,32 @@ TEST_CASE("a reused endpoint is a new connection", "[connections]") {
   CHECK(t.find(ep(1)) == nullptr);
 }
 
+TEST_CASE("a connection found again is the table's, until it leaves the table", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  t.add(ep(1), "10.0.0.1:5000", now);
+  t.add(ep(2), "10.0.0.2:5000", now);
+  Client* one = t.find(ep(1));
+  REQUIRE(one);
+  CHECK(t.find(ep(1)) == one);
+  CHECK(t.find(ep(2))->peer == "10.0.0.2:5000");
+  CHECK(t.find(ep(1)) == one);
+  CHECK(t.find(ep(3)) == nullptr);
+  CHECK(t.find(nullptr) == nullptr);
+  t.add(ep(3), "10.0.0.3:5000", now);  // another one added: the one found stays valid
+  CHECK(t.find(ep(1)) == one);
+  CHECK(t.erase(ep(1)));
+  CHECK(t.find(ep(1)) == nullptr);
+  // Swept out (refused, past its linger) right after it was found.
+  Connections::doom(*t.find(ep(2)), now - timing::kRefusalLinger - 1ms);
+  CHECK(t.find(ep(2)) != nullptr);
+  CHECK(t.sweep(now, false, 1h, nullptr) == std::vector<ucp_ep*>{ep(2)});
+  CHECK(t.find(ep(2)) == nullptr);
+  CHECK(t.find(ep(3))->peer == "10.0.0.3:5000");
+  t.clear();
+  CHECK(t.find(ep(3)) == nullptr);
+}
+
 TEST_CASE("one host may hold 1024 connections, 128 of them unauthenticated", "[connections]") {
   Connections t;
   const auto now = Clock::now();

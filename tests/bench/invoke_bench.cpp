@@ -3,8 +3,11 @@
 //   pingpong --to HOST:PORT [-n N]                       raw AM round trips, same sizes as an invoke
 //   invoke --to HOST:PORT --cargo FILE --entry E [-n N]  push + first invoke (cold), then N warm
 //   amrate --to HOST:PORT [-n N] [--inflight K]          raw AM requests per second, K in flight
-//   rate --to HOST:PORT --cargo FILE --entry E [-n N] [--inflight K]
-//                                                        warm invocations per second, K in flight
+//   rate --to HOST:PORT --cargo FILE --entry E [-n N] [--inflight K] [--work W]
+//                                                        warm invocations per second, K in flight;
+//                                                        W: a busy loop of W steps per reply in the
+//                                                        client (a rate it does not lower is the
+//                                                        node's, not the client's)
 //   kernel --to HOST:PORT --cargo FILE --entry E --reps R --seed S [-n N] [--warmup W]
 //                                                        a scale.c kernel (scripts/bench-kernels):
 //                                                        W warm-up then N timed invocations

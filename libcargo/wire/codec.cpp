@@ -413,7 +413,8 @@ Bytes encode(const ResultMsg& m, Bytes&& into) {
   return Out(std::move(into)).u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
       .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
 }
-void ResultEncoder::encode(const ResultMsg& m, Bytes& out) {
+template <>
+void Reencoder<ResultMsg>::encode(const ResultMsg& m, Bytes& out) {
   if (last_.empty() || m.status != key_.status || m.node_id != key_.node_id || m.hops != key_.hops ||
       m.variant != key_.variant || m.message != key_.message) {
     last_ = wire::encode(m, std::move(last_));
@@ -427,7 +428,8 @@ void ResultEncoder::encode(const ResultMsg& m, Bytes& out) {
   out.assign(last_.begin(), last_.end());
 }
 
-void ForwardEncoder::encode(const Forward& f, Bytes& out) {
+template <>
+void Reencoder<Forward>::encode(const Forward& f, Bytes& out) {
   if (last_.empty() || f.request_id != key_.request_id || f.digest != key_.digest || f.from_node != key_.from_node ||
       f.cargo_size != key_.cargo_size || f.input_size != key_.input_size || f.entry != key_.entry ||
       f.reply_address != key_.reply_address) {

@@ -52,56 +52,73 @@ void RunLog::Sums::add(const Sums& s) {
   hop_max = std::max(hop_max, s.hop_max);
 }
 
+RunLog::RunLog(Sink sink, std::chrono::milliseconds every) : sink_(std::move(sink)), every_(every) {}
+
 namespace {
-
-// A thread's runs of one key in its batches (RunLog::begin_batch), not yet in their tally.
-// The key stays armed from batch to batch while the log forgets no tally.
-struct Pending {
-  uint64_t log = 0;      // the RunLog's id (0: none)
-  bool open = false;     // in a batch
-  bool armed = false;    // key is a tallied key: its runs in a batch are summed here
-  uint64_t forgets = 0;  // the log's forgets when it was armed
-  RunLog::Key key;
-  RunLog::Sums sums;
-};
-thread_local Pending t_pending;
-
-std::atomic<uint64_t> next_log_id{1};
-
+template <class T>
+void put(std::atomic<T>& a, T v) {  // written by one thread: no locked instruction
+  a.store(v, std::memory_order_relaxed);
+}
+template <class T>
+T get(const std::atomic<T>& a) {
+  return a.load(std::memory_order_relaxed);
+}
 }  // namespace
 
-RunLog::RunLog(Sink sink, std::chrono::milliseconds every)
-    : sink_(std::move(sink)), every_(every), id_(next_log_id.fetch_add(1, std::memory_order_relaxed)) {}
+void RunLog::Batch::add(const Run& r) {
+  const uint64_t n = get(count);
+  if (n == 0) put(hop_min, r.hop), put(hop_max, r.hop);
+  put(count, n + 1);
+  if (r.forwarded_to >= 0) put(forwarded, get(forwarded) + 1);
+  else put(ok, get(ok) + 1);
+  put(ns_sum, get(ns_sum) + r.kernel_ns);
+  put(ns_max, std::max(get(ns_max), r.kernel_ns));
+  put(hop_min, std::min(get(hop_min), r.hop));
+  put(hop_max, std::max(get(hop_max), r.hop));
+}
+
+RunLog::Sums RunLog::Batch::take() {
+  Sums s{get(count), get(ok), get(forwarded), get(ns_sum), get(ns_max), get(hop_min), get(hop_max)};
+  put(count, uint64_t(0)), put(ok, uint64_t(0)), put(forwarded, uint64_t(0)), put(ns_sum, uint64_t(0)), put(ns_max, uint64_t(0));
+  return s;
+}
+
+void RunLog::fold_batch() {
+  const Sums s = batch_.take();
+  if (batch_.armed) fold(batch_.key, s);
+}
 
 void RunLog::ran(const Run& r) {
-  Pending& p = t_pending;
-  const bool batch = p.open && p.log == id_;
-  if (batch && p.armed && p.forgets == forgets_.load(std::memory_order_relaxed) && p.key.matches(r)) return p.sums.add(r);
+  const bool mine = get(batch_.thread) == std::this_thread::get_id();
+  if (mine && batch_.armed && batch_.forgets == get(forgets_) && batch_.key.matches(r)) return batch_.add(r);
   std::lock_guard<std::mutex> l(mu_);
-  if (batch) {
-    if (p.armed) fold(p.key, p.sums);
-    p.sums = {};
-    p.forgets = forgets_.load(std::memory_order_relaxed);
-    if ((p.armed = tally(r))) p.key.set(r);
+  if (mine) {
+    fold_batch();
+    batch_.forgets = get(forgets_);
+    if ((batch_.armed = tally(r))) batch_.key.set(r);
     return;
   }
   (void)tally(r);
 }
 
 void RunLog::begin_batch() {
-  Pending& p = t_pending;
-  if (p.log != id_) p.log = id_, p.armed = false, p.sums = {};
-  p.open = true;
+  const std::thread::id me = std::this_thread::get_id();
+  if (get(batch_.last) != me) {  // another thread's key: not this one's to sum
+    std::lock_guard<std::mutex> l(mu_);
+    fold_batch();
+    batch_.armed = false;
+    put(batch_.last, me);
+  }
+  put(batch_.thread, me);
 }
 
 void RunLog::end_batch() {
-  Pending& p = t_pending;
-  if (p.log != id_ || !p.open) return;
-  p.open = false;
-  if (p.sums.count == 0) return;
-  std::lock_guard<std::mutex> l(mu_);
-  fold(p.key, p.sums);
-  p.sums = {};
+  if (get(batch_.thread) != std::this_thread::get_id()) return;
+  if (get(batch_.count)) {
+    std::lock_guard<std::mutex> l(mu_);
+    fold_batch();
+  }
+  put(batch_.thread, std::thread::id());
 }
 
 bool RunLog::tally(const Run& r) {
@@ -169,6 +186,7 @@ void RunLog::write_sum(Tally& t, Clock::time_point now) {
 
 void RunLog::flush(bool all) {
   std::lock_guard<std::mutex> l(mu_);
+  if (all) fold_batch();
   const auto now = Clock::now();
   for (Tally& t : tallies_)
     if (t.sums.count && (all || now - t.since >= every_)) write_sum(t, now);

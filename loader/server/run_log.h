@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "xcargo/types.h"
@@ -44,10 +45,12 @@ public:
 
   void ran(const Run& r);
   // Between begin_batch() and end_batch() on one thread (a worker's leader taking requests
-  // from its lanes), the runs of the key of that thread's last run are summed on the thread
-  // and added to their tally under the lock once, at end_batch: a lock taken per run is a
-  // barrier per run, which waited for the reply before it to reach the client's cache
-  // (spread_counter.h). The first run of a key is logged in full at once, as outside one.
+  // from its lanes; one batch at a time per log), the runs of the key of that thread's last
+  // run are summed apart and added to their tally under the lock once, at end_batch: a lock
+  // taken per run is a barrier per run, which waited for the reply before it to reach the
+  // client's cache (spread_counter.h). The first run of a key is logged in full at once, as
+  // outside one, and flush(true) adds the open batch's sums too (a worker ending while its
+  // leader is stuck in a kernel: they were lost; attacker helper, 2026-11-27).
   void begin_batch();
   void end_batch();
   // r's line in full, not counted (log-every-run).
@@ -100,14 +103,29 @@ private:
   bool tally(const Run& r);
   // Under mu_: a batch's sums of key k into its tally.
   void fold(const Key& k, const Sums& s);
+  // The open batch (begin_batch). Its key and arming change under mu_, by the batching
+  // thread; its sums are atomics that thread alone adds to, so that flush(true) from another
+  // thread can take them.
+  struct Batch {
+    std::atomic<std::thread::id> thread{};  // the batching thread; none between batches
+    std::atomic<std::thread::id> last{};    // the last batching thread (its key stays armed)
+    bool armed = false;                     // key is a tallied key: its runs are summed here
+    uint64_t forgets = 0;                   // the log's forgets_ when it was armed
+    Key key;
+    std::atomic<uint64_t> count{0}, ok{0}, forwarded{0}, ns_sum{0}, ns_max{0};
+    std::atomic<uint32_t> hop_min{0}, hop_max{0};
+    void add(const Run& r);  // the batching thread
+    Sums take();             // under mu_: the sums, zeroed
+  };
+  void fold_batch();  // under mu_: the open batch's sums into their tally
   void write_sum(Tally& t, Clock::time_point now);
 
   Sink sink_;
   std::chrono::milliseconds every_;
   mutable std::mutex mu_;
   std::vector<Tally> tallies_;
-  const uint64_t id_;                // this log among a process's (a batch's runs name it)
-  std::atomic<uint64_t> forgets_{0};  // flushes that forgot tallies: a thread's armed key may be gone
+  std::atomic<uint64_t> forgets_{0};  // flushes that forgot tallies: a batch's armed key may be gone
+  Batch batch_;
 };
 
 }  // namespace xcargo::loader

@@ -2,6 +2,7 @@
 // counted twice or lost.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <regex>
 #include <thread>
 
@@ -173,8 +174,8 @@ TEST_CASE("in a batch: a new key's first run in full at once, the rest summed at
   REQUIRE(out.v.size() == 1);  // the first, before its reply leaves
   CHECK(out.v[0].find("abababab") == std::string::npos);
   CHECK(out.v[0].find("0808080808080808/add -> ok (2.0 us)") != std::string::npos);
-  log.flush(true);
-  CHECK(out.v.size() == 1);  // the batch's sums are not in the tally yet
+  log.flush();
+  CHECK(out.v.size() == 1);  // the batch's sums are not in the tally yet (flush(true) takes them)
   // Keys taking turns: each change adds the last key's sums under the lock.
   for (int i = 0; i < 6; ++i) log.ran(run(i % 2 ? e : d, "add", i % 3 ? &who : &other, 1000 * uint64_t(i + 1)));
   log.end_batch();
@@ -213,4 +214,49 @@ TEST_CASE("a batch on one thread, runs on others: all counted once", "[run_log]"
   uint64_t total = 0;
   for (const auto& l : out.v) total += counted(l);
   CHECK(total == 6000);
+}
+
+TEST_CASE("flush(true) from another thread takes an open batch's sums (its thread stuck in a kernel)", "[run_log]") {
+  Lines out;
+  RunLog log(out.sink(), 1h);
+  const Digest d = digest(11);
+  const std::string who = "from I";
+  std::atomic<int> step{0};
+  std::thread leader([&] {
+    log.begin_batch();
+    for (int i = 0; i < 30; ++i) log.ran(run(d, "add", &who));
+    step = 1;
+    while (step != 2) std::this_thread::yield();  // stuck: the batch stays open
+    log.ran(run(d, "add", &who));                  // after the flush, still summed once
+    log.end_batch();
+  });
+  while (step != 1) std::this_thread::yield();
+  log.flush(true);
+  uint64_t total = 0;
+  for (const auto& l : out.v) total += counted(l);
+  CHECK(total == 30);
+  step = 2;
+  leader.join();
+  log.flush(true);
+  total = 0;
+  for (const auto& l : out.v) total += counted(l);
+  CHECK(total == 31);
+}
+
+TEST_CASE("a batch on another thread does not take the last batch thread's key", "[run_log]") {
+  Lines out;
+  RunLog log(out.sink(), 0ms);
+  const Digest d = digest(12);
+  const std::string who = "from J";
+  for (int t = 0; t < 3; ++t)
+    std::thread([&] {
+      log.begin_batch();
+      for (int i = 0; i < 10; ++i) log.ran(run(d, "add", &who));
+      log.end_batch();
+    }).join();
+  log.flush(true);
+  uint64_t total = 0;
+  for (const auto& l : out.v) total += counted(l);
+  CHECK(total == 30);
+  CHECK(out.v.size() == 2);  // one full line, one sum
 }

@@ -858,18 +858,25 @@ struct UcxServer::Impl {
     return {MsgType::result, encode(m), {}};
   }
 
-  // Marks this thread's slot as running quick kernels inline (phase 3), for one request
-  // (run_inline) or a batch of them (poll_lanes, whose kernels' time limit then counts from
-  // the batch's start: a batch is at most timing::kReadyBatch quick runs). False: marked
-  // already. One sequentially consistent store per mark, the barrier the monitor's protocol
-  // needs (Monitor::started): made for every request, it waited each time for the lane
-  // stores of the reply before it to reach the cache (see spread_counter.h).
+  // Marks this thread's slot as running a quick kernel inline (phase 3) from now (the turn's
+  // clock, or the last kernel's end). The first request of a lane batch (poll_lanes) makes
+  // the mark, a sequentially consistent store: the barrier the monitor's protocol needs
+  // (Monitor::started). The batch's next requests only move its start on, with a plain store
+  // (the monitor, if it looks at the earlier start, wakes early, never late): each kernel's
+  // time limit counts from its own start. One start for the whole batch let a kernel within
+  // its limit get the next one, another client's, timed out and blamed (attacker helper,
+  // 2026-11-27), and a barrier per request waited for the lane stores of the reply before it
+  // to reach the cache (spread_counter.h). False: marked already.
   bool mark_inline(Slot& s) {
-    if (s.phase.load(std::memory_order_relaxed) == 3) return false;
+    const int64_t turn = turn_ns.load(std::memory_order_relaxed);
+    const int64_t start = turn ? turn : steady_ns();
+    if (s.phase.load(std::memory_order_relaxed) == 3) {
+      s.since.store(start, std::memory_order_release);
+      return false;
+    }
     s.kernel.store(true, std::memory_order_relaxed);
     s.phase.store(3, std::memory_order_relaxed);
-    const int64_t turn = turn_ns.load(std::memory_order_relaxed);
-    s.since = turn ? turn : steady_ns();
+    s.since = start;
     monitor->started(s);
     return true;
   }

@@ -156,6 +156,12 @@ measure srss0 "the supervisor's memory" proc_rss_kb "$SUPERVISOR"
 adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
 adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
 adversary faults.xcargo spin timeout "$RESTART_REPS" "time limit of $RESTART_LIMIT s"
+# Two kernels run inline in one lane batch (over shm), each for 0.6 of the limit: each runs
+# within its own. With one start for the batch the second was timed out, and its client
+# blamed, for the first one's time (attacker helper, 2026-11-27).
+for i in 1 2 3; do
+  expect 0 '^ok ok$' -- "$BIN/xcargo-batch-limit" --to "$NODE" --cargo faults.xcargo --limit-s "$RESTART_LIMIT"
+done
 # A push runs no kernel: one that waits for its compile behind another cargo's slow -O2
 # compile is not timed out (the attack that found this had another user's push refused as
 # 'ran past the time limit', and the worker restarted under every client). Unoptimized
@@ -195,6 +201,21 @@ syscall_address
 for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
   adversary adv.xcargo "escape_${call%%:*}" sandbox "$RESTART_REPS" "made the system call ${call#*:} through library code" --u64 "$SYSCALL"
 done
+# A kernel that blocks the time-out signal and spins ends its worker once the grace has
+# passed: the runs of its lane batch that answered before it are in the log's sums all the
+# same (they were lost from it; attacker helper, 2026-11-27).
+measure HUNG_OK "runs answered before a kernel that blocked the time-out" \
+  bash -c "'$BIN/xcargo-batch-limit' --to '$NODE' --cargo adv.xcargo --hang 30 --syscall '$SYSCALL' | sed -n 's/^ok runs: //p'"
+check "the batch before the hung kernel answered ($HUNG_OK of 12 warm-ups and 29 runs ok)" test "$HUNG_OK" -ge 32
+eventually 30 "a worker serves after the kernel that blocked the time-out" "$X" run faults.xcargo --entry ok --to "$NODE"
+eventually 20 "the log counts all $HUNG_OK runs that answered before it" python3 -c "
+import re, sys
+n = 0
+for l in open('$XCARGO_CLUSTER_DIR/node-0.log'):
+    if 'accepted invoke: ' in l and '/hang_blocked -> ' in l:
+        m = re.search(r'-> (\d+) more runs?', l)
+        n += int(m.group(1)) if m else 1
+sys.exit(0 if n == int('$HUNG_OK') else 1)"
 LANDLOCK=$(grep -o 'files: Landlock ABI [0-9]*' "$XCARGO_CLUSTER_DIR/node-0.log" | head -1)
 for entry in proc_mem read_file write_file; do
   if [ -z "$LANDLOCK" ] && [ "$entry" != proc_mem ]; then

@@ -16,6 +16,20 @@ XC_ENTRY int spin(xc_ctx *ctx, const void *in, size_t in_len) {
   for (;;) n++;
 }
 
+/* Spins for the u64 input's count of cycle-counter ticks (0: none) and replies it: a kernel
+   of a set length whatever else runs on the machine. Two entries, each judged quick or not
+   on its own (xcargo-batch-limit). */
+static int spin_ticks(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t n = 0;
+  if (in_len == 8) memcpy(&n, in, 8);
+  const uint64_t t0 = __builtin_readcyclecounter();
+  while (__builtin_readcyclecounter() - t0 < n) {
+  }
+  return xc_reply(ctx, &n, 8);
+}
+XC_ENTRY int ticks(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
+XC_ENTRY int ticks_too(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
+
 XC_ENTRY int ok(xc_ctx *ctx, const void *in, size_t in_len) {
   return xc_reply(ctx, "fine", 4);
 }

@@ -39,6 +39,7 @@ public:
     ++n_;
   }
   std::optional<size_t> take(uint64_t id) {
+    if (id == 0) return std::nullopt;  // no request's (a node's bad_request answers with 0): not an empty place's
     if (Slot& s = ring_[id & (ring_.size() - 1)]; s.id == id) {
       s.id = 0;
       --n_;

@@ -40,6 +40,12 @@ uint64_t counted(const std::string& line) {
   if (std::regex_search(line, m, std::regex(R"(-> (\d+) more runs?)"))) return std::stoull(m[1]);
   return 1;
 }
+// The runs all of the lines account for.
+uint64_t counted(const Lines& out) {
+  uint64_t n = 0;
+  for (const auto& l : out.v) n += counted(l);
+  return n;
+}
 }  // namespace
 
 TEST_CASE("the first run is logged in full, the rest summed at the flush", "[run_log]") {
@@ -159,9 +165,7 @@ TEST_CASE("runs from several threads are all counted", "[run_log]") {
   for (int i = 0; i < 20; ++i) log.flush();
   for (auto& x : t) x.join();
   log.flush(true);
-  uint64_t total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 8000);
+  CHECK(counted(out) == 8000);
 }
 
 TEST_CASE("in a batch: a new key's first run in full at once, the rest summed at its end", "[run_log]") {
@@ -182,9 +186,7 @@ TEST_CASE("in a batch: a new key's first run in full at once, the rest summed at
   const size_t full = out.v.size();
   CHECK(full == 4);  // d/who, then e/who, d/other and e/other, each new: in full
   log.flush(true);
-  uint64_t total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 16);
+  CHECK(counted(out) == 16);
   for (size_t i = full; i < out.v.size(); ++i)
     if (out.v[i].find("0808080808080808/add") != std::string::npos && out.v[i].find("from F") != std::string::npos)
       CHECK(out.v[i].find("-> 11 more runs") != std::string::npos);  // 9 in the first stretch, 2 later
@@ -211,9 +213,7 @@ TEST_CASE("a batch on one thread, runs on others: all counted once", "[run_log]"
   }
   other.join();
   log.flush(true);
-  uint64_t total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 6000);
+  CHECK(counted(out) == 6000);
 }
 
 TEST_CASE("flush(true) from another thread takes an open batch's sums (its thread stuck in a kernel)", "[run_log]") {
@@ -232,15 +232,11 @@ TEST_CASE("flush(true) from another thread takes an open batch's sums (its threa
   });
   while (step != 1) std::this_thread::yield();
   log.flush(true);
-  uint64_t total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 30);
+  CHECK(counted(out) == 30);
   step = 2;
   leader.join();
   log.flush(true);
-  total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 31);
+  CHECK(counted(out) == 31);
 }
 
 TEST_CASE("a batch on another thread does not take the last batch thread's key", "[run_log]") {
@@ -255,8 +251,6 @@ TEST_CASE("a batch on another thread does not take the last batch thread's key",
       log.end_batch();
     }).join();
   log.flush(true);
-  uint64_t total = 0;
-  for (const auto& l : out.v) total += counted(l);
-  CHECK(total == 30);
+  CHECK(counted(out) == 30);
   CHECK(out.v.size() == 2);  // one full line, one sum
 }

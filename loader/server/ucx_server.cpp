@@ -485,7 +485,7 @@ struct UcxServer::Impl {
   // Whether any came.
   bool poll_lanes() {
     bool any = false, batch_runs = false;
-    lane_batch = true;  // the kernels it runs inline share one mark (run_inline)
+    lane_batch = true;  // the kernels it runs inline share one monitor mark, each moving its start (mark_inline)
     for (const std::shared_ptr<Lane>& lp : lanes) {
       Lane& l = *lp;
       int n = 0;

@@ -63,9 +63,11 @@ disown $staller
 eventually 60 "the staller started its push" grep -q stalling staller.out
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 expect 0 'hello' -- "$X" ls --to "$NODE"
-eventually 60 "the stalled push is dropped" lines_at_least 1 'dropped a request of type 3 from 127\.0\.0\.1:[0-9]+: its 67108864 bytes did not arrive within 16 s' "$LOG"
+eventually 60 "the stalled push is dropped" lines_at_least 1 'dropped a request of type 3 from 127\.0\.0\.1:[0-9]+: its 67108864 bytes did not arrive within 16 s' "$LOG" ||
+  grep -E 'push|request of type 3' "$LOG" | tail -5 | sed 's/^/    | node: /'
 eventually 60 "the staller is done" grep -q 'held 25 s' staller.out
-check "the node closed the staller's connection" grep -q 'closed by the node: yes' staller.out
+check "the node closed the staller's connection" grep -q 'closed by the node: yes' staller.out ||
+  sed 's/^/    | staller: /' staller.out
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 # More than 128 connections from one host that do not authenticate: the rest are refused.
 # Over tcp only: one process cannot open that many shared-memory workers (about 100 here).

@@ -32,7 +32,7 @@ expect() {
   fi
 }
 
-# check DESCRIPTION CMD...: CMD succeeds.
+# check DESCRIPTION CMD...: CMD succeeds. Returns 1 when it does not (for a diagnosis after ||).
 check() {
   local what=$1
   shift
@@ -40,6 +40,7 @@ check() {
   if ! "$@" >>"$DISCARD" 2>&1; then
     echo "FAIL: $what"
     failures=$((failures + 1))
+    return 1
   fi
 }
 

@@ -4,7 +4,8 @@
 //   authenticated with KEY, starts a push of N bytes (default 64 MiB) and stops sending its
 //   data: it makes no UCX progress on it for S seconds (default 30); meanwhile it holds C
 //   connections that never authenticate (default 100). Prints "stalling" once all that is in
-//   place, then "held S s; the connection was closed by the node: yes|no" and exits 0.
+//   place, then "held S s; the connection was closed by the node: yes|no", then the push's
+//   state after its start and at the end (in progress, sent, failed), and exits 0.
 #include <unistd.h>
 
 #include <chrono>
@@ -51,6 +52,12 @@ int main(int argc, char** argv) {
   p.flags = UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t r = ucp_am_send_nbx(c.ep(), unsigned(MsgType::push), header.data(), header.size(), cargo.data(), cargo.size(), &p);
   for (int k = 0; k < 1000; ++k) ucp_worker_progress(wk);  // the announcement leaves; most of the data does not
+  auto state = [&] {
+    if (!UCS_PTR_IS_PTR(r)) return std::string(UCS_PTR_IS_ERR(r) ? "failed at once" : "sent at once");
+    const ucs_status_t st = ucp_request_check_status(r);
+    return std::string(st == UCS_INPROGRESS ? "in progress" : st == UCS_OK ? "sent" : "failed");
+  };
+  const std::string after_start = state();
   // Then idle connections: each its own worker, never progressed again once connected.
   std::vector<std::unique_ptr<net::UcxWorker>> idlers;
   for (int i = 0; i < idle; ++i) {
@@ -74,6 +81,8 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::seconds(hold_s));
   for (int k = 0; k < 1000 && !c.lost(); ++k) ucp_worker_progress(wk);  // hear whether the node hung up
   std::printf("held %d s; the connection was closed by the node: %s\n", hold_s, c.lost() ? "yes" : "no");
+  // For a failure's diagnosis: a push whose data all left before the stall was not stalled.
+  std::printf("the push was %s after its start, %s at the end\n", after_start.c_str(), state().c_str());
   std::fflush(stdout);
   (void)r;
   _exit(0);  // no orderly goodbye: the node must cope with that too

@@ -29,6 +29,8 @@ Result<std::unique_ptr<Lane>> Lane::create(ucp_ep* ep, uint64_t serial) {
   l->ep_ = ep;
   l->serial_ = serial;
   l->buf_.resize(kCapacity);
+  l->stage_.reserve(kStageBytes);
+  l->staged_.reserve(kStageMost);
   return l;
 }
 
@@ -50,12 +52,34 @@ Ring::Got Lane::next(wire::MsgType* type, ByteView* header, ByteView* data, std:
 bool Lane::reply(wire::MsgType type, ByteView header, ByteView data) {
   const Ring r = seg_.replies();
   if (broken_ || !used_ || !fits(header, data) || !r.has_room(next_reply_, &replies_taken_)) return false;
-  r.write(next_reply_++, type, header, data);
+  if (staged_.empty() && !pending()) {  // no request behind it: its client waits for this one
+    r.write(next_reply_++, type, header, data);
+    ++unflushed_;
+    return true;
+  }
+  const size_t size = header.size() + data.size();
+  if (staged_.size() == kStageMost || stage_.size() + size > kStageBytes) publish();
+  const size_t at = stage_.size();
+  stage_.insert(stage_.end(), header.begin(), header.end());
+  stage_.insert(stage_.end(), data.begin(), data.end());
+  staged_.push_back({type, uint32_t(at), uint32_t(header.size()), uint32_t(data.size())});
+  ++next_reply_;
   ++unflushed_;
   return true;
 }
 
+void Lane::publish() {
+  if (staged_.empty()) return;
+  const Ring r = seg_.replies();
+  uint64_t index = next_reply_ - staged_.size();
+  for (const Staged& m : staged_)
+    r.write(index++, m.type, ByteView(stage_.data() + m.at, m.header), ByteView(stage_.data() + m.at + m.header, m.data));
+  staged_.clear();
+  stage_.clear();
+}
+
 bool Lane::flush() {
+  publish();
   if (!unflushed_) return false;
   unflushed_ = 0;
   fence();

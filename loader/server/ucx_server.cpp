@@ -516,11 +516,13 @@ struct UcxServer::Impl {
         bump(lane_requests);
         if (!batch_runs) handler->begin_batch(), batch_runs = true;
         intake(type, l.ep(), h.data(), h.size(), const_cast<uint8_t*>(d.data()), d.size(), false, &lp);
+        if (!l.pending()) l.publish();  // the last one for now: its client waits for its reply
       }
       // Its replies are flushed (Lane::flush) once a poll finds no request from its client,
       // or after a batch's worth: a client still sending requests is awake. With other lanes,
       // at the end of its batch: the next lane's kernels (inline, if one misjudged as quick
       // runs long) must not hold the kick of a client that sleeps.
+      l.publish();
       if (l.unflushed() && (n == 0 || lanes.size() > 1 || l.unflushed() >= uint32_t(timing::kReadyBatch))) flush_lane(lp);
     }
     lane_batch = false;

@@ -183,7 +183,10 @@ protected:
     }
     wait.done();
     // A reply that arrived counts even if the node went away right after sending it (a
-    // worker restarting after a kernel crash answers first, then exits).
+    // worker restarting after a kernel crash answers first, then exits); so does one it
+    // wrote into the lane just before it ended.
+    while (!reply_ready_ && lane_ && !lane_malformed_ && lane_poll()) {
+    }
     if (reply_ready_) return std::move(reply_);
     return lost();
   }
@@ -360,7 +363,7 @@ private:
     const auto got = r.read(lane_read_, lane_buf_, &type, &h, &d, &why);
     if (got == lane::Ring::Got::nothing) return false;
     if (got == lane::Ring::Got::malformed) {
-      failed_ = true;
+      failed_ = lane_malformed_ = true;
       fail_status_ = UCS_ERR_MESSAGE_TRUNCATED;
       return true;
     }
@@ -568,8 +571,15 @@ protected:
           wait.done();
           return {};
         }
-      if (failed_) return lost();
       bool got = false;
+      if (failed_) {  // replies the node wrote into the lane before it ended still count
+        while (lane_ && !lane_malformed_ && lane_poll(&f, &got))
+          if (got) {
+            wait.done();
+            return {};
+          }
+        return lost();
+      }
       if (lane_ && lane_poll(&f, &got)) {
         if (got) {
           wait.done();
@@ -661,6 +671,7 @@ private:
   bool reply_ready_ = false, send_done_ = false, failed_ = false, one_sided_ = false;
   bool unanswered_ = false;  // a request went unanswered past its time limit
   bool closed_ = false;      // close() was called: no more requests
+  bool lane_malformed_ = false;  // the lane held a malformed reply: read no more of it
   void* send_req_ = nullptr;
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   lane::Segment lane_;                     // the node's shared-memory lane, if any (section 8)

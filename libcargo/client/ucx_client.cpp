@@ -185,7 +185,7 @@ protected:
     // A reply that arrived counts even if the node went away right after sending it (a
     // worker restarting after a kernel crash answers first, then exits); so does one it
     // wrote into the lane just before it ended.
-    while (!reply_ready_ && lane_ && !lane_malformed_ && lane_poll()) {
+    for (uint32_t k = 0; k < lane::kSlots && !reply_ready_ && lane_ && !lane_malformed_ && lane_poll(); ++k) {
     }
     if (reply_ready_) return std::move(reply_);
     return lost();
@@ -572,8 +572,8 @@ protected:
           return {};
         }
       bool got = false;
-      if (failed_) {  // replies the node wrote into the lane before it ended still count
-        while (lane_ && !lane_malformed_ && lane_poll(&f, &got))
+      if (failed_) {  // replies the node wrote into the lane before it ended still count (a ring's worth)
+        for (uint32_t k = 0; k < lane::kSlots && lane_ && !lane_malformed_ && lane_poll(&f, &got); ++k)
           if (got) {
             wait.done();
             return {};

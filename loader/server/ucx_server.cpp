@@ -94,6 +94,7 @@ struct UcxServer::Impl {
   // Floods, logged by Tally (line_limit.h).
   Tally rejected;  // connections refused for too many from their host (Connections::admit)
   Tally failed_accepts;
+  Tally receive_failures;  // requests whose header was too long or whose data did not arrive
   Tally noreply;   // requests without a reply endpoint
   Tally strays;    // messages of types that are not requests
   Tally unsealed;  // messages on authenticated connections without their token
@@ -349,7 +350,7 @@ struct UcxServer::Impl {
   // Completion callbacks release their request: a request freed earlier gets no callback.
   static void on_data(void* request, ucs_status_t status, size_t, void* user) {
     auto* job = static_cast<Job*>(user);
-    if (status != UCS_OK) job->failed = true;
+    if (status != UCS_OK) job->failed = true, job->receive_status = int(status);
     job->ready = true;
     UCX->ucp_request_free(request);
   }
@@ -440,7 +441,7 @@ struct UcxServer::Impl {
       p.cb.recv_am = &Impl::on_data;
       p.user_data = job.get();
       ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job->data.data(), length, &p);
-      if (UCS_PTR_IS_ERR(r)) job->failed = true, job->ready = true;
+      if (UCS_PTR_IS_ERR(r)) job->failed = true, job->receive_status = int(UCS_PTR_STATUS(r)), job->ready = true;
       else if (r == nullptr) job->ready = true;  // else on_data completes it
     } else {
       const auto* d = static_cast<const uint8_t*>(data);
@@ -828,6 +829,13 @@ struct UcxServer::Impl {
   // Runs one request; a kernel fault comes back here as a "crashed" result.
   // *failed: a kernel fault stopped it (its reply is this step, whatever else happens).
   Step execute(Slot& s, Job& j, bool* failed) {
+    if (j.failed && receive_failures.due()) {  // leader only: a job is taken and this returns before any kernel
+      const Client* c = eps.find(j.ep);
+      log("could not receive a request of type " + std::to_string(int(j.type)) + " from " + (c ? c->peer : std::string("a peer")) +
+          ": " + (j.receive_status ? std::string("its data transfer failed (") + UCX->ucs_status_string(ucs_status_t(j.receive_status)) + ")"
+                                   : "its header is over " + std::to_string(kMaxHeader) + " bytes") +
+          " (" + std::to_string(receive_failures.count()) + " such so far)");
+    }
     if (j.failed) return Step{handler->bad_request("the request's header or data could not be received (over " +
                                                    std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
                               reply_to_of(j.type, j.header)};

@@ -1,5 +1,6 @@
 // Engine: the load pipeline (verify, select, compile or cache, import check, link) and invoke.
 #include "engine.h"
+#include "kernel_clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -593,12 +594,12 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     ctx.entry = entry;
   }
   cargo->invocations.add();
-  const auto t0 = Clock::now();
+  const int64_t t0 = kernel_clock::now_ns();
   r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
-  const auto t1 = Clock::now();
-  const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+  const int64_t t1 = kernel_clock::now_ns();
+  const uint64_t ns = t1 > t0 ? uint64_t(t1 - t0) : 0;  // a thread's new calibration may step back a little
   r.kernel_ns = ns;
-  r.ended_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+  r.ended_ns = t1;
   if (Entry::bump(e.runs) > 0) {
     if (ns <= config.quick_ns) {
       Entry::bump(e.streak);

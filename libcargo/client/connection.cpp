@@ -54,6 +54,11 @@ public:
   }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
+  void clear() {
+    for (Slot& s : ring_) s.id = 0;
+    late_.clear();
+    n_ = 0;
+  }
   template <class F>
   void each(F f) const {
     for (const Slot& s : ring_)
@@ -385,7 +390,19 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       in_flight.add(id, i);
     }
     if (in_flight.empty()) continue;
-    if (auto s = next_reply_into(frame); !s.ok()) return give_up(s.error());
+    if (auto s = next_reply_into(frame); !s.ok()) {
+      if (!restarting) return give_up(s.error());
+      // The worker said it was ending (`restarting`) and its connection went before the
+      // rest were answered: those are told they may have run (a kernel that hung its worker
+      // never answers); the ones answered `restarting`, and those not sent yet, go to the
+      // next worker (they were failed with the connection, though they never ran).
+      in_flight.each([&](size_t i) {
+        reply = Error(s.error().code(), s.error().message() + " (the request was in flight: it may have run)");
+        done(i, reply);
+      });
+      in_flight.clear();
+      continue;
+    }
     const auto id = leading_request_id(frame.type, frame.header);
     const auto i = id ? in_flight.take(*id) : std::nullopt;
     if (!i) continue;  // not one of ours (the transport drops those already)

@@ -26,6 +26,7 @@ public:
   bool pipelined = false;
   size_t max_in_flight = 0;
   int lose_after = -1;
+  int unanswered = -1;  // pipelining: the invoke of this number (from 1) is never answered
   std::vector<Frame> queued;
   std::vector<Invoke> invoked;  // every invoke header sent, decoded
 
@@ -73,6 +74,7 @@ protected:
     if (lose_after >= 0 && invokes >= lose_after) return Error(Errc::unreachable, "scripted: lost");
     auto f = roundtrip(type, header, data);
     XC_TRY(f);
+    if (type == MsgType::invoke && invokes == unanswered) return {};  // its kernel hangs its worker
     queued.push_back(std::move(*f));
     max_in_flight = std::max(max_in_flight, queued.size());
     return {};
@@ -226,6 +228,27 @@ TEST_CASE("pipelined: 'restarting' ones are sent again on a new connection once 
   // status, and a later request the second 'restarting': a second reconnect.
   CHECK(node.reconnects == 2);
   CHECK(node.invokes == 42);  // two sent again
+}
+
+TEST_CASE("pipelined: after 'restarting', a lost connection sends the ones that did not run to a new one", "[client]") {
+  // A worker ended by a kernel that hung it (it blocked the time-out signal): the requests
+  // behind that kernel were answered 'restarting', its own never is, and the connection goes.
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  node.unanswered = 4;
+  node.invoke_statuses = {ReplyStatus::ok, ReplyStatus::ok, ReplyStatus::ok, ReplyStatus::ok,
+                          ReplyStatus::restarting, ReplyStatus::restarting, ReplyStatus::restarting, ReplyStatus::restarting};
+  Status s;
+  auto told = pipelined(node, 20, 8, &s);
+  REQUIRE(s.ok());
+  for (size_t i = 0; i < told.size(); ++i) {
+    INFO("invocation " << i);
+    REQUIRE(told[i].size() == 1);
+    CHECK(told[i][0] == (i == 3 ? "error" : "ok"));  // the hung one may have run: told so, not sent again
+  }
+  CHECK(node.reconnects == 1);
+  CHECK(node.invokes == 24);  // four sent again
 }
 
 TEST_CASE("pipelined: a lost connection tells every invocation not yet told, once", "[client]") {

@@ -39,9 +39,13 @@ Lane::~Lane() {
 }
 
 Ring::Got Lane::next(wire::MsgType* type, ByteView* header, ByteView* data, std::string* why) {
+  return next_into(buf_, type, header, data, why);
+}
+
+Ring::Got Lane::next_into(Bytes& buf, wire::MsgType* type, ByteView* header, ByteView* data, std::string* why) {
   if (broken_) return Ring::Got::nothing;
   const Ring r = seg_.requests();
-  const Ring::Got g = r.read(next_request_, buf_, type, header, data, why);
+  const Ring::Got g = r.read(next_request_, buf, type, header, data, why);
   if (g == Ring::Got::malformed) broken_ = true;
   if (g != Ring::Got::frame) return g;
   r.taken(++next_request_);

@@ -34,6 +34,9 @@ public:
   // The next request, copied out (views into this lane's buffer, good until the next call).
   // malformed: the lane is broken for good (why says why), and nothing more is read from it.
   wire::lane::Ring::Got next(wire::MsgType* type, ByteView* header, ByteView* data, std::string* why);
+  // The same, copied into buf: for the worker's forced end, while the stuck thread's kernel
+  // may still read its input in this lane's own buffer.
+  wire::lane::Ring::Got next_into(Bytes& buf, wire::MsgType* type, ByteView* header, ByteView* data, std::string* why);
   bool pending() const { return !broken_ && seg_.requests().ready(next_request_); }
   // Takes a reply if the client has written a request into the lane (so it attached the
   // segment and reads it: a client that could not attach it, another uid's, say, gets all

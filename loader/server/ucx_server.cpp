@@ -593,16 +593,42 @@ struct UcxServer::Impl {
     for (const std::shared_ptr<Lane>& l : lanes)
       if (l->unflushed()) flush_lane(l);
   }
-  // The monitor's, when the worker must end and no thread did (a kernel blocked the
-  // time-out signal and spins): the lanes' staged replies, of requests that ran before that
-  // kernel in its lane batch, are written (29 were lost; the adversary test checks it). A
-  // live leader would have ended the worker itself (flush_and_quit, which writes them), so
-  // the leader is inside that kernel and no thread touches the lanes; lead_mu keeps a
-  // follower from taking the lead meanwhile. No kick: the process ends next, which wakes a
-  // sleeping client, and its library reads the lane before it gives up.
-  void publish_lanes_at_forced_end() {
+  // The monitor's, when the worker must end and no thread did: a kernel that blocked the
+  // time-out signal spins, run inline by the leader (an inline run is not deposed), so no
+  // thread answers what is left. Through the lanes, shared memory only (the stuck thread may
+  // be inside UCX's receive callback): the staged replies, of requests that ran before that
+  // kernel in its lane batch, are written (29 were lost; the adversary test checks it), and
+  // each request still waiting in a lane is answered `restarting`, which its client sends
+  // again to the next worker (32 per client were left to a lost connection, though they
+  // never ran; attacker helper, 2026-11-27). Requests that came through UCX and wait in the
+  // queue are not answered (SECURITY.md, what is not protected). A live leader would have
+  // ended the worker itself (flush_and_quit), so the leader is inside that kernel and no
+  // thread touches the lanes; lead_mu keeps a follower from taking the lead meanwhile. No
+  // kick: the process ends next, which wakes a sleeping client, and its library reads its
+  // lane before it reports the connection lost.
+  void end_lanes_at_forced_end() {
     std::lock_guard<std::mutex> l(lead_mu);
-    for (const std::shared_ptr<Lane>& lane : lanes) lane->publish();
+    Bytes buf;
+    uint64_t answered = 0;
+    for (const std::shared_ptr<Lane>& lane : lanes) {
+      lane->publish();
+      for (uint32_t k = 0; k < lane::kSlots; ++k) {
+        MsgType type{};
+        ByteView h, d;
+        std::string why;
+        if (lane->next_into(buf, &type, &h, &d, &why) != lane::Ring::Got::frame) break;
+        if (!by_lane(type) || type == MsgType::forward) continue;  // a forward's result goes to its client, through UCX
+        ResultMsg m;
+        m.request_id = request_id_of(type, h);
+        m.status = ReplyStatus::restarting;
+        m.node_id = opt.node_id;
+        m.message = ending_why;
+        if (!lane->reply(MsgType::result, encode(m), {})) break;  // its ring is full: the client sees the connection lost
+        ++answered;
+      }
+      lane->publish();
+    }
+    if (answered) log("answered " + std::to_string(answered) + " requests waiting in shared-memory lanes 'restarting': they did not run");
   }
   // A reply through UCX, counted among its client's unread replies until UCX has sent it.
   void send_ucx(ucp_ep_h ep, Client& c, Reply&& r) {
@@ -1393,7 +1419,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
   m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),
                                         Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [&m] {
-                                                         m.publish_lanes_at_forced_end();
+                                                         m.end_lanes_at_forced_end();
                                                          m.handler->flush_runs(true);
                                                          flush_log();  // the restart did not complete: force it
                                                          _exit(75);

@@ -5,11 +5,15 @@
 // then sends the two long ones back to back through one connection (its lane, same host).
 // usage: xcargo-batch-limit --to HOST:PORT --cargo faults.xcargo --limit-s SECONDS
 // Prints the two statuses in order ("ok ok"); exits 0 if both are ok, 1 otherwise.
-//        xcargo-batch-limit --to HOST:PORT --cargo adv.xcargo --hang N --syscall ADDRESS
+//        xcargo-batch-limit --to HOST:PORT --cargo adv.xcargo --hang N --syscall ADDRESS [--after M]
 // adversary.c's hang_blocked, warmed 12 times, then N in one batch, the last of which blocks
 // the time-out signal and spins (the worker is ended after its grace): prints the runs
 // that answered ok, warm-ups included ("ok runs: M"), for the test to find in the log (a
 // batch's runs were lost from it when its worker was ended so; attacker helper, 2026-11-27).
+// --after M: M more quick ones behind the stuck one, waiting in the lane when the worker is
+// ended: the node answers them `restarting` and the client library sends them again to the
+// next worker; prints "after it: K ok, O otherwise" (they were failed with the lost
+// connection though they never ran; attacker helper, 2026-11-27).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -56,17 +60,23 @@ double ticks_per_second() {
 
 }  // namespace
 
-// --hang N --syscall ADDRESS (above).
-int hang(client::Connection& conn, const Digest& digest, size_t n, uint64_t syscall) {
+// --hang N --syscall ADDRESS [--after M] (above).
+int hang(client::Connection& conn, const Digest& digest, size_t n, size_t after, uint64_t syscall) {
   const uint64_t quick[2] = {syscall, 0}, hung[2] = {syscall, 1};
   const ByteView q(reinterpret_cast<const uint8_t*>(quick), 16), h(reinterpret_cast<const uint8_t*>(hung), 16);
-  int ok = 0;
+  int ok = 0, ok_after = 0, other = 0;
   for (int i = 0; i < 12; ++i)
     if (auto r = conn.invoke(digest, "hang_blocked", q); r.ok() && r->result.status == wire::ReplyStatus::ok) ++ok;
   (void)conn.invoke_pipelined(
-      n, [&](size_t i) { return client::Invocation{digest, "hang_blocked", i + 1 == n ? h : q}; }, 32,
-      [&](size_t, Result<client::InvokeReply>& r) { ok += r.ok() && r->result.status == wire::ReplyStatus::ok; });
+      n + after, [&](size_t i) { return client::Invocation{digest, "hang_blocked", i + 1 == n ? h : q}; }, 64,
+      [&](size_t i, Result<client::InvokeReply>& r) {
+        const bool good = r.ok() && r->result.status == wire::ReplyStatus::ok;
+        if (i < n) ok += good;
+        else if (good) ++ok_after;
+        else if (++other == 1) std::fprintf(stderr, "first otherwise: %s\n", r.ok() ? wire::status_name(r->result.status) : r.error().message().c_str());
+      });
   std::printf("ok runs: %d\n", ok);
+  if (after) std::printf("after it: %d ok, %d otherwise\n", ok_after, other);
   return 0;
 }
 
@@ -81,7 +91,8 @@ int main(int argc, char** argv) {
   if (!pushed.ok() || pushed->status != wire::ReplyStatus::ok) die("push failed");
   const Digest digest = pushed->digest;
   if (const size_t n = std::strtoull(test::arg(argc, argv, "--hang", "0").c_str(), nullptr, 10))
-    return hang(**conn, digest, n, std::strtoull(test::arg(argc, argv, "--syscall", "0").c_str(), nullptr, 0));
+    return hang(**conn, digest, n, std::strtoull(test::arg(argc, argv, "--after", "0").c_str(), nullptr, 10),
+                std::strtoull(test::arg(argc, argv, "--syscall", "0").c_str(), nullptr, 0));
   const double limit = std::atof(test::arg(argc, argv, "--limit-s", "0").c_str());
   if (limit <= 0) die("--limit-s SECONDS: the node's time limit");
   uint64_t zero = 0;

@@ -10,13 +10,27 @@ using namespace xcargo;
 using namespace xcargo::loader;
 using namespace xcargo::wire;
 
+namespace {
+// A worker's lane and the client's end of it, attached as a client would.
+struct Attached {
+  std::unique_ptr<Lane> lane;
+  lane::Segment client;
+  Attached() {
+    auto made = Lane::create(nullptr, 1);
+    REQUIRE(made.ok());
+    lane = std::move(*made);
+    void* p = ::shmat(lane->shm_id(), nullptr, 0);
+    REQUIRE(p != reinterpret_cast<void*>(-1));
+    client = lane::Segment(static_cast<uint8_t*>(p));
+  }
+  ~Attached() { ::shmdt(client.base()); }
+};
+}  // namespace
+
 TEST_CASE("a worker's replies are flushed once, telling whether the client sleeps", "[lane]") {
-  auto made = Lane::create(nullptr, 1);
-  REQUIRE(made.ok());
-  Lane& l = **made;
-  void* p = ::shmat(l.shm_id(), nullptr, 0);  // the client's end
-  REQUIRE(p != reinterpret_cast<void*>(-1));
-  lane::Segment client(static_cast<uint8_t*>(p));
+  Attached a;
+  Lane& l = *a.lane;
+  lane::Segment& client = a.client;
   REQUIRE(client.matches(l.nonce()));
   const Bytes header = {1, 2, 3};
   CHECK_FALSE(l.reply(MsgType::result, header, {}));  // no request came this way: the client may not read it
@@ -42,16 +56,12 @@ TEST_CASE("a worker's replies are flushed once, telling whether the client sleep
   Bytes buf;
   for (uint64_t i = 0; i < 3; ++i)
     CHECK(client.replies().read(i, buf, &type, &h, &d, &why) == lane::Ring::Got::frame);
-  ::shmdt(p);
 }
 
 TEST_CASE("replies with requests behind them are staged until published, in order", "[lane]") {
-  auto made = Lane::create(nullptr, 1);
-  REQUIRE(made.ok());
-  Lane& l = **made;
-  void* p = ::shmat(l.shm_id(), nullptr, 0);
-  REQUIRE(p != reinterpret_cast<void*>(-1));
-  lane::Segment client(static_cast<uint8_t*>(p));
+  Attached a;
+  Lane& l = *a.lane;
+  lane::Segment& client = a.client;
   const Bytes request = {9};
   for (uint64_t i = 0; i < 3; ++i) client.requests().write(i, MsgType::invoke, request, {});
   MsgType type{};
@@ -88,16 +98,12 @@ TEST_CASE("replies with requests behind them are staged until published, in orde
   CHECK(client.replies().read(3, buf, &type, &h, &d, &why) == lane::Ring::Got::nothing);
   CHECK_FALSE(l.flush());
   CHECK(client.replies().read(3, buf, &type, &h, &d, &why) == lane::Ring::Got::frame);
-  ::shmdt(p);
 }
 
 TEST_CASE("a lane stages at most a batch of replies before writing them", "[lane]") {
-  auto made = Lane::create(nullptr, 1);
-  REQUIRE(made.ok());
-  Lane& l = **made;
-  void* p = ::shmat(l.shm_id(), nullptr, 0);
-  REQUIRE(p != reinterpret_cast<void*>(-1));
-  lane::Segment client(static_cast<uint8_t*>(p));
+  Attached a;
+  Lane& l = *a.lane;
+  lane::Segment& client = a.client;
   const Bytes request = {9};
   for (uint64_t i = 0; i < 2; ++i) client.requests().write(i, MsgType::invoke, request, {});
   MsgType type{};
@@ -116,5 +122,4 @@ TEST_CASE("a lane stages at most a batch of replies before writing them", "[lane
     REQUIRE(client.replies().read(i, buf, &type, &h, &d, &why) == lane::Ring::Got::frame);
     CHECK(Bytes(h.begin(), h.end()) == big);
   }
-  ::shmdt(p);
 }

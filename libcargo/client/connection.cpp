@@ -391,11 +391,16 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
     }
     if (in_flight.empty()) continue;
     if (auto s = next_reply_into(frame); !s.ok()) {
+      // Those the node marked as never read did not run (wire-protocol.md 8.4): to the next
+      // worker, as if answered `restarting`.
+      for (const uint64_t id : never_read())
+        if (const auto i = in_flight.take(id)) again.push_back(*i), restarting = true;
       if (!restarting) return give_up(s.error());
-      // The worker said it was ending (`restarting`) and its connection went before the
-      // rest were answered: those are told they may have run (a kernel that hung its worker
-      // never answers); the ones answered `restarting`, and those not sent yet, go to the
-      // next worker (they were failed with the connection, though they never ran).
+      // The worker said it was ending (`restarting`, or its lane's mark) and its connection
+      // went before the rest were answered: those are told they may have run (a kernel that
+      // hung its worker never answers); the ones answered `restarting`, and those not sent
+      // yet, go to the next worker (they were failed with the connection, though they never
+      // ran; attacker helpers, 2026-11-27).
       in_flight.each([&](size_t i) {
         reply = Error(s.error().code(), s.error().message() + " (the request was in flight: it may have run)");
         done(i, reply);

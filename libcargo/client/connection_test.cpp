@@ -27,6 +27,11 @@ public:
   size_t max_in_flight = 0;
   int lose_after = -1;
   int unanswered = -1;  // pipelining: the invoke of this number (from 1) is never answered
+  // Pipelining, first connection: invokes from this number on are neither answered nor run;
+  // once the connection fails, never_read() names them (a lane whose worker ended).
+  int unread_from = -1;
+  std::vector<uint64_t> unread;
+  int runs = 0;  // invokes answered (run)
   std::vector<Frame> queued;
   std::vector<Invoke> invoked;  // every invoke header sent, decoded
 
@@ -75,6 +80,11 @@ protected:
     auto f = roundtrip(type, header, data);
     XC_TRY(f);
     if (type == MsgType::invoke && invokes == unanswered) return {};  // its kernel hangs its worker
+    if (type == MsgType::invoke && reconnects == 0 && unread_from >= 0 && invokes >= unread_from) {
+      unread.push_back(leading_request_id(type, header).value_or(0));
+      return {};
+    }
+    if (type == MsgType::invoke) ++runs;
     queued.push_back(std::move(*f));
     max_in_flight = std::max(max_in_flight, queued.size());
     return {};
@@ -85,6 +95,7 @@ protected:
     queued.pop_back();
     return f;
   }
+  std::vector<uint64_t> never_read() const override { return queued.empty() ? unread : std::vector<uint64_t>{}; }
   bool can_get_one_sided() const override { return true; }
   Status get_one_sided(const client::RemoteRegion&, uint64_t, void*, size_t) override {
     ++one_sided_reads;
@@ -249,6 +260,26 @@ TEST_CASE("pipelined: after 'restarting', a lost connection sends the ones that 
   }
   CHECK(node.reconnects == 1);
   CHECK(node.invokes == 24);  // four sent again
+}
+
+TEST_CASE("pipelined: requests the ended node marks as never read go to a new connection", "[client]") {
+  // wire-protocol.md 8.4: no 'restarting' came (the client wrote them after the node's last
+  // look at its lane), but the lane says they were never copied out.
+  ScriptedNode node;
+  node.pipelined = true;
+  REQUIRE(node.start().ok());
+  node.unanswered = 4;
+  node.unread_from = 5;
+  Status s;
+  auto told = pipelined(node, 20, 8, &s);
+  REQUIRE(s.ok());
+  for (size_t i = 0; i < told.size(); ++i) {
+    INFO("invocation " << i);
+    REQUIRE(told[i].size() == 1);
+    CHECK(told[i][0] == (i == 3 ? "error" : "ok"));
+  }
+  CHECK(node.reconnects == 1);
+  CHECK(node.runs == 19);  // each once; the hung one is not sent again
 }
 
 TEST_CASE("pipelined: a lost connection tells every invocation not yet told, once", "[client]") {

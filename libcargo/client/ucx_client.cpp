@@ -1,5 +1,6 @@
 // connect(): the client transport over UCX Active Messages (format-spec/wire-protocol.md 2.1).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <list>
@@ -321,6 +322,7 @@ private:
     if (!lane_ || type == MsgType::hello || type == MsgType::auth || type == MsgType::lane || !lane::fits(header, data)) return false;
     const lane::Ring r = lane_.requests();
     if (!r.has_room(lane_sent_, &lane_taken_)) return false;
+    lane_ids_[lane_sent_ % lane::kSlots] = leading_request_id(type, header).value_or(0);
     r.write(lane_sent_++, type, header, data);
     lane_unflushed_ = true;
     if (flush) lane_flush();
@@ -599,6 +601,15 @@ protected:
     }
   }
 
+  std::vector<uint64_t> never_read() const override {
+    std::vector<uint64_t> ids;
+    if (!failed_ || !lane_ || !lane_.worker_ended()) return ids;
+    // Its worker copies out no more: what it had not copied did not run (wire-protocol.md 8.4).
+    for (uint64_t i = lane_.requests().taken_now(); i < lane_sent_; ++i)
+      if (const uint64_t id = lane_ids_[i % lane::kSlots]) ids.push_back(id);
+    return ids;
+  }
+
 private:
   // Closes the endpoint; the connection may be made again (reconnect).
   void drop() {
@@ -676,6 +687,7 @@ private:
   std::map<uint64_t, ucp_rkey_h> rkeys_;  // unpacked remote keys, by region address
   lane::Segment lane_;                     // the node's shared-memory lane, if any (section 8)
   uint64_t lane_sent_ = 0, lane_read_ = 0; // requests written to it, replies read from it
+  std::array<uint64_t, lane::kSlots> lane_ids_{};  // the request id of each message in the request ring (never_read)
   uint64_t lane_taken_ = 0;                // the node's count of requests taken, as last read
   Bytes lane_buf_;                         // a reply copied out of it
   Bytes kick_;                             // a kick's header: the session token

@@ -62,6 +62,9 @@ public:
   uint32_t unflushed() const { return unflushed_; }  // replies since the last flush()
   void set_idle(bool idle) const { seg_.set_worker_idle(idle); }
   bool broken() const { return broken_; }
+  // This worker reads no more of the lane's requests (it is ending): its client may send
+  // those it did not copy out to the next one (wire-protocol.md 8.4).
+  void mark_ended() const { seg_.set_worker_ended(); }
   // Reads nothing more from the lane and writes nothing more into it (a client broke the protocol).
   void stop() { broken_ = true; }
   uint64_t requests() const { return next_request_; }

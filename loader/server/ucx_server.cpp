@@ -627,6 +627,7 @@ struct UcxServer::Impl {
         ++answered;
       }
       lane->publish();
+      lane->mark_ended();  // what its client writes from now on is not read: it sends that again elsewhere
     }
     if (answered) log("answered " + std::to_string(answered) + " requests waiting in shared-memory lanes 'restarting': they did not run");
   }
@@ -1152,6 +1153,7 @@ struct UcxServer::Impl {
         deliver(eps.live(j->ep, j->serial), interrupted(j->type, j->header));
       }
     answer_the_rest();
+    for (const std::shared_ptr<Lane>& l : lanes) l->mark_ended();  // no more polls: its client sends the rest elsewhere
     handler->flush_runs(true);
     flush_log();
     _exit(75);

@@ -204,13 +204,15 @@ done
 # A kernel that blocks the time-out signal and spins ends its worker once the grace has
 # passed: the runs of its lane batch that answered before it are in the log's sums all the
 # same (they were lost from it; attacker helper, 2026-11-27).
-# The requests behind it, still in the lane, are answered `restarting` and the client library
-# sends them again to the next worker (they were failed with the lost connection, though they
-# never ran; attacker helper, 2026-11-27).
-"$BIN/xcargo-batch-limit" --to "$NODE" --cargo adv.xcargo --hang 30 --after 20 --syscall "$SYSCALL" > hung.out 2>&1
+# The requests behind it, still in the lane, are answered `restarting`, and those its client
+# writes after the node's last look are marked never read (wire-protocol.md 8.4): the client
+# library sends them all again to the next worker (they were failed with the lost connection,
+# though they never ran; attacker helpers, 2026-11-27). 60 behind it, with 64 in flight: the
+# client sends more as the replies before the stuck one come in.
+"$BIN/xcargo-batch-limit" --to "$NODE" --cargo adv.xcargo --hang 30 --after 60 --syscall "$SYSCALL" > hung.out 2>&1
 HUNG_OK=$(sed -n 's/^ok runs: //p' hung.out)
 check "the batch before the hung kernel answered (${HUNG_OK:-no} of 12 warm-ups and 29 runs ok)" test "${HUNG_OK:-0}" -ge 32
-check "the requests behind the hung kernel ran on the next worker ($(sed -n 's/^after it: //p' hung.out))" grep -q '^after it: 20 ok, 0 otherwise$' hung.out ||
+check "the requests behind the hung kernel ran on the next worker ($(sed -n 's/^after it: //p' hung.out))" grep -q '^after it: 60 ok, 0 otherwise$' hung.out ||
   sed 's/^/    | /' hung.out
 eventually 30 "a worker serves after the kernel that blocked the time-out" "$X" run faults.xcargo --entry ok --to "$NODE"
 HUNG_RUNS=$(( ${HUNG_OK:-0} + $(sed -n 's/^after it: \([0-9]*\) ok.*/\1/p' hung.out | grep . || echo 0) ))

@@ -119,6 +119,10 @@ protected:
   // The connection was lost after its last reply, before the next request was sent: that
   // request can go to a new connection (reconnect) at no risk of running twice.
   virtual bool lost_before_sending() const { return false; }
+  // After the connection failed: the ids of requests the node marked as never read (a lane
+  // whose worker ended, wire-protocol.md 8.4): they did not run and may go to a new
+  // connection. Empty for transports without lanes, or when the node did not say so.
+  virtual std::vector<uint64_t> never_read() const { return {}; }
   // One-sided reads, for transports that offer them.
   virtual bool can_get_one_sided() const { return false; }
   virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);

@@ -36,6 +36,7 @@ inline constexpr size_t kOffWorkerIdle = 64;      // u32, worker: 1 while it may
 inline constexpr size_t kOffRequestsTaken = 128;  // u64, worker: requests copied out so far
 inline constexpr size_t kOffClientIdle = 192;     // u32, client: 1 while it may sleep
 inline constexpr size_t kOffRepliesTaken = 256;   // u64, client: replies copied out so far
+inline constexpr size_t kOffWorkerEnded = 320;    // u32, worker: 1 once it reads no more requests (8.4)
 inline constexpr size_t kOffRequests = kControlSize;
 inline constexpr size_t kOffReplies = kControlSize + size_t(kSlots) * kSlotSize;
 
@@ -95,6 +96,11 @@ public:
   bool worker_idle() const { return load_flag(kOffWorkerIdle); }
   void set_client_idle(bool idle) const { store_flag(kOffClientIdle, idle); }
   bool client_idle() const { return load_flag(kOffClientIdle); }
+  // Set by a worker that reads no more of this lane's requests (it is ending): every
+  // request at or past requests().taken_now() did not run, and its client may send it
+  // again elsewhere (wire-protocol.md 8.4).
+  void set_worker_ended() const { store_flag(kOffWorkerEnded, true); }
+  bool worker_ended() const { return load_flag(kOffWorkerEnded); }
 
 private:
   uint64_t* u64(size_t off) const { return reinterpret_cast<uint64_t*>(base_ + off); }

@@ -605,7 +605,9 @@ protected:
     std::vector<uint64_t> ids;
     if (!failed_ || !lane_ || !lane_.worker_ended()) return ids;
     // Its worker copies out no more: what it had not copied did not run (wire-protocol.md 8.4).
-    for (uint64_t i = lane_.requests().taken_now(); i < lane_sent_; ++i)
+    // At most a ring's worth (the worker's count is not trusted to be sane).
+    const uint64_t first = std::max(lane_.requests().taken_now(), lane_sent_ > lane::kSlots ? lane_sent_ - lane::kSlots : 0);
+    for (uint64_t i = first; i < lane_sent_; ++i)
       if (const uint64_t id = lane_ids_[i % lane::kSlots]) ids.push_back(id);
     return ids;
   }

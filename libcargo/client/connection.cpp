@@ -97,6 +97,16 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
       continue;  // sealed again with the new session's token
     }
     auto f = roundtrip(type, h, data);
+    if (!f.ok() && resent < kResends && type != MsgType::hello && type != MsgType::auth) {
+      // The node marked it as never read before it ended (wire-protocol.md 8.4): it did not
+      // run, and goes to a new connection as after `restarting`.
+      const std::vector<uint64_t> unread = never_read();
+      const auto id = leading_request_id(type, header);
+      if (id && std::find(unread.begin(), unread.end(), *id) != unread.end()) {
+        XC_TRY(reconnect());
+        continue;
+      }
+    }
     XC_TRY(f);
     if (f->type == MsgType::result && type != MsgType::hello && type != MsgType::auth &&
         result_status(f->header) == uint16_t(ReplyStatus::restarting)) {  // decoded in full only then

@@ -32,6 +32,7 @@ public:
   int unread_from = -1;
   std::vector<uint64_t> unread;
   int runs = 0;  // invokes answered (run)
+  bool lose_next_unread = false;  // the next invoke is lost, and never_read() names it
   std::vector<Frame> queued;
   std::vector<Invoke> invoked;  // every invoke header sent, decoded
 
@@ -42,6 +43,11 @@ public:
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView) override {
     const uint64_t id = leading_request_id(type, header).value_or(0);
+    if (type == MsgType::invoke && lose_next_unread) {  // written into a lane its worker no longer read
+      lose_next_unread = false;
+      unread = {id};
+      return Error(Errc::unreachable, "scripted: lost");
+    }
     if (type == MsgType::hello) {
       HelloReply r;
       r.max_cargo = r.max_input = r.max_reply = 1 << 20;
@@ -63,6 +69,7 @@ protected:
     ResultMsg m;
     m.request_id = id;
     ++invokes;
+    if (type == MsgType::invoke && !pipelined) ++runs;
     if (!invoke_statuses.empty()) {
       m.status = invoke_statuses.front();
       invoke_statuses.pop_front();
@@ -280,6 +287,17 @@ TEST_CASE("pipelined: requests the ended node marks as never read go to a new co
   }
   CHECK(node.reconnects == 1);
   CHECK(node.runs == 19);  // each once; the hung one is not sent again
+}
+
+TEST_CASE("one invocation the ended node marks as never read goes to a new connection", "[client]") {
+  ScriptedNode node;
+  REQUIRE(node.start().ok());
+  node.lose_next_unread = true;
+  auto r = node.invoke(Digest{}, "add", {});
+  REQUIRE(r.ok());
+  CHECK(r->result.status == ReplyStatus::ok);
+  CHECK(node.reconnects == 1);
+  CHECK(node.runs == 1);
 }
 
 TEST_CASE("pipelined: a lost connection tells every invocation not yet told, once", "[client]") {

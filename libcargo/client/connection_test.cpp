@@ -248,6 +248,17 @@ TEST_CASE("pipelined: 'restarting' ones are sent again on a new connection once 
   CHECK(node.invokes == 42);  // two sent again
 }
 
+namespace {
+// Each invocation told once: `ok`, but for invocation `failed`, told an error.
+void all_ok_but(const std::vector<std::vector<std::string>>& told, size_t failed) {
+  for (size_t i = 0; i < told.size(); ++i) {
+    INFO("invocation " << i);
+    REQUIRE(told[i].size() == 1);
+    CHECK(told[i][0] == (i == failed ? "error" : "ok"));
+  }
+}
+}  // namespace
+
 TEST_CASE("pipelined: after 'restarting', a lost connection sends the ones that did not run to a new one", "[client]") {
   // A worker ended by a kernel that hung it (it blocked the time-out signal): the requests
   // behind that kernel were answered 'restarting', its own never is, and the connection goes.
@@ -260,11 +271,7 @@ TEST_CASE("pipelined: after 'restarting', a lost connection sends the ones that 
   Status s;
   auto told = pipelined(node, 20, 8, &s);
   REQUIRE(s.ok());
-  for (size_t i = 0; i < told.size(); ++i) {
-    INFO("invocation " << i);
-    REQUIRE(told[i].size() == 1);
-    CHECK(told[i][0] == (i == 3 ? "error" : "ok"));  // the hung one may have run: told so, not sent again
-  }
+  all_ok_but(told, 3);  // the hung one may have run: told so, not sent again
   CHECK(node.reconnects == 1);
   CHECK(node.invokes == 24);  // four sent again
 }
@@ -280,11 +287,7 @@ TEST_CASE("pipelined: requests the ended node marks as never read go to a new co
   Status s;
   auto told = pipelined(node, 20, 8, &s);
   REQUIRE(s.ok());
-  for (size_t i = 0; i < told.size(); ++i) {
-    INFO("invocation " << i);
-    REQUIRE(told[i].size() == 1);
-    CHECK(told[i][0] == (i == 3 ? "error" : "ok"));
-  }
+  all_ok_but(told, 3);
   CHECK(node.reconnects == 1);
   CHECK(node.runs == 19);  // each once; the hung one is not sent again
 }

@@ -618,12 +618,7 @@ struct UcxServer::Impl {
         std::string why;
         if (lane->next_into(buf, &type, &h, &d, &why) != lane::Ring::Got::frame) break;
         if (!by_lane(type) || type == MsgType::forward) continue;  // a forward's result goes to its client, through UCX
-        ResultMsg m;
-        m.request_id = request_id_of(type, h);
-        m.status = ReplyStatus::restarting;
-        m.node_id = opt.node_id;
-        m.message = ending_why;
-        if (!lane->reply(MsgType::result, encode(m), {})) break;  // its ring is full: the client sees the connection lost
+        if (!lane->reply(MsgType::result, restarting_header(type, h), {})) break;  // its ring is full: the client sees the connection lost
         ++answered;
       }
       lane->publish();
@@ -1123,12 +1118,16 @@ struct UcxServer::Impl {
   void unrun(ucp_ep_h ep, MsgType type, ByteView header) {
     if (type == MsgType::forward) return deliver(nullptr, interrupted(type, header));
     if (!ep) return;
+    send(ep, {MsgType::result, restarting_header(type, header), {}});
+  }
+  // The header of the `restarting` result that answers a request this worker did not run.
+  Bytes restarting_header(MsgType type, ByteView header) const {
     ResultMsg m;
     m.request_id = request_id_of(type, header);
     m.status = ReplyStatus::restarting;
     m.node_id = opt.node_id;
     m.message = ending_why;
-    send(ep, {MsgType::result, encode(m), {}});
+    return encode(m);
   }
 
   // After a kernel crash or time-out: the replies are sent, then the worker process ends

@@ -264,14 +264,18 @@ eventually 60 "a bitcode push compiles after a kernel cut the compile service's 
 # (It cut the key service's connection too, the first to be missed: either may be the reason.)
 # The old worker's line reaches the file through the log copier, which may still hold it
 # when the standby already serves (a busy machine: CI run of 2026-11-27).
-eventually 20 "the worker said why it ended" grep -Eq "the (compile|key) service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log"
+# The node's lines about its workers, after a failed check of their ends.
+worker_ends() { grep -E "worker|ending|gone|standby|took over" "$XCARGO_CLUSTER_DIR/node-0.log" | tail -"${1:-15}" | sed 's/^/    | /'; }
+eventually 20 "the worker said why it ended" grep -Eq "the (compile|key) service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log" ||
+  worker_ends
 # The key service's connection alone: the next hello ends the worker in order, and the
 # standby, with a connection of its own, answers from then on.
 before=$(grep -c "the key service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log")
 expect 0 '^1$' -- "$X" run adv.xcargo --entry escape_cut_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 eventually 30 "a client is served after a kernel cut the key service's connection" \
   "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
-eventually 20 "the worker said why it ended" bash -c "test \"\$(grep -c \"the key service's connection is gone\" '$XCARGO_CLUSTER_DIR/node-0.log')\" -gt $before"
+eventually 20 "the worker said why it ended (the key service)" bash -c "test \"\$(grep -c \"the key service's connection is gone\" '$XCARGO_CLUSTER_DIR/node-0.log')\" -gt $before" ||
+  worker_ends
 # A System V segment a kernel made and left (it outlived the loader, outside every memory
 # limit): the supervisor removes it within seconds.
 measure SEGMENT "a segment a kernel left" "$X" run adv.xcargo --entry escape_sysv_leak --arg "u64:$SYSCALL" --result i64 --to "$NODE"

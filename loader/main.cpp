@@ -378,9 +378,11 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   // refuse every later bitcode push: it ends in order instead, and its standby, which has a
   // service of its own, serves.
   auto on_compiler_lost = [] {
-    if (!g_stop.exchange(true))
+    if (!g_stop.exchange(true)) {
       log_line("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
                "its standby has a compile service of its own");
+      flush_log();  // out before the worker ends: the supervisor kills one that ends slowly (kEndingGrace)
+    }
   };
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
@@ -404,9 +406,11 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   // The same without its connection to the key service (shut down by a kernel, say): it
   // could not answer any client's hello.
   auto on_key_lost = [] {
-    if (!g_stop.exchange(true))
+    if (!g_stop.exchange(true)) {
       log_line("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
                "its standby has a connection of its own");
+      flush_log();  // as above
+    }
   };
   AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key->public_key(), timing::kKeyServiceLimit, on_key_lost),
                 std::move(clients));

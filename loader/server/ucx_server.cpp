@@ -776,10 +776,10 @@ struct UcxServer::Impl {
       Bytes header = take_spare();
       header.reserve(128 + f.entry.size() + f.reply_address.size() + kTokenSize);
       forwards.encode(f, header);
-      peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, f = std::move(f), node, ep = p->ep](const std::string& why) {
-        if (peers->forget(node, ep)) orphans.insert(ep);  // closed by on_ep_error: closing it here cancels other sends
-        undelivered(f, node, why);
-      }, held);
+      const uint64_t n = remember_forward(f, node, p->ep);
+      peers->send(*p, {MsgType::forward, std::move(header), std::move(data)}, [this, n](const std::string& why) { forward_failed(n, why); },
+                  held);
+      give_spare(std::move(f.reply_address));  // the next hop's (Handler::run takes a spare for it)
       return;
     }
     if (!step.send_reply) return;
@@ -825,6 +825,47 @@ struct UcxServer::Impl {
       r.rkey = reg->rkey;
     }
     send(ep, {MsgType::region_reply, encode(r), {}});
+  }
+
+  // What a forward's failure must tell its client, for the forwards in flight (leader only).
+  // A failure callback holding the whole Forward cost an allocation and its free per hop;
+  // it holds this and a serial now (within std::function's own storage), and the record is
+  // reused kForwardFates forwards later, its buffers with it.
+  struct ForwardFate {
+    uint64_t serial = 0;
+    uint32_t node = 0;
+    ucp_ep_h ep = nullptr;
+    Forward f;
+  };
+  static constexpr size_t kForwardFates = 4096;  // past this many in flight, a failure's record is gone (logged)
+  std::vector<ForwardFate> fates;  // grows to kForwardFates as forwards are sent
+  uint64_t fates_made = 0;
+  uint64_t remember_forward(const Forward& f, uint32_t node, ucp_ep_h ep) {
+    const uint64_t n = ++fates_made;
+    const size_t i = n % kForwardFates;
+    if (i >= fates.size()) fates.resize(i + 1);
+    ForwardFate& r = fates[i];
+    r.serial = n;
+    r.node = node;
+    r.ep = ep;
+    r.f.request_id = f.request_id;
+    r.f.digest = f.digest;
+    r.f.hop = f.hop;
+    r.f.from_node = f.from_node;
+    r.f.entry.assign(f.entry);
+    r.f.reply_address.assign(f.reply_address.begin(), f.reply_address.end());
+    return n;
+  }
+  void forward_failed(uint64_t n, const std::string& why) {
+    const size_t i = n % kForwardFates;
+    if (i >= fates.size() || fates[i].serial != n) {  // over kForwardFates forwards in flight since: its client waits out its own time-out
+      log("failed forward: " + why + " (over " + std::to_string(kForwardFates) +
+          " forwards were sent after it before it failed: its client could not be told)");
+      return;
+    }
+    const ForwardFate& r = fates[i];
+    if (peers->forget(r.node, r.ep)) orphans.insert(r.ep);  // closed by on_ep_error: closing it here cancels other sends
+    undelivered(r.f, r.node, why);
   }
 
   // A forward that could not reach its node: its client gets an `unreachable` result.

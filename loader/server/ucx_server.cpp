@@ -848,12 +848,7 @@ struct UcxServer::Impl {
     r.serial = n;
     r.node = node;
     r.ep = ep;
-    r.f.request_id = f.request_id;
-    r.f.digest = f.digest;
-    r.f.hop = f.hop;
-    r.f.from_node = f.from_node;
-    r.f.entry.assign(f.entry);
-    r.f.reply_address.assign(f.reply_address.begin(), f.reply_address.end());
+    r.f = f;  // a copy into the record's own buffers, reused once they are large enough
     return n;
   }
   void forward_failed(uint64_t n, const std::string& why) {

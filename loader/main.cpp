@@ -377,12 +377,16 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   // Without its compile service (its connection shut down, by a kernel say) a worker would
   // refuse every later bitcode push: it ends in order instead, and its standby, which has a
   // service of its own, serves.
-  auto on_compiler_lost = [] {
-    if (!g_stop.exchange(true)) {
-      log_line("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
-               "its standby has a compile service of its own");
-      flush_log();  // out before the worker ends: the supervisor kills one that ends slowly (kEndingGrace)
-    }
+  // Ends this worker in order, once, saying why: the line is flushed at once, since the
+  // supervisor kills a worker that ends slowly (kEndingGrace).
+  auto end_in_order = [](const char* why) {
+    if (g_stop.exchange(true)) return;
+    log_line(why);
+    flush_log();
+  };
+  auto on_compiler_lost = [end_in_order] {
+    end_in_order("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
+                 "its standby has a compile service of its own");
   };
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
@@ -405,12 +409,9 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
   // The same without its connection to the key service (shut down by a kernel, say): it
   // could not answer any client's hello.
-  auto on_key_lost = [] {
-    if (!g_stop.exchange(true)) {
-      log_line("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
-               "its standby has a connection of its own");
-      flush_log();  // as above
-    }
+  auto on_key_lost = [end_in_order] {
+    end_in_order("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
+                 "its standby has a connection of its own");
   };
   AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key->public_key(), timing::kKeyServiceLimit, on_key_lost),
                 std::move(clients));

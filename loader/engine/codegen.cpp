@@ -7,7 +7,7 @@ std::string cache_key(const Digest& digest, const Variant& v, const HostInfo& h,
   std::string features;
   for (const auto& f : h.features) features += f + ",";
   std::string key = "xcargo-jit-v1\n" + to_hex(digest) + "\n" + v.name + "\n" + to_hex(v.sha256) + "\n" + h.triple +
-                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\nO2\n" + (fp_strict ? "fp strict\n" : "");
+                    "\n" + h.cpu + "\n" + features + "\nllvm " + Jit::llvm_version() + "\n" + Jit::pipeline() + "\n" + (fp_strict ? "fp strict\n" : "");
   return to_hex(sha256(as_bytes(key)));
 }
 

@@ -23,6 +23,9 @@ public:
 
   const HostInfo& host() const;
   static std::string llvm_version();
+  // The optimisation pipeline compile_bitcode runs, named for the disk cache's key: objects
+  // made by another pipeline are not taken for its output.
+  static const char* pipeline();
   // For a process that compiles and then exits (the compile service's job): an LLVM fatal
   // error calls handler with LLVM's reason, then ends the process with status 70. LLVM's
   // default prints the reason and exits, which in a worker would drop every loaded cargo.

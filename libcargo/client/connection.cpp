@@ -9,6 +9,7 @@
 
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
+#include "xcargo/large_buffers.h"
 
 namespace xcargo::client {
 
@@ -249,15 +250,35 @@ Status check_entry(std::string_view entry) {
 }
 }  // namespace
 
+ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t id, const Digest& d, std::string_view e, uint64_t n) {
+  if (bytes.size() < 8 || n != input_size || d != digest || e != entry || (seal && session != c.session_)) {
+    bytes = encode(Invoke{id, d, std::string(e), n}, std::move(bytes));
+    if (seal) bytes = c.sealed(std::move(bytes));
+    digest = d;
+    entry.assign(e);
+    input_size = n;
+    session = c.session_;
+  } else {
+    for (int b = 0; b < 8; ++b) bytes[size_t(b)] = uint8_t(id >> (8 * b));  // little-endian, as the wire
+  }
+  return bytes;
+}
+
 Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+  InvokeReply r;
+  XC_TRY(invoke(digest, entry, input, r));
+  return r;
+}
+
+Status Connection::invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply) {
   XC_TRY(check_entry(entry));
   const uint64_t id = next_id_++;
-  request_header_ = encode(Invoke{id, digest, std::string(entry), input.size()}, std::move(request_header_));
-  auto f = request(MsgType::invoke, MsgType::result, request_header_, input);
+  auto f = request(MsgType::invoke, MsgType::result, request_header_.make(*this, false, id, digest, entry, input.size()), input);
   XC_TRY(f);
-  auto r = invoke_reply(*f, id);
+  Status s = decode_invoke_reply(*f, id, reply);
   spare_header_ = std::move(f->header);  // the next reply's header goes there
-  return r;
+  if (f->data.capacity() <= kSpareCapacity) spare_data_ = std::move(f->data);  // the caller's last output buffer
+  return s;
 }
 
 Bytes Connection::sealed(Bytes&& header) const {
@@ -280,24 +301,20 @@ Result<InvokeReply> Connection::invoke_reply(Frame& f, uint64_t id) const {
 }
 
 void Connection::invoke_reply(Frame& f, uint64_t id, Result<InvokeReply>& out) const {
-  if (f.type != MsgType::result) {
-    out = Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
-                                     ", got " + std::to_string(int(f.type)));
-    return;
-  }
   if (!out.ok()) out = InvokeReply{};
-  InvokeReply& r = *out;
-  if (Status s = decode_result_into(f.header, r.result); !s.ok()) {
-    out = Error(Errc::malformed, peer() + ": " + s.error().message());
-  } else if (r.result.request_id != id) {
-    out = Error(Errc::malformed, peer() + ": reply to another request");
-  } else if (r.result.output_size != f.data.size()) {
-    out = Error(Errc::malformed, peer() + ": result size does not match its data");
-  } else if (r.result.status == ReplyStatus::unauthenticated) {
-    out = denied(r.result.message);
-  } else {
-    r.output.swap(f.data);
-  }
+  if (Status s = decode_invoke_reply(f, id, *out); !s.ok()) out = s.take_error();
+}
+
+Status Connection::decode_invoke_reply(Frame& f, uint64_t id, InvokeReply& r) const {
+  if (f.type != MsgType::result)
+    return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
+                                      ", got " + std::to_string(int(f.type)));
+  if (Status s = decode_result_into(f.header, r.result); !s.ok()) return Error(Errc::malformed, peer() + ": " + s.error().message());
+  if (r.result.request_id != id) return Error(Errc::malformed, peer() + ": reply to another request");
+  if (r.result.output_size != f.data.size()) return Error(Errc::malformed, peer() + ": result size does not match its data");
+  if (r.result.status == ReplyStatus::unauthenticated) return denied(r.result.message);
+  r.output.swap(f.data);
+  return {};
 }
 
 Status Connection::send_request(MsgType, ByteView, ByteView) {
@@ -333,14 +350,7 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
   InFlight in_flight(window);
   Frame frame;  // each reply in turn (its buffers reused)
   Result<InvokeReply> reply = InvokeReply{};  // the same, decoded (its strings and buffer reused)
-  // The sealed header of the last invocation sent: the next one of the same entry and input
-  // size differs only in its request id, which leads it (wire-protocol.md 4.6), in the same
-  // session (its token ends it).
-  Bytes header;
-  Digest header_digest{};
-  std::string header_entry;
-  size_t header_input = 0;
-  uint64_t header_session = 0;
+  InvokeHeader header;  // the last invocation's, sealed
   std::deque<size_t> again;                        // answered `restarting`: to send on a new connection
   size_t next = 0;
   bool restarting = false;  // a worker is ending: send nothing more on this connection
@@ -383,17 +393,7 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
         continue;
       }
       const uint64_t id = next_id_++;
-      if (header.empty() || header_session != session_ || header_input != c.input.size() || header_digest != c.digest ||
-          header_entry != c.entry) {
-        header = sealed(encode(Invoke{id, c.digest, c.entry, c.input.size()}, std::move(header)));
-        header_session = session_;
-        header_input = c.input.size();
-        header_digest = c.digest;
-        header_entry = c.entry;
-      } else {
-        for (int b = 0; b < 8; ++b) header[size_t(b)] = uint8_t(id >> (8 * b));
-      }
-      if (auto s = send_request(MsgType::invoke, header, c.input); !s.ok()) {
+      if (auto s = send_request(MsgType::invoke, header.make(*this, true, id, c.digest, c.entry, c.input.size()), c.input); !s.ok()) {
         again.push_front(i);
         return give_up(s.error());
       }

@@ -112,6 +112,39 @@ protected:
 
 }  // namespace
 
+TEST_CASE("invoking into one reply fills it each time, its header re-encoded only when the call changes", "[client]") {
+  ScriptedNode node;
+  REQUIRE(node.start().ok());
+  node.invoke_statuses = {ReplyStatus::ok, ReplyStatus::refused, ReplyStatus::ok, ReplyStatus::restarting, ReplyStatus::ok};
+  Digest other{};
+  other[0] = 7;
+  const uint8_t three[3] = {1, 2, 3};
+  client::InvokeReply r;
+  REQUIRE(node.invoke(Digest{}, "add", {}, r).ok());
+  CHECK(r.result.status == ReplyStatus::ok);
+  REQUIRE(node.invoke(Digest{}, "add", {}, r).ok());
+  CHECK(r.result.status == ReplyStatus::refused);  // a refusal comes back in the reply
+  REQUIRE(node.invoke(other, "mul", ByteView(three, 3), r).ok());
+  REQUIRE(node.invoke(Digest{}, "add", {}, r).ok());  // answered 'restarting', then sent again
+  CHECK(r.result.status == ReplyStatus::ok);
+  CHECK(node.reconnects == 1);
+  REQUIRE(node.invoked.size() == 5);
+  for (size_t i : {0, 1, 3, 4}) {
+    CHECK(node.invoked[i].entry == "add");
+    CHECK(node.invoked[i].digest == Digest{});
+    CHECK(node.invoked[i].input_size == 0);
+  }
+  CHECK(node.invoked[2].entry == "mul");
+  CHECK(node.invoked[2].digest == other);
+  CHECK(node.invoked[2].input_size == 3);
+  std::set<uint64_t> ids;
+  for (const Invoke& i : node.invoked) ids.insert(i.request_id);
+  CHECK(ids.size() == 4);  // each with its own id; the one sent again keeps its own
+  CHECK(node.invoked[4].request_id == node.invoked[3].request_id);
+  CHECK(r.result.request_id == node.invoked[4].request_id);
+  CHECK(node.invoke(Digest{}, std::string(kMaxName + 1, 'x'), {}, r).error().code() == Errc::invalid_argument);
+}
+
 TEST_CASE("a request answered 'restarting' is sent again on a new connection", "[client]") {
   ScriptedNode node;
   REQUIRE(node.start().ok());

@@ -151,7 +151,12 @@ public:
 protected:
   Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
     if (failed_) return lost();
-    reply_ = {};
+    // The reply goes into buffers the last one's caller gave back (no allocation for a small one).
+    reply_.type = {};
+    reply_.header.clear();
+    reply_.data.clear();
+    if (reply_.header.capacity() == 0) reply_.header.swap(spare_header_);
+    if (reply_.data.capacity() == 0) reply_.data.swap(spare_data_);
     reply_ready_ = false;
     // Every request but hello starts with its request id, which its reply repeats: a frame
     // with another id (a late reply, or a result someone had a node send to this client's
@@ -391,7 +396,6 @@ private:
     }
     if ((expect_id_ && id != expect_id_) || reply_ready_) return true;  // not the answer to this request
     reply_.type = type;
-    if (reply_.header.capacity() == 0) reply_.header.swap(spare_header_);
     reply_.header.assign(h.begin(), h.end());
     reply_.data.assign(d.begin(), d.end());
     reply_ready_ = true;

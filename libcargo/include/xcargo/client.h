@@ -62,6 +62,10 @@ public:
   Result<wire::PushReply> push(ByteView cargo);
   Result<bool> has(const Digest& digest);
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
+  // The same into reply, whose buffers take the node's answer: a caller that invokes again and
+  // again with one InvokeReply allocates nothing per call once warm (the other overload makes
+  // a new reply, its output a new buffer, each time). On an error, reply holds nothing useful.
+  Status invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply);
   // Runs count invocations, call(i) giving the i-th, keeping up to `window` of them in flight
   // on this connection (one at a time on transports that cannot pipeline, such as a local
   // loader's pipe). done(i, reply) is called once for every i, in the order replies arrive;
@@ -109,9 +113,10 @@ protected:
   virtual void take_lane(const wire::LaneOffer&) {}
   Bytes sealed(ByteView header) const;  // header, then the session's token once authenticated
   Bytes sealed(Bytes&& header) const;   // the same, appended in place
-  // The last invocation's reply header, its buffer kept for the next reply's (no allocation).
-  Bytes spare_header_;
-  Bytes request_header_;  // the last invocation's header, encoded into again (no allocation)
+  // The last invocation's reply header, its buffer kept for the next reply's (no allocation),
+  // and the caller's last output buffer (invoke into a reply), kept if small for the next
+  // reply's data.
+  Bytes spare_header_, spare_data_;
   // A new connection to the same node, handshake included, for a request the node answered
   // `restarting` (it was replacing its worker): retried while the connection is refused,
   // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).
@@ -138,11 +143,25 @@ private:
   Status greet(const SigningKey* identity, const std::string& identity_path);  // hello, then auth
   Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
   Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
+  // The last invocation's header, encoded into again (no allocation); the next one of the
+  // same cargo, entry and input size differs only in its request id, which leads it
+  // (wire-protocol.md 4.6), and in a sealed one (sealed()), in the same session.
+  struct InvokeHeader {
+    Bytes bytes;
+    Digest digest{};
+    std::string entry;
+    uint64_t input_size = 0, session = 0;
+    // The header of invocation id, sealed or not: the last one's with its id written in when
+    // only that differs.
+    ByteView make(const Connection& c, bool seal, uint64_t id, const Digest& digest, std::string_view entry, uint64_t input_size);
+  };
+  InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
   // An invoke's result frame to request id as the caller gets it.
   Result<InvokeReply> invoke_reply(wire::Frame& f, uint64_t id) const;
   // The same into out, whose strings take the reply's (no allocation), and whose output
   // buffer and f's data trade places.
   void invoke_reply(wire::Frame& f, uint64_t id, Result<InvokeReply>& out) const;
+  Status decode_invoke_reply(wire::Frame& f, uint64_t id, InvokeReply& r) const;
   wire::HelloReply node_;
   // Request ids start at a random value per connection: a result that someone else had a
   // node deliver to this client's address cannot name a request it is waiting for.

@@ -246,9 +246,7 @@ Bytes encode(const Hello& m) {
 }
 std::optional<uint64_t> leading_request_id(MsgType type, ByteView header) {
   if (type == MsgType::hello || type == MsgType::hello_reply || header.size() < 8) return std::nullopt;
-  uint64_t id = 0;
-  for (int i = 7; i >= 0; --i) id = id << 8 | header[size_t(i)];
-  return id;
+  return le::load64(header.data());
 }
 
 std::optional<uint16_t> result_status(ByteView h) {

@@ -259,7 +259,8 @@ ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t
     input_size = n;
     session = c.session_;
   } else {
-    for (int b = 0; b < 8; ++b) bytes[size_t(b)] = uint8_t(id >> (8 * b));  // little-endian, as the wire
+    if constexpr (std::endian::native == std::endian::little) std::memcpy(bytes.data(), &id, 8);
+    else for (int b = 0; b < 8; ++b) bytes[size_t(b)] = uint8_t(id >> (8 * b));  // little-endian, as the wire
   }
   return bytes;
 }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "common/le.h"
 #include "xcargo/auth.h"
 #include "xcargo/identity.h"
 #include "xcargo/large_buffers.h"
@@ -259,8 +260,7 @@ ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t
     input_size = n;
     session = c.session_;
   } else {
-    if constexpr (std::endian::native == std::endian::little) std::memcpy(bytes.data(), &id, 8);
-    else for (int b = 0; b < 8; ++b) bytes[size_t(b)] = uint8_t(id >> (8 * b));  // little-endian, as the wire
+    le::store64(bytes.data(), id);
   }
   return bytes;
 }
@@ -293,12 +293,6 @@ Bytes Connection::sealed(ByteView header) const {
   b.assign(header.begin(), header.end());
   if (token_) b.insert(b.end(), token_->begin(), token_->end());  // wire-protocol.md section 7
   return b;
-}
-
-Result<InvokeReply> Connection::invoke_reply(Frame& f, uint64_t id) const {
-  Result<InvokeReply> r = InvokeReply{};
-  invoke_reply(f, id, r);
-  return r;
 }
 
 void Connection::invoke_reply(Frame& f, uint64_t id, Result<InvokeReply>& out) const {

@@ -156,12 +156,11 @@ private:
     ByteView make(const Connection& c, bool seal, uint64_t id, const Digest& digest, std::string_view entry, uint64_t input_size);
   };
   InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
-  // An invoke's result frame to request id as the caller gets it.
-  Result<InvokeReply> invoke_reply(wire::Frame& f, uint64_t id) const;
-  // The same into out, whose strings take the reply's (no allocation), and whose output
-  // buffer and f's data trade places.
-  void invoke_reply(wire::Frame& f, uint64_t id, Result<InvokeReply>& out) const;
+  // An invoke's result frame to request id, into r: its strings take the reply's (no
+  // allocation), and its output buffer and f's data trade places.
   Status decode_invoke_reply(wire::Frame& f, uint64_t id, InvokeReply& r) const;
+  // The same into out (a reply, or an error to be replaced by one).
+  void invoke_reply(wire::Frame& f, uint64_t id, Result<InvokeReply>& out) const;
   wire::HelloReply node_;
   // Request ids start at a random value per connection: a result that someone else had a
   // node deliver to this client's address cannot name a request it is waiting for.

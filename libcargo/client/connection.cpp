@@ -278,7 +278,10 @@ Status Connection::invoke(const Digest& digest, std::string_view entry, ByteView
   XC_TRY(f);
   Status s = decode_invoke_reply(*f, id, reply);
   spare_header_ = std::move(f->header);  // the next reply's header goes there
-  if (f->data.capacity() <= kSpareCapacity) spare_data_ = std::move(f->data);  // the caller's last output buffer
+  // The caller's last output buffer: a small one for the next reply's data, a large one back
+  // to the pool (large_buffers.h), as a caller of the other overload would release it.
+  if (f->data.capacity() <= kSpareCapacity) spare_data_ = std::move(f->data);
+  else release_large(std::move(f->data));
   return s;
 }
 

@@ -926,6 +926,7 @@ struct UcxServer::Impl {
     const KernelFailure f = failure_of(s, limit_text());
     if (f.status != ReplyStatus::timeout || inline_run) {
       log("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + about + "; restarting the worker");
+      flush_log();  // on record before the supervisor learns of it (set_incident) and may end this process
       set_incident(f.what + about);
     }
     ResultMsg m;
@@ -1320,6 +1321,7 @@ struct UcxServer::Impl {
     } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
       const std::string a = about(j->type, j->header, j->origin.get());
       log("failed invoke: " + what + a + "; restarting the worker");
+      flush_log();  // as in failure_reply
       set_incident(what + a);
       ResultMsg m;
       m.request_id = request_id_of(j->type, j->header);

@@ -1487,6 +1487,7 @@ void UcxServer::start_threads(const std::atomic<bool>& stop) {
     threads.emplace_back([&] {
       m.probe->run(m.quit, m.progress_calls, [&](const std::string& why) {
         m.log(why + "; restarting the worker");
+        flush_log();  // as in failure_reply
         m.set_incident(why);
         m.restart = true;
         m.w->wake();

@@ -196,6 +196,14 @@ struct UcxServer::Impl {
     return s;
   }
 
+  // A failure that ends this worker: its line written at once, then the incident page the
+  // supervisor reads (and kills a worker still there kEndingGrace later): the line is on record
+  // before anything can end this process.
+  void report_failure(const std::string& line, const std::string& incident_text) {
+    log(line);
+    flush_log();
+    set_incident(incident_text);
+  }
   void set_incident(const std::string& what) {
     if (!incident || !incident_size) return;
     size_t n = std::min(what.size(), incident_size - 1);
@@ -925,9 +933,8 @@ struct UcxServer::Impl {
   Reply failure_reply(Slot& s, uint64_t request_id, bool inline_run, const std::string& about) {
     const KernelFailure f = failure_of(s, limit_text());
     if (f.status != ReplyStatus::timeout || inline_run) {
-      log("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + about + "; restarting the worker");
-      flush_log();  // on record before the supervisor learns of it (set_incident) and may end this process
-      set_incident(f.what + about);
+      report_failure("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + about + "; restarting the worker",
+                     f.what + about);
     }
     ResultMsg m;
     m.request_id = request_id;
@@ -1320,9 +1327,7 @@ struct UcxServer::Impl {
       loader::time_out(s);  // its own thread logs and answers (failure_reply)
     } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
       const std::string a = about(j->type, j->header, j->origin.get());
-      log("failed invoke: " + what + a + "; restarting the worker");
-      flush_log();  // as in failure_reply
-      set_incident(what + a);
+      report_failure("failed invoke: " + what + a + "; restarting the worker", what + a);
       ResultMsg m;
       m.request_id = request_id_of(j->type, j->header);
       m.status = ReplyStatus::timeout;
@@ -1486,9 +1491,7 @@ void UcxServer::start_threads(const std::atomic<bool>& stop) {
   if (m.probe)
     threads.emplace_back([&] {
       m.probe->run(m.quit, m.progress_calls, [&](const std::string& why) {
-        m.log(why + "; restarting the worker");
-        flush_log();  // as in failure_reply
-        m.set_incident(why);
+        m.report_failure(why + "; restarting the worker", why);
         m.restart = true;
         m.w->wake();
       });

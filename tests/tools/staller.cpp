@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   // The announcement leaves; most of the data does not. On a quick machine all of it once did
   // (the node then refused the whole junk push and nothing stalled): then another push, up to 5.
   for (uint64_t id = 2; id < 7; ++id) {
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // the last one, all sent
     const Bytes header = c.sealed(encode(Push{id, bytes}));
     r = ucp_am_send_nbx(c.ep(), unsigned(MsgType::push), header.data(), header.size(), cargo.data(), cargo.size(), &p);
     for (int k = 0; k < 1000; ++k) ucp_worker_progress(wk);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "connections.h"
+#include "intake.h"
 #include "jobs.h"
 #include "kernel_guard.h"
 #include "lane.h"
@@ -53,9 +54,6 @@ struct Sending {
   ~Sending() { release_large(std::move(data)); }  // a large reply's pages serve the next one
 };
 
-// The request id a reply to this request carries (0: none, or a hello).
-uint64_t request_id_of(MsgType type, ByteView header) { return leading_request_id(type, header).value_or(0); }
-
 // Where a failure of this request is reported: a forward's client, by address; else empty
 // (the requesting endpoint).
 Bytes reply_to_of(MsgType type, ByteView header) {
@@ -79,7 +77,7 @@ constexpr uint32_t kAmIds = 65536;  // UCX's Active Message ids are 16 bits  // 
 
 }  // namespace
 
-struct UcxServer::Impl {
+struct UcxServer::Impl : IntakeHost {
   ServerOptions opt;
   Handler* handler = nullptr;
   Log log;
@@ -97,8 +95,6 @@ struct UcxServer::Impl {
   Tally receive_failures;  // requests whose header was too long or whose data did not arrive
   Tally noreply;   // requests without a reply endpoint
   Tally strays;    // messages of types that are not requests
-  Tally unsealed;  // messages on authenticated connections without their token
-  Tally limited;   // requests refused for a connection's or a key's requests in flight
   Tally lane_failures;
 
   std::vector<std::shared_ptr<Lane>> lanes;  // polled by the leader; a Client holds each too
@@ -267,82 +263,21 @@ struct UcxServer::Impl {
       log("closed the connection from " + peer + ": not authenticated within " + std::to_string(opt.auth_deadline.count() / 1000) + " s");
   }
 
-  // Whether hv is the probe's hello; if so, its connection counts as the probe's.
-  bool probe_hello(Client& c, ByteView hv) {
-    auto h = decode_hello(hv);
-    if (!h.ok() || !probe || !probe->is_probe(*h)) return false;
-    c.probe = true;
-    c.doomed = false;
-    return true;
+  // IntakeHost: what the rules a request meets first (Intake) need from this server.
+  std::unique_ptr<Intake> admission;
+  Reply hello_reply(ByteView header) override { return handler->handle(MsgType::hello, header, {}); }
+  Reply bad_request(const std::string& why) override { return handler->bad_request(why); }
+  bool is_probe(const wire::Hello& h) const override { return probe && probe->is_probe(h); }
+  void probe_greeted(Client& c) override {
+    // Polling every millisecond for the probe's connection, every 2 s, would make an idle
+    // loader busy: unless a client connected after it, wait as usual.
+    if (last_accepted == &c) wary_until = {};
   }
-
-  // hello and auth, answered at once: the connection's authentication (AuthGate).
-  void greet(ucp_ep_h ep, Client& c, ByteView header) {
-    auto h = decode_hello(header);
-    if (!h.ok()) return send(ep, handler->bad_request(h.error().message()));
-    c.address = h->reply_address;
-    if (probe && probe->is_probe(*h)) {
-      c.probe = true;
-      // Polling every millisecond for the probe's connection, every 2 s, would make an idle
-      // loader busy: unless a client connected after it, wait as usual.
-      if (last_accepted == &c) wary_until = {};
-    }
-    Reply base = handler->handle(MsgType::hello, header, {});
-    auto r = decode_hello_reply(base.header);
-    if (!r.ok()) return send(ep, handler->bad_request("hello: " + r.error().message()));
-    if (r->status != ReplyStatus::ok) {  // answered (unsupported_version), then closed: no session
-      Connections::doom(c, Clock::now());
-      return send(ep, std::move(base));
-    }
-    if (auto s = opt.gate->greet(c.session, *h, *r); !s.ok()) {
-      log("cannot answer the hello from " + c.peer + ": " + s.error().message());
-      r->status = ReplyStatus::internal;
-    }
-    send(ep, {MsgType::hello_reply, encode(*r), {}});
-  }
-  void authenticate(ucp_ep_h ep, Client& c, ByteView header) {
-    auto a = decode_auth(header);
-    if (!a.ok()) return send(ep, handler->bad_request(a.error().message()));
-    std::string line;
-    AuthReply r = opt.gate->check(c.session, *a, &line);
-    log((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
-    flush_log();  // who connected is on record before anything it sends runs
-    if (r.status != ReplyStatus::ok) {
-      Connections::doom(c, Clock::now());
-    } else {
-      eps.authenticated(c);
-      c.origin = std::make_shared<const std::string>("from " + c.peer + " " + c.session.who);
-    }
-    send(ep, {MsgType::auth_reply, encode(r), {}});
-  }
-  void deny(ucp_ep_h ep, Client* c, MsgType type, ByteView header) {
-    const std::string why = opt.gate->refusal(AuthGate::session_of(c ? &c->session : nullptr), type);
-    bool closing = false;
-    if (!c || eps.refused(*c, Clock::now(), &closing))  // a flood of refusals must not fill the log
-      log("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
-    if (closing) log("closing the connection from " + c->peer + ": " + std::to_string(c->refusals) + " requests before authenticating");
-    if (!ep) return;  // a forward without a reply endpoint: nobody to tell
-    ResultMsg m;
-    m.request_id = request_id_of(type, header);
-    m.status = ReplyStatus::unauthenticated;
-    m.message = why;
-    send(ep, {MsgType::result, encode(m), {}});
-  }
+  void flush_log() override { loader::flush_log(); }
 
   uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
   // The unit of the byte limits in flight (in_flight.h): the largest request or reply.
   uint64_t largest() const { return std::max(largest_request(), handler->max_reply()); }
-  void refuse_limit(ucp_ep_h ep, Client& c, MsgType type, ByteView header, const std::string& why) {
-    if (limited.due())
-      log("refused a request from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why +
-          " (" + std::to_string(limited.count()) + " such so far)");
-    ResultMsg m;
-    m.request_id = request_id_of(type, header);
-    m.status = ReplyStatus::limit;
-    m.message = why + "; wait for replies before sending more";
-    send(ep, {MsgType::result, encode(m), {}});
-  }
-
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
     if (const Client* c = self->eps.find(ep);
@@ -385,28 +320,7 @@ struct UcxServer::Impl {
               const std::shared_ptr<Lane>* lane = nullptr) {
     ByteView hv(header, std::min(header_length, kMaxHeader));
     Client* client = ep ? eps.find(ep) : nullptr;
-    // A refused connection's requests go unanswered, but for the worker's own probe's hello
-    // (it may connect while one host crowds the node).
-    if (client && client->doomed && !(type == MsgType::hello && probe_hello(*client, hv))) return;
-    // On an authenticated connection every request ends with its session token. UCX names a
-    // message's connection by an id its sender writes, so a message without the token may
-    // be another peer claiming this connection: it is dropped unanswered, so that nothing is
-    // sent to (or done as) the connection it claims.
-    if (client && client->session.authenticated) {
-      ByteView body;
-      if (type == MsgType::hello || type == MsgType::auth || !AuthGate::sealed(client->session, hv, &body)) {
-        if (unsealed.due())
-          log("dropped a message of type " + std::to_string(int(type)) + " that claimed the connection of " +
-                    client->session.who + " from " + client->peer + " without its session token (" +
-                    std::to_string(unsealed.count()) + " such so far)");
-        return;
-      }
-      hv = body;
-    }
-    if (type == MsgType::hello && client) return greet(ep, *client, hv);
-    if (type == MsgType::auth && client) return authenticate(ep, *client, hv);
-    if (!opt.gate->permits(AuthGate::session_of(client ? &client->session : nullptr), type))
-      return deny(ep, client, type, hv);
+    if (!admission->screen(type, ep, client, &hv)) return;
     if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
     if (restart) return unrun(ep, type, hv);  // this worker is ending
     if (type == MsgType::lane) return open_lane(ep, client, hv);
@@ -420,14 +334,10 @@ struct UcxServer::Impl {
         length <= handler->max_input() &&
         run_inline(type, ep, hv, ByteView(static_cast<const uint8_t*>(data), length)))
       return;
-    if (client && type != MsgType::forward)
-      if (std::string why = over_limit(client->usage.get(), client->key_usage.get(), length, largest()); !why.empty())
-        return refuse_limit(ep, *client, type, hv, why);
     auto job = std::make_shared<Job>();
+    if (!admission->admit(type, ep, client, hv, length, &job->charge)) return;
     job->since = Clock::now();
     job->length = length;
-    if (client && type != MsgType::forward)
-      job->charge.emplace(client->usage, client->key_usage, length <= largest_request() ? length : 0);
     job->ep = ep;
     if (client) job->serial = client->serial;
     job->type = type;
@@ -574,7 +484,7 @@ struct UcxServer::Impl {
   // endpoint (none if the client went away). A client that does not take its replies cannot
   // make the worker keep them without bound: past the limits in flight its connection is
   // closed.
-  void send(ucp_ep_h ep, Reply&& r) {
+  void send(ucp_ep_h ep, Reply&& r) override {
     Client* c = ep ? eps.find(ep) : nullptr;
     if (!c) return;
     if (c->probe) return send_on(ep, std::move(r));
@@ -1419,6 +1329,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
       auto a = net::parse_host_port(address);
       return a.ok() && net::on_this_host(*a);
     };
+  m.admission = std::make_unique<Intake>(m.eps, *m.opt.gate, m, m.log, m.largest_request(), m.largest());
   m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to),
                                     [gate = m.opt.gate](const RawKey& key) { return gate->is_peer_key(key); });
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts

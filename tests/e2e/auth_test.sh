@@ -82,15 +82,27 @@ expect 0 'held 200 connections for 15 s' -- "$BIN/xcargo-conn-flood" --to "$NODE
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted under the connection flood" bash -c "! grep -q 'worker stopped' '$LOG'"
 # Requests in flight: past 128 on one connection, or 512 over one key's connections, the
-# rest are answered `limit` at once (all are answered), and the node serves on.
+# rest are answered `limit` at once. Whether any is refused here depends on how fast the node
+# drains them against how fast the senders fill (the machine's load), so these checks hold
+# whatever the timing: every request is answered, a refusal names the right limit and is
+# logged, and the node serves on. That the limits trip at exactly 128 and 512 is intake_test's.
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$XCARGO_CLUSTER_DIR/signer.key" 2>>"$DISCARD"
-expect 0 'first limit: this connection has 128 requests in flight' -- \
-  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 20 --count 300
-# burn 10 (about 10 ms here) keeps them in flight while all 720 are sent (milliseconds); 50
-# took the 512 runs past EXPECT_TIMEOUT on a machine busy with three other test runs.
-expect 0 'first limit: this key has 512 requests in flight' -- \
-  "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo --entry burn --u64 10 --count 120 --connections 6
-eventually 30 "requests past the limits in flight are logged" lines_at_least 1 'refused a request from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has 128 requests in flight' "$LOG"
+in_flight() {  # in_flight NAME LIMIT ARGS...: sends ARGS' requests; any refusal must be LIMIT's
+  local name=$1 limit=$2
+  shift 2
+  timeout "${EXPECT_TIMEOUT:-60}" "$BIN/xcargo-in-flight" --to "$NODE" --key "$ME" --cargo faults.xcargo "$@" > "$name.out" 2>&1
+  check "$name: every request answered (exit $?)" grep -Eq '^sent [0-9]+: [0-9]+ ok, [0-9]+ limit, 0 other, 0 missing$' "$name.out" ||
+    sed 's/^/    | /' "$name.out" | head -12
+  if grep -q '^first limit' "$name.out"; then
+    check "$name: a refusal names the limit" grep -q "^first limit: $limit" "$name.out" || grep '^first limit' "$name.out" | sed 's/^/    | /'
+    # Logged at most once a second (whichever limit came first in that second).
+    eventually 30 "$name: requests past a limit in flight are logged" lines_at_least 1 \
+      "refused a request from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this (connection|key) has [0-9]+ requests in flight" "$LOG"
+  fi
+  sed -n 's/^sent/    '"$name"': sent/p' "$name.out"
+}
+in_flight connection 'this connection has 128 requests in flight' --entry burn --u64 20 --count 300
+in_flight key 'this key has 512 requests in flight' --entry burn --u64 10 --count 120 --connections 6
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' '$LOG'"
 check "refusals on one connection are logged at most 3 times" bash -c "[ \$(grep -c 'refused request type 9 from' '$LOG') -le 12 ]"

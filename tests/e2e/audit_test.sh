@@ -61,7 +61,8 @@ eventually 10 "the supervisor logs the restart and names the cargo" \
 eventually 10 "a time-out is logged with the cargo and the client" \
   grep -Eq "^${TIME}failed invoke: the kernel ran past the time limit .*\(cargo $faults/spin, $SIGNER, $WHO\)" node.log
 eventually 10 "two restarts are logged" lines_at_least 2 "^${TIME}worker restarted; listening on" node.log
-check "runs after two restarts are logged, by a third worker" python3 -c "
+# The third worker batches its lines: waited for.
+eventually 10 "runs after two restarts are logged, by a third worker" /usr/bin/python3 -c "
 import re
 lines = open('node.log').read().splitlines()
 pids = [re.search(r'\[(\d+)\]', l).group(1) for l in lines if 'accepted invoke: $hello/add' in l]

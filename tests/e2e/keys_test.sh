@@ -104,7 +104,7 @@ XCARGO_PASSPHRASE=right-horse "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust 
 loader=$!
 trap 'kill -9 $loader 2> "$TMP/kill.err"; rm -rf "$TMP"' EXIT
 if wait_file node.addr 60; then
-  check "the loader signs its hellos with the encrypted node key" grep -q "node key $EID" node.log
+  eventually 10 "the loader signs its hellos with the encrypted node key" grep -q "node key $EID" node.log
   check "the passphrase is gone from the loader's environment" bash -c "! tr '\0' '\n' < /proc/$loader/environ | grep -q right-horse"
   for child in $(pgrep -P "$loader"); do
     check "the passphrase is not in the worker's environment" bash -c "! tr '\0' '\n' < /proc/$child/environ | grep -q right-horse"

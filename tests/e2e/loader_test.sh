@@ -35,7 +35,7 @@ export XCARGO_IDENTITY=$TMP/me
 "$X" build "$SRC/examples/sgemm/sgemm.c" -o sgemm.xcargo --key other 2>>"$DISCARD"
 
 start_loader node --trust trust --cache cache
-check "the loader reports where it listens" grep -q "listening on $node" node.log
+eventually 10 "the loader reports where it listens" grep -q "listening on $node" node.log  # written after the ready file
 
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$node"
 expect 0 'variant x86_64\)$' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:1 --to "$node"

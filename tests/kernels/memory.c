@@ -46,12 +46,24 @@ XC_ENTRY int hang(xc_ctx *ctx, const void *in, size_t in_len) {
   for (;;) n++;
 }
 
-/* Runs about n * 2^20 loop iterations (input: u64 n), then replies n: a kernel still running
- * when another one fails. */
-XC_ENTRY int slow(xc_ctx *ctx, const void *in, size_t in_len) {
-  uint64_t n = 0;
-  if (in_len == 8) memcpy(&n, in, 8);
-  volatile uint64_t acc = 0;
-  for (uint64_t i = 0; i < (n << 20); ++i) acc += i;
-  return xc_reply(ctx, &n, 8);
+/* Writes its input (u64 token) into region "held", then spins until the region's second word
+ * is set (nothing here sets it: the worker ends under it): a kernel surely still running when
+ * another one fails. held_state replies the token, once it runs (0 before). */
+XC_ENTRY int held(xc_ctx *ctx, const void *in, size_t in_len) {
+  uint64_t token = 0;
+  if (in_len == 8) memcpy(&token, in, 8);
+  volatile uint64_t *h = (volatile uint64_t *)xc_region_create(ctx, "held", 16);
+  if (!h) return 2;
+  h[1] = 0;
+  h[0] = token;
+  while (!h[1]) {
+  }
+  return xc_reply(ctx, &token, 8);
+}
+
+XC_ENTRY int held_state(xc_ctx *ctx, const void *in, size_t in_len) {
+  size_t len = 0;
+  const volatile uint64_t *h = (const volatile uint64_t *)xc_region(ctx, "held", &len);
+  const uint64_t token = h && len == 16 ? h[0] : 0;
+  return xc_reply(ctx, &token, 8);
 }

@@ -1,6 +1,6 @@
 // xcargo-lane-attack: writes into a shared-memory lane what no client would
 // (loader/SECURITY.md, "Memory access by peers"; wire-protocol.md section 8).
-// usage: xcargo-lane-attack --to HOST:PORT --key AUTHORIZED_KEY
+// usage: xcargo-lane-attack --to HOST:PORT --key AUTHORIZED_KEY [--unread-to HOST:PORT]
 //   before-auth    a lane asked for before authenticating: refused, no segment
 //   unsealed       a list request in the lane without the session token: dropped unanswered
 //   handshake      hello, auth, lane, kick, result and unknown frames, each in a lane of its
@@ -230,7 +230,9 @@ int main(int argc, char** argv) {
                                (alive ? "the node still answers" : "the node went away"));
   }
   {
-    Laned l(to, key);
+    // --unread-to: a node with small limits (the default's unread limit takes 131072 replies).
+    const std::string unread_to = test::arg(argc, argv, "--unread-to", to.c_str());
+    Laned l(unread_to, key);
     const auto t0 = Clock::now();
     int sent = 0;
     while (sent < 1000000 && Clock::now() - t0 < std::chrono::seconds(60) &&
@@ -239,7 +241,7 @@ int main(int argc, char** argv) {
     // The worker stopped taking requests: it closed the connection, which UCX now reports.
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (!l.c.lost() && Clock::now() < deadline) ucp_worker_progress(l.c.worker().worker());
-    test::RawClient other("xcargo-lane-attack", to);
+    test::RawClient other("xcargo-lane-attack", unread_to);
     other.greet();
     report("unread", l.c.lost() && !other.lost(),
            std::to_string(sent) + " requests taken, no reply read; " +

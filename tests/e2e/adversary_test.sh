@@ -305,11 +305,14 @@ eventually 30 "clients are served after a worker was stopped" "$X" run faults.xc
 # it runs and answers what it did not run `restarting`: a client with requests in flight
 # across the stop sends those again to the next worker and loses none (the run that found
 # this lost its connection: "Connection reset by remote peer").
-"$X" run faults.xcargo --entry burn --arg u64:1 --result u64 --to "$NODE" --repeat 3000 --inflight 4 > span.txt 2> span.err &
+# Its runs burn a millisecond each until the test opens their gate (after the stop), then end
+# at once: the run is surely still going at the stop, and then ends soon.
+"$X" run faults.xcargo --entry burn_until_open --arg u64:62 --result u64 --to "$NODE" --repeat 30000 --inflight 4 > span.txt 2> span.err &
 span=$!
-sleep 1  # under way (3000 runs of a millisecond or more each on 2 executors: seconds)
+sleep 1  # under way: requests in flight across the stop (else the stop only precedes the run)
 check "the run still runs at the stop" kill -0 "$span"
 kill -TERM "$(worker)"
+eventually 60 "the gate opens after the stop" "$X" run faults.xcargo --entry open_gate --arg u64:62 --to "$NODE"
 wait "$span"
 rc=$?
 check "a run whose requests spanned the worker's orderly stop lost none (exit $rc: $(tail -2 span.err | tr '\n' ' '))" test "$rc" -eq 0

@@ -261,7 +261,7 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 eventually 10 "both ran inline (the log says so)" lines_at_least 2 'inline' safe.log
 
 # A long kernel from one client does not hold up a trivial one from another: the trivial run
-# returns while the long one is still running (compared within this run, not with a constant).
+# returns while the long one is still running (it spins until the test opens its gate).
 start_loader busy --trust trust --timeout 60 --executors 2
 "$X" push faults.xcargo --to "$busy" >>"$DISCARD" 2>&1
 "$X" push hello.xcargo --to "$busy" >>"$DISCARD" 2>&1
@@ -271,7 +271,7 @@ idle=$(( $(now_ms) - t0 ))
 busy_worker=$(serving_worker "$busy_pid")
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 ticks0=$(cpu_ticks "$busy_worker")
-( t=$(now_ms); "$X" run faults.xcargo --entry burn --arg u64:6000 --to "$busy" >>"$DISCARD" 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
+( t=$(now_ms); "$X" run faults.xcargo --entry gated --arg u64:61 --to "$busy" >>"$DISCARD" 2>&1; echo $(( $(now_ms) - t )) > burn.ms ) &
 long=$!
 # The long kernel is running once the worker has spent 0.1 s of CPU on it.
 eventually 60 "the long kernel starts" bash -c "test \$(awk '{print \$14 + \$15}' /proc/$busy_worker/stat) -ge $((ticks0 + 10))"
@@ -280,6 +280,7 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 quick=$(( $(now_ms) - t0 ))
 check "the trivial run returned while the long one was still running ($quick ms; $idle ms on the idle loader)" \
   test ! -e burn.ms -a -d "/proc/$long"
+expect 0 'open' -- "$X" run faults.xcargo --entry open_gate --arg u64:61 --to "$busy"
 wait "$long"
 echo "not held up: a trivial run took $quick ms during a long one of $(cat burn.ms) ms ($idle ms before it)"
 

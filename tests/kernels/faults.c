@@ -74,3 +74,41 @@ XC_ENTRY int crash_if(xc_ctx *ctx, const void *in, size_t in_len) {
   if (n) *(volatile int *)0 = 1;
   return xc_reply(ctx, "fine", 4);
 }
+
+/* A gate in region "gate" (u64) that a test opens: open_gate writes its input (u64 token)
+ * there. gated(token) spins until the gate holds its token, then replies it: a kernel surely
+ * still running while the test does something else. burn_until_open(token) burns about a
+ * millisecond (burn 1) unless the gate holds its token: a run of many requests that goes on
+ * until the test opens the gate, then ends at once. */
+static volatile uint64_t *gate(xc_ctx *ctx) { return (volatile uint64_t *)xc_region_create(ctx, "gate", 8); }
+static uint64_t token_of(const void *in, size_t in_len) {
+  uint64_t t = 0;
+  if (in_len == 8) memcpy(&t, in, 8);
+  return t;
+}
+
+XC_ENTRY int open_gate(xc_ctx *ctx, const void *in, size_t in_len) {
+  volatile uint64_t *g = gate(ctx);
+  if (!g) return 2;
+  *g = token_of(in, in_len);
+  return xc_reply(ctx, "open", 4);
+}
+
+XC_ENTRY int gated(xc_ctx *ctx, const void *in, size_t in_len) {
+  const uint64_t t = token_of(in, in_len);
+  volatile uint64_t *g = gate(ctx);
+  if (!g) return 2;
+  while (*g != t) {
+  }
+  return xc_reply(ctx, &t, 8);
+}
+
+XC_ENTRY int burn_until_open(xc_ctx *ctx, const void *in, size_t in_len) {
+  const uint64_t t = token_of(in, in_len);
+  volatile uint64_t *g = gate(ctx);
+  if (!g) return 2;
+  volatile uint64_t acc = 0;
+  if (*g != t)
+    for (uint64_t i = 0; i < (1u << 20); ++i) acc += i;
+  return xc_reply(ctx, &t, 8);
+}

@@ -34,6 +34,9 @@ public:
   // 'openssl pkcs8 -topk8 -scrypt' writes it and 'openssl pkey' reads it.
   Result<std::string> encrypted_private_pem(std::string_view passphrase) const;
   Result<std::array<uint8_t, 64>> sign(ByteView message) const;
+  // The key as OpenSSL's EVP_PKEY (opaque here), for code that hands it to OpenSSL itself:
+  // the TLS channel's certificates (xcargo/tls.h).
+  void* openssl_pkey() const { return pkey_.get(); }
 
 private:
   std::shared_ptr<void> pkey_;  // EVP_PKEY, kept opaque so this header needs no OpenSSL

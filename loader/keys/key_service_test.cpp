@@ -178,3 +178,45 @@ TEST_CASE("a worker's connection ends with the worker, whoever holds it", "[keys
   CHECK(proves(*more.front(), service->public_key()));
   CHECK_FALSE(proves(second, service->public_key()));
 }
+
+TEST_CASE("the key service certifies a worker's TLS key with the node key, and nothing else", "[keys]") {
+  test::ScratchDir dir;
+  const SigningKey node = test::fresh_key();
+  const std::string path = write_key(dir, "node.key", node.private_pem());
+  auto service = KeyService::start(path, PassphraseSource{"XCARGO_TEST_NO_SUCH_VARIABLE", false}, {});
+  REQUIRE(service.ok());
+  auto c = service->connect();
+  REQUIRE(c.ok());
+  ServiceKey worker(c->fd, service->public_key(), 5s);
+  auto cred = worker.tls_credential();
+  REQUIRE(cred.ok());
+  REQUIRE(cred->chain.size() == 2);
+  // A client that pins the node key accepts the chain: the TLS key, certified by the node key.
+  const SigningKey client = test::fresh_key();
+  auto client_cred = tls::Credential::self_signed(client);
+  REQUIRE(client_cred.ok());
+  auto server_ctx = tls::Context::create(tls::Context::server, *cred, [](const tls::Peer&, std::string*) { return true; });
+  auto client_ctx = tls::Context::create(tls::Context::client, *client_cred, [&](const tls::Peer& p, std::string*) {
+    return p.certified && p.identity == node.public_key().raw;
+  });
+  REQUIRE(server_ctx.ok());
+  REQUIRE(client_ctx.ok());
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  auto s = tls::Channel::start(*server_ctx, fds[1]);
+  auto cl = tls::Channel::start(*client_ctx, fds[0]);
+  REQUIRE(s.ok());
+  REQUIRE(cl.ok());
+  std::thread t([&] { CHECK((*s)->handshake().ok()); });
+  auto r = (*cl)->handshake();
+  t.join();
+  REQUIRE(r.ok());
+  CHECK((*cl)->peer().identity == node.public_key().raw);
+  // A request of the right kind and the wrong length is refused, as any other.
+  Bytes wrong = protocol::certificate_request(5, wire::RawKey{});
+  wrong.push_back(0);
+  auto reply = protocol::parse_reply(protocol::answer(HeldKey(test::fresh_key()), wrong));
+  REQUIRE(reply);
+  CHECK_FALSE(reply->certificate);
+  CHECK(reply->reason == "a request of 42 bytes, not the 41 its kind has");
+}

@@ -30,6 +30,22 @@ Result<wire::Sig> HeldKey::client_proof(const wire::Nonce& my_nonce, const wire:
   return signed_by(key_, auth::client_proof(my_nonce, their_nonce, their_node_key, key_.public_key().raw));
 }
 
+Result<CertifiedKey> HeldKey::certify(const wire::RawKey& tls_key) const {
+  auto leaf = tls::certificate(key_, tls_key, kCertifiedFor);
+  XC_TRY(leaf);
+  auto root = tls::certificate(key_, key_.public_key().raw, kCertifiedFor);
+  XC_TRY(root);
+  return CertifiedKey{std::move(*leaf), std::move(*root)};
+}
+
+Result<tls::Credential> NodeKey::tls_credential() const {
+  auto key = SigningKey::generate();
+  XC_TRY(key);
+  auto c = certify(key->public_key().raw);
+  XC_TRY(c);
+  return tls::Credential{std::move(*key), {std::move(c->tls_key), std::move(c->node_key)}};
+}
+
 ServiceKey::ServiceKey(int fd, PublicKey key, std::chrono::milliseconds limit, std::function<void()> on_lost)
     : fd_(fd), key_(std::move(key)), limit_(limit), on_lost_(std::move(on_lost)) {}
 
@@ -50,18 +66,33 @@ uint64_t unguessable_id() {
 Result<wire::Sig> ServiceKey::node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const {
   std::lock_guard lock(mu_);
   const uint64_t id = unguessable_id();
-  return ask(id, protocol::node_proof_request(id, client_nonce, server_nonce));
+  auto a = ask(id, protocol::node_proof_request(id, client_nonce, server_nonce));
+  XC_TRY(a);
+  if (!a->signature) return Error(Errc::key, "the node's key service answered a proof with certificates");
+  return *a->signature;
 }
 
 Result<wire::Sig> ServiceKey::client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
                                            const wire::RawKey& their_node_key) const {
   std::lock_guard lock(mu_);
   const uint64_t id = unguessable_id();
-  return ask(id, protocol::client_proof_request(id, my_nonce, their_nonce, their_node_key));
+  auto a = ask(id, protocol::client_proof_request(id, my_nonce, their_nonce, their_node_key));
+  XC_TRY(a);
+  if (!a->signature) return Error(Errc::key, "the node's key service answered a proof with certificates");
+  return *a->signature;
+}
+
+Result<CertifiedKey> ServiceKey::certify(const wire::RawKey& tls_key) const {
+  std::lock_guard lock(mu_);
+  const uint64_t id = unguessable_id();
+  auto a = ask(id, protocol::certificate_request(id, tls_key));
+  XC_TRY(a);
+  if (!a->certificate) return Error(Errc::key, "the node's key service answered a certificate request with a signature");
+  return std::move(*a->certificate);
 }
 
 // Under mu_.
-Result<wire::Sig> ServiceKey::ask(uint64_t id, Bytes request) const {
+Result<ServiceKey::Answer> ServiceKey::ask(uint64_t id, Bytes request) const {
   auto failed = [](const std::string& what) {
     return Error(Errc::key, "the node's key service " + what + ": this node cannot prove its key")
         .hint("the loader stops when its key service ends; restart it");
@@ -70,7 +101,7 @@ Result<wire::Sig> ServiceKey::ask(uint64_t id, Bytes request) const {
     if (on_lost_) on_lost_();
     return failed(err == EPIPE || err == ECONNRESET ? "is gone" : std::string("cannot be reached: ") + std::strerror(err));
   };
-  uint8_t packet[protocol::kMaxPacket];
+  uint8_t packet[protocol::kMaxReply];
   // What is queued now answers nothing this asks (a kernel's own requests, say): dropped.
   for (int i = 0; i < 4096 && ::recv(fd_, packet, sizeof packet, MSG_DONTWAIT) > 0; ++i) {
   }
@@ -92,8 +123,8 @@ Result<wire::Sig> ServiceKey::ask(uint64_t id, Bytes request) const {
     if (n < 0) return lost(errno);
     auto reply = protocol::parse_reply(ByteView(packet, size_t(n)));
     if (!reply || reply->id != id) continue;  // not the answer to this question
-    if (!reply->signature) return Error(Errc::key, "the node's key service refused: " + reply->reason);
-    return *reply->signature;
+    if (!reply->signature && !reply->certificate) return Error(Errc::key, "the node's key service refused: " + reply->reason);
+    return Answer{reply->signature, std::move(reply->certificate)};
   }
 }
 

@@ -10,15 +10,28 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "xcargo/auth.h"
 #include "xcargo/error.h"
 #include "xcargo/identity.h"
+#include "xcargo/tls.h"
 #include "xcargo/trust.h"
 #include "xcargo/wire.h"
 
 namespace xcargo::loader::keys {
+
+// How long a certificate of a worker's TLS key is valid: a worker renews its key well before
+// (tls_credential), and one taken from a worker (a kernel that read its memory) serves for
+// at most this long after.
+inline constexpr std::chrono::hours kCertifiedFor{2};
+
+// A TLS key's certificate by the node key, and the node key's own (self-signed): the chain a
+// worker shows (DER each).
+struct CertifiedKey {
+  Bytes tls_key, node_key;
+};
 
 class NodeKey {
 public:
@@ -30,6 +43,11 @@ public:
   // this node's key).
   [[nodiscard]] virtual Result<wire::Sig> client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
                                                        const wire::RawKey& their_node_key) const = 0;
+  // A certificate of tls_key by this node's key, for kCertifiedFor.
+  [[nodiscard]] virtual Result<CertifiedKey> certify(const wire::RawKey& tls_key) const = 0;
+  // A fresh TLS key and its chain, certified by this node's key (xcargo/tls.h): what a
+  // worker's TLS listener shows, renewed before kCertifiedFor passes.
+  [[nodiscard]] Result<tls::Credential> tls_credential() const;
 };
 
 // A key held in this process: the key service's own, and unit tests'.
@@ -40,6 +58,7 @@ public:
   Result<wire::Sig> node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const override;
   Result<wire::Sig> client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
                                  const wire::RawKey& their_node_key) const override;
+  Result<CertifiedKey> certify(const wire::RawKey& tls_key) const override;
 
 private:
   SigningKey key_;
@@ -61,9 +80,14 @@ public:
   Result<wire::Sig> node_proof(const wire::Nonce& client_nonce, const wire::Nonce& server_nonce) const override;
   Result<wire::Sig> client_proof(const wire::Nonce& my_nonce, const wire::Nonce& their_nonce,
                                  const wire::RawKey& their_node_key) const override;
+  Result<CertifiedKey> certify(const wire::RawKey& tls_key) const override;
 
 private:
-  Result<wire::Sig> ask(uint64_t id, Bytes request) const;
+  struct Answer {  // the service's: a signature or certificates
+    std::optional<wire::Sig> signature;
+    std::optional<CertifiedKey> certificate;
+  };
+  Result<Answer> ask(uint64_t id, Bytes request) const;
   const int fd_;
   const PublicKey key_;
   const std::chrono::milliseconds limit_;

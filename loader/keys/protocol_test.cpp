@@ -17,7 +17,7 @@ wire::Nonce nonce(uint8_t b) {
 }
 }  // namespace
 
-TEST_CASE("the key service signs the two proofs and nothing else", "[keys]") {
+TEST_CASE("the key service signs the two proofs, certifies TLS keys, and nothing else", "[keys]") {
   const SigningKey node = test::fresh_key(), peer = test::fresh_key();
   const HeldKey key(node);
 
@@ -48,7 +48,7 @@ TEST_CASE("the key service signs the two proofs and nothing else", "[keys]") {
   Bytes shorter = protocol::client_proof_request(10, nonce(1), nonce(2), peer.public_key().raw);
   shorter.pop_back();
   Bytes other_kind = protocol::node_proof_request(11, nonce(1), nonce(2));
-  other_kind[0] = 3;
+  other_kind[0] = 4;
   for (const Bytes& bad : {longer, shorter, other_kind, Bytes{}, Bytes{1}}) {
     auto no = protocol::parse_reply(protocol::answer(key, bad));
     REQUIRE(no);
@@ -56,8 +56,16 @@ TEST_CASE("the key service signs the two proofs and nothing else", "[keys]") {
     CHECK_FALSE(no->reason.empty());
   }
   CHECK(protocol::parse_reply(protocol::answer(key, longer))->id == 9);
-  CHECK(protocol::parse_reply(protocol::answer(key, other_kind))->reason.find("signs node and client proofs only") != std::string::npos);
+  CHECK(protocol::parse_reply(protocol::answer(key, other_kind))->reason.find("signs node and client proofs and certifies TLS keys only") != std::string::npos);
   CHECK(protocol::parse_reply(protocol::answer(key, shorter))->reason == "a request of 104 bytes, not the 105 its kind has");
+
+  // A TLS key's certificate: the node key's signature over a certificate the service made.
+  r = protocol::parse_reply(protocol::answer(key, protocol::certificate_request(12, peer.public_key().raw)));
+  REQUIRE(r);
+  CHECK(r->id == 12);
+  REQUIRE(r->certificate);
+  CHECK(r->certificate->tls_key.size() > 100);
+  CHECK(r->certificate->node_key.size() > 100);
 }
 
 TEST_CASE("a worker reads only whole replies of the key service", "[keys]") {
@@ -71,6 +79,15 @@ TEST_CASE("a worker reads only whole replies of the key service", "[keys]") {
   refusal.resize(9 + protocol::kMaxReason + 1, 'x');
   CHECK_FALSE(protocol::parse_reply(refusal));            // a reason longer than any the service writes
   Bytes unknown(9 + 64, 0);
-  unknown[0] = 2;
+  unknown[0] = 3;
   CHECK_FALSE(protocol::parse_reply(unknown));
+  Bytes certified(9 + 2 + 10, 0);
+  certified[0] = 2;
+  CHECK_FALSE(protocol::parse_reply(certified));  // a first certificate of 0 bytes
+  certified[9] = 10;
+  CHECK_FALSE(protocol::parse_reply(certified));  // no second one
+  certified[9] = 9;
+  CHECK(protocol::parse_reply(certified));
+  certified[9] = 0xff;
+  CHECK_FALSE(protocol::parse_reply(certified));  // longer than the packet
 }

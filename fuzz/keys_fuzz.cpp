@@ -1,6 +1,7 @@
 // Fuzz target: the key service's reading of a worker's request (which a kernel in the worker
 // may write) and the worker's reading of its reply. A request it signs is one of the two
-// proofs, exactly sized; every reply it writes parses back.
+// proofs, exactly sized, and one it certifies a TLS key, exactly sized; every reply it writes
+// parses back.
 #include <cstdint>
 #include <cstdlib>
 
@@ -19,6 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool exact = size > 0 && ((data[0] == protocol::kNodeProof && size == protocol::kNodeProofSize) ||
                                   (data[0] == protocol::kClientProof && size == protocol::kClientProofSize));
   if (r->signature.has_value() != exact) std::abort();
+  const bool certify = size == protocol::kCertificateSize && data[0] == protocol::kCertificate;
+  if (r->certificate.has_value() != certify) std::abort();
   (void)protocol::parse_reply(in);
   return 0;
 }

@@ -73,17 +73,14 @@ int serve_stdio(Handler& handler) {
   for (;;) {
     uint8_t head[wire::kFrameHeaderSize];
     if (read_exact(0, head, sizeof head) != ReadEnd::done) return 0;
-    uint32_t hlen = 0;
-    uint64_t dlen = 0;
-    std::memcpy(&hlen, head + 4, 4);
-    std::memcpy(&dlen, head + 8, 8);
-    if (hlen > wire::kMaxHeader || dlen > max_data) {
-      log_line("refused a frame of " + std::to_string(hlen) + " + " + std::to_string(dlen) + " bytes (over the limits)");
+    auto h = wire::decode_frame_head(ByteView(head, sizeof head), max_data);
+    if (!h.ok()) {
+      log_line("refused a frame: " + h.error().message());
       return 1;
     }
-    Bytes frame(sizeof head + hlen + dlen);
+    Bytes frame(sizeof head + h->header_len + h->data_len);
     std::memcpy(frame.data(), head, sizeof head);
-    if (read_exact(0, frame.data() + sizeof head, hlen + size_t(dlen)) != ReadEnd::done) return 1;
+    if (read_exact(0, frame.data() + sizeof head, h->header_len + size_t(h->data_len)) != ReadEnd::done) return 1;
     auto f = wire::decode_frame(frame, max_data);
     Reply r = f.ok() ? handler.handle(f->type, f->header, f->data)
                      : Reply{wire::MsgType::result,

@@ -53,15 +53,12 @@ protected:
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_ + 1);
     Bytes head(kFrameHeaderSize);
     XC_TRY(read_exact(head.data(), head.size(), deadline));
-    uint32_t hlen = 0;
-    uint64_t dlen = 0;
-    std::memcpy(&hlen, head.data() + 4, 4);
-    std::memcpy(&dlen, head.data() + 8, 8);
     const uint64_t max_data = 1ull << 31;
-    if (hlen > kMaxHeader || dlen > max_data) return Error(Errc::malformed, "local loader: oversized reply");
+    auto h = decode_frame_head(head, max_data);
+    if (!h.ok()) return Error(Errc::malformed, "local loader: " + h.error().message());
     Bytes all = head;
-    all.resize(kFrameHeaderSize + hlen + dlen);
-    XC_TRY(read_exact(all.data() + kFrameHeaderSize, hlen + size_t(dlen), deadline));
+    all.resize(kFrameHeaderSize + h->header_len + h->data_len);
+    XC_TRY(read_exact(all.data() + kFrameHeaderSize, h->header_len + size_t(h->data_len), deadline));
     return decode_frame(all, max_data);
   }
 

@@ -262,30 +262,17 @@ Result<Channel::Io> Channel::fill(uint8_t* to, size_t want, size_t* got) {
   return Io::done;
 }
 
-namespace {
-uint64_t le(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = n; i-- > 0;) v = v << 8 | p[i];
-  return v;
-}
-}  // namespace
-
 Result<Channel::Io> Channel::receive(wire::Frame& f, uint64_t max_data) {
   if (!in_body_) {
     auto io = fill(head_, sizeof head_, &head_got_);
     XC_TRY(io);
     if (*io == Io::closed && head_got_ != 0) return Error(Errc::unreachable, "the other end closed the connection inside a frame");
     if (*io != Io::done) return *io;
-    const uint64_t type = le(head_, 2), reserved = le(head_ + 2, 2), header_len = le(head_ + 4, 4), data_len = le(head_ + 8, 8);
-    if (reserved != 0) return Error(Errc::malformed, "frame: reserved bytes are not 0");
-    if (type == 0 || type > uint64_t(wire::kMaxMsgType)) return Error(Errc::malformed, "frame: unknown message type " + std::to_string(type));
-    if (header_len > wire::kMaxHeader)
-      return Error(Errc::limit, "frame: a header of " + std::to_string(header_len) + " bytes (at most " + std::to_string(wire::kMaxHeader) + ")");
-    if (data_len > max_data)
-      return Error(Errc::limit, "frame: " + std::to_string(data_len) + " bytes of data (at most " + std::to_string(max_data) + ")");
-    f.type = wire::MsgType(type);
-    f.header.resize(header_len);
-    f.data.resize(data_len);
+    auto h = wire::decode_frame_head(ByteView(head_, sizeof head_), max_data);
+    XC_TRY(h);
+    f.type = h->type;
+    f.header.resize(h->header_len);
+    f.data.resize(h->data_len);
     header_got_ = data_got_ = 0;
     in_body_ = true;
   }

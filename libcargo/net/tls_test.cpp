@@ -307,7 +307,7 @@ TEST_CASE("frames past the receiver's limits are refused before anything is allo
     auto got = receive(relay, **s, f, 1000);
     REQUIRE_FALSE(got.ok());
     CHECK(got.error().code() == Errc::limit);
-    CHECK(got.error().message() == "frame: 2000 bytes of data (at most 1000)");
+    CHECK(got.error().message() == "wire: frame: 2000 bytes of data (at most 1000)");
     CHECK(f.data.empty());
   }
   SECTION("header") {

@@ -622,20 +622,32 @@ Bytes encode_frame(MsgType type, ByteView header, ByteView data) {
   return Out().u16(uint16_t(type)).u16(0).u32(uint32_t(header.size())).u64(data.size()).raw(header).raw(data).take();
 }
 
-Result<Frame> decode_frame(ByteView bytes, uint64_t max_data, size_t* consumed) {
-  In in(bytes, "frame");
-  Frame f;
-  uint16_t type = in.u16();
+Result<FrameHead> decode_frame_head(ByteView bytes, uint64_t max_data) {
+  In in(bytes.first(std::min(bytes.size(), kFrameHeaderSize)), "frame");
+  const uint16_t type = in.u16();
   in.zeros(2);
-  uint32_t hlen = in.u32();
-  uint64_t dlen = in.u64();
+  FrameHead h;
+  h.header_len = in.u32();
+  h.data_len = in.u64();
   if (in.failed()) return Error(Errc::malformed, "wire: frame: truncated");
   if (type == 0 || type > kMaxMsgType) return Error(Errc::malformed, "wire: frame: unknown message type " + std::to_string(type));
-  if (hlen > kMaxHeader) return Error(Errc::limit, "wire: frame: header of " + std::to_string(hlen) + " bytes is over the limit");
-  if (dlen > max_data) return Error(Errc::limit, "wire: frame: data of " + std::to_string(dlen) + " bytes is over the limit");
+  if (h.header_len > kMaxHeader)
+    return Error(Errc::limit, "wire: frame: a header of " + std::to_string(h.header_len) + " bytes (at most " + std::to_string(kMaxHeader) + ")");
+  if (h.data_len > max_data)
+    return Error(Errc::limit, "wire: frame: " + std::to_string(h.data_len) + " bytes of data (at most " + std::to_string(max_data) + ")");
+  h.type = MsgType(type);
+  return h;
+}
+
+Result<Frame> decode_frame(ByteView bytes, uint64_t max_data, size_t* consumed) {
+  auto head = decode_frame_head(bytes, max_data);
+  XC_TRY(head);
+  const uint32_t hlen = head->header_len;
+  const uint64_t dlen = head->data_len;
   if (bytes.size() - kFrameHeaderSize < hlen || bytes.size() - kFrameHeaderSize - hlen < dlen)
     return Error(Errc::malformed, "wire: frame: truncated");
-  f.type = MsgType(type);
+  Frame f;
+  f.type = head->type;
   const uint8_t* p = bytes.data() + kFrameHeaderSize;
   f.header.assign(p, p + hlen);
   f.data.assign(p + hlen, p + hlen + dlen);

@@ -304,6 +304,15 @@ struct Frame {
   Bytes header, data;
 };
 Bytes encode_frame(MsgType type, ByteView header, ByteView data);
+// A frame's first kFrameHeaderSize bytes: what follows them, checked against the limits (a
+// known type, the reserved bytes 0, header at most kMaxHeader, data at most max_data) before
+// a reader allocates anything for it.
+struct FrameHead {
+  MsgType type{};
+  uint32_t header_len = 0;
+  uint64_t data_len = 0;
+};
+Result<FrameHead> decode_frame_head(ByteView bytes, uint64_t max_data);
 // Decodes one frame from the start of bytes; max_data bounds the data length before use.
 Result<Frame> decode_frame(ByteView bytes, uint64_t max_data, size_t* consumed = nullptr);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sys/stat.h>
 
+#include "key_lines.h"
 #include "xcargo/file.h"
 
 namespace xcargo::auth {
@@ -79,24 +80,27 @@ std::string verbs_text(uint16_t verbs) {
   return s.empty() ? "none" : s;
 }
 
+namespace lines {
+
+Result<PublicKey> key(const std::string& word, const std::string& where) {
+  auto k = public_key_from_pem("-----BEGIN PUBLIC KEY-----\n" + word + "\n-----END PUBLIC KEY-----\n", where);
+  if (!k.ok())
+    return Error(Errc::invalid_argument, where + ": not an Ed25519 public key")
+        .hint("KEY is the second line of a .pub file written by 'xcargo keygen'");
+  return k;
+}
+
+std::string key_word(const PublicKey& key) {
+  const std::string pem = public_key_to_pem(key);
+  const size_t a = pem.find('\n'), b = pem.find('\n', a + 1);
+  return pem.substr(a + 1, b - a - 1);
+}
+
+}  // namespace lines
+
 Result<AuthorizedKeys> AuthorizedKeys::parse(std::string_view text, const std::string& origin) {
   AuthorizedKeys out;
-  size_t line_no = 0;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string line(text.substr(0, nl));
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    ++line_no;
-    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    std::vector<std::string> words;
-    for (size_t i = 0; i < line.size();) {
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
-      size_t j = i;
-      while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
-      if (j > i) words.push_back(line.substr(i, j - i));
-      i = j;
-    }
-    if (words.empty()) continue;
+  XC_TRY(lines::for_each(text, [&](const std::vector<std::string>& words, size_t line_no) -> Status {
     const std::string where = origin + ": line " + std::to_string(line_no);
     AuthorizedKey k;
     size_t w = 0;
@@ -108,18 +112,16 @@ Result<AuthorizedKeys> AuthorizedKeys::parse(std::string_view text, const std::s
     }
     if (w >= words.size())
       return Error(Errc::invalid_argument, where + ": no key").hint("a line is '[verbs=LIST] KEY [NAME]', KEY the second line of a .pub file");
-    const std::string pem = "-----BEGIN PUBLIC KEY-----\n" + words[w] + "\n-----END PUBLIC KEY-----\n";
-    auto key = public_key_from_pem(pem, where);
-    if (!key.ok())
-      return Error(Errc::invalid_argument, where + ": not an Ed25519 public key")
-          .hint("KEY is the second line of a .pub file written by 'xcargo keygen'");
+    auto key = lines::key(words[w], where);
+    XC_TRY(key);
     k.key = std::move(*key);
     for (size_t i = w + 1; i < words.size(); ++i) k.name += (k.name.empty() ? "" : " ") + words[i];
     if (k.name.empty()) k.name = to_hex(k.key.id);
     if (out.keys_.size() >= kMaxAuthorizedKeys)
       return Error(Errc::limit, origin + ": more than " + std::to_string(kMaxAuthorizedKeys) + " keys");
     out.keys_.push_back(std::move(k));
-  }
+    return {};
+  }));
   return out;
 }
 
@@ -153,10 +155,7 @@ const AuthorizedKey* AuthorizedKeys::find(const std::array<uint8_t, 32>& raw) co
 }
 
 std::string authorized_line(const PublicKey& key, uint16_t verbs, const std::string& name) {
-  std::string pem = public_key_to_pem(key);
-  // The base64 line between the PEM armour lines.
-  const size_t a = pem.find('\n'), b = pem.find('\n', a + 1);
-  std::string line = "verbs=" + verbs_text(verbs) + " " + pem.substr(a + 1, b - a - 1);
+  std::string line = "verbs=" + verbs_text(verbs) + " " + lines::key_word(key);
   if (!name.empty()) line += " " + name;
   return line;
 }

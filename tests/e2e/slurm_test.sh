@@ -182,7 +182,12 @@ loaders run > loaders1.txt
 "$XS" stop --dir run > stop.err 2>&1
 echo \$? > stop.rc
 loaders run > loaders-after-stop.txt
-squeue -h -s -j \$SLURM_JOB_ID -o '%i %j' > steps-after-stop.txt
+# slurmctld drops the step a moment after its srun ended: looked for up to 30 s.
+for _ in \$(seq 300); do
+  squeue -h -s -j \$SLURM_JOB_ID -o '%i %j' > steps-after-stop.txt
+  grep -q xcargo-loaders steps-after-stop.txt || break
+  sleep 0.1
+done
 
 # Again in the same directory, with the test's own signer and clients, left running.
 CLUSTER=\$("$XS" start --dir run --loader "$LOADER" --base-port $PORT_A --trust trust --clients clients -q -- --spin-us 0 2> start2.err)

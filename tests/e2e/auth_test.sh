@@ -128,8 +128,13 @@ expect 5 'may ls, not push,run' -- "$X" run hello.xcargo --entry add --arg i64:1
 # A client that does not take its replies: once its unread replies would pass twice the
 # largest request or reply the node accepts (here 4 MiB each), its connection is closed.
 start reader --clients "$XCARGO_CLUSTER_DIR/clients/clients.txt" --max-cargo 4194304 --max-input 4194304 --max-reply 4194304
-expect 0 'closed by the node: 1 of 1 connections' -- \
-  "$BIN/xcargo-in-flight" --to "$reader" --key "$ME" --cargo faults.xcargo --entry sized_reply --u64 1048576 --count 40 --hold-s 5
+# The client holds until the node has logged the close, however long its kernels took.
+EXPECT_TIMEOUT=120 expect 0 'closed by the node: 1 of 1 connections' -- bash -c "
+  '$BIN/xcargo-in-flight' --to '$reader' --key '$ME' --cargo faults.xcargo --entry sized_reply --u64 1048576 --count 40 --hold-until reader.closed &
+  tool=\$!
+  for _ in \$(seq 1200); do grep -q 'replies its client has not read' reader.log && break; sleep 0.05; done
+  touch reader.closed
+  wait \$tool"
 eventually 30 "unread replies are logged" lines_at_least 1 'closing the connection from 127\.0\.0\.1:[0-9]+ \(key [0-9a-f]{16} \(cluster-user\)\): this connection has [0-9]+ bytes of replies its client has not read' reader.log
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$reader"
 check "the reader's loader did not restart" bash -c "! grep -q 'worker stopped' reader.log"

@@ -114,8 +114,14 @@ expect 0 'stopped [0-9]+ loaders' -- "$SRC/scripts/cluster" down
 expect 0 '2 loaders up' -- "$SRC/scripts/cluster" up 2 --tls "$TLS" --bin "$BIN" -- --max-cargo 4194304 --max-input 4194304 --max-reply 4194304
 source "$XCARGO_CLUSTER_DIR/env"
 expect 0 pushed -- "$X" push faults.xcargo --to "$(addr 0),$(addr 1)"
-expect 0 'closed by the node: 0 of 1 connections' -- "$BIN/xcargo-in-flight" --to "$(addr 0)" --key "$XCARGO_IDENTITY" \
-  --cargo faults.xcargo --entry reply_from_node1 --u64 1048576 --count 40 --hold-s 5 --results-to-idle
+# The client holds until node 1 has logged the drop, however long its kernels took.
+EXPECT_TIMEOUT=120 expect 0 'closed by the node: 0 of 1 connections' -- bash -c "
+  '$BIN/xcargo-in-flight' --to '$(addr 0)' --key '$XCARGO_IDENTITY' --cargo faults.xcargo --entry reply_from_node1 --u64 1048576 \
+    --count 40 --hold-until results.dropped --results-to-idle &
+  tool=\$!
+  for _ in \$(seq 1200); do grep -q 'dropped forwarded results for a client' '$XCARGO_CLUSTER_DIR/node-1.log' && break; sleep 0.05; done
+  touch results.dropped
+  wait \$tool"
 eventually 30 "node 1 drops forwarded results nobody reads" lines_at_least 1 'dropped forwarded results for a client that does not read them' "$XCARGO_CLUSTER_DIR/node-1.log"
 check "neither node restarted" bash -c "! grep -q 'worker stopped' '$XCARGO_CLUSTER_DIR/node-0.log' '$XCARGO_CLUSTER_DIR/node-1.log'"
 

@@ -9,6 +9,8 @@
 //   every request was answered, 1 otherwise, 2 on usage or connection errors.
 //   --hold-s H: after sending, reads nothing for H s (a client that does not take its replies),
 //   then prints "closed by the node: K of C connections" and exits 0.
+//   --hold-until FILE: the same, reading nothing until FILE exists (at most 300 s): the test
+//   creates it once the node has done what it waits for.
 //   --results-to-idle: the hellos name, for forwarded results, another UCX worker of this
 //   process that never reads anything.
 #include <chrono>
@@ -121,8 +123,12 @@ int main(int argc, char** argv) {
       if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
       else if (UCS_PTR_IS_ERR(r)) test::die(kTool, "send failed", 2);
     }
-  if (const int hold_s = std::atoi(test::arg(argc, argv, "--hold-s", "0").c_str()); hold_s > 0) {
-    std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+  const std::string hold_until = test::arg(argc, argv, "--hold-until");
+  if (const int hold_s = std::atoi(test::arg(argc, argv, "--hold-s", "0").c_str()); hold_s > 0 || !hold_until.empty()) {
+    if (hold_until.empty()) std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+    for (const auto until = Clock::now() + std::chrono::seconds(300); !hold_until.empty() && Clock::now() < until &&
+                                                                       ::access(hold_until.c_str(), F_OK) != 0;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (int k = 0; k < 1000; ++k)  // hear whether the node hung up
       for (auto& c : clients) ucp_worker_progress(c->worker().worker());
     long closed = 0;

@@ -107,6 +107,25 @@ Result<Io> receive(Relay& r, Channel& ch, wire::Frame& f, uint64_t max = 1 << 20
   return Io::want_read;
 }
 
+// A client and a node talking through a relay, their handshakes run: cr and sr, how each
+// ended.
+struct Conversation {
+  Relay relay;
+  std::unique_ptr<Channel> client, server;
+  Result<Io> cr = Io::done, sr = Io::done;
+  Conversation(const Credential& node, Accept node_accepts, const Credential& client_cred, Accept client_accepts,
+               std::function<void(Bytes&, bool)> wire = {}) {
+    if (wire) relay.wire = std::move(wire);
+    auto s = Channel::start(context(Context::server, node, std::move(node_accepts)), relay.server_side.b);
+    auto c = Channel::start(context(Context::client, client_cred, std::move(client_accepts)), relay.client_side.a);
+    REQUIRE(s.ok());
+    REQUIRE(c.ok());
+    server = std::move(*s);
+    client = std::move(*c);
+    handshake(relay, *client, *server, &cr, &sr);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("client and node prove their keys; each learns the other's identity", "[tls]") {
@@ -159,32 +178,22 @@ TEST_CASE("a key the other end does not accept gets no further than the handshak
   SECTION("a client key the node does not know") {
     auto cred = Credential::self_signed(stranger);
     REQUIRE(cred.ok());
-    Relay relay;
-    auto s = Channel::start(context(Context::server, certified_by(node), only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    Conversation t(certified_by(node), only(client, false), *cred, only(node, true));
+    auto& [relay, c, s, cr, sr] = t;
     REQUIRE_FALSE(sr.ok());
     CHECK(sr.error().code() == Errc::unauthenticated);
     CHECK(sr.error().message() == "the other end's key was refused: not the key expected");
     // TLS 1.3: the client's handshake ended first; the node's refusal reaches its first read.
     wire::Frame f;
-    auto got = cr.ok() ? receive(relay, **c, f) : Result<Io>(cr.error());
+    auto got = cr.ok() ? receive(relay, *c, f) : Result<Io>(cr.error());
     REQUIRE_FALSE(got.ok());
     CHECK(got.error().code() == Errc::unauthenticated);
   }
   SECTION("a node whose key is not the one the client expects") {
     auto cred = Credential::self_signed(client);
     REQUIRE(cred.ok());
-    Relay relay;
-    auto s = Channel::start(context(Context::server, certified_by(impostor), only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    Conversation t(certified_by(impostor), only(client, false), *cred, only(node, true));
+    auto& [relay, c, s, cr, sr] = t;
     REQUIRE_FALSE(cr.ok());
     CHECK(cr.error().code() == Errc::unauthenticated);
     CHECK_FALSE(sr.ok());  // the client's alert
@@ -200,13 +209,8 @@ TEST_CASE("a key the other end does not accept gets no further than the handshak
     Credential forged{std::move(ephemeral), {std::move(*leaf), std::move(*root)}};
     auto cred = Credential::self_signed(client);
     REQUIRE(cred.ok());
-    Relay relay;
-    auto s = Channel::start(context(Context::server, forged, only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    Conversation t(forged, only(client, false), *cred, only(node, true));
+    auto& [relay, c, s, cr, sr] = t;
     REQUIRE_FALSE(cr.ok());
     CHECK(cr.error().message() == "the other end's key was refused: its certificate is not signed by the key it names as issuer");
   }
@@ -215,13 +219,8 @@ TEST_CASE("a key the other end does not accept gets no further than the handshak
     auto cred = Credential::self_signed(client);
     REQUIRE(node_cred.ok());
     REQUIRE(cred.ok());
-    Relay relay;
-    auto s = Channel::start(context(Context::server, *node_cred, only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    Conversation t(*node_cred, only(client, false), *cred, only(node, true));
+    auto& [relay, c, s, cr, sr] = t;
     CHECK_FALSE(cr.ok());
   }
 }
@@ -234,21 +233,15 @@ TEST_CASE("what travels is sealed: a changed byte ends the connection, a replaye
   const Bytes secret = {'c', 'r', 'e', 'd', 'i', 't', '-', 'c', 'a', 'r', 'd', '=', '4', '1', '1', '1'};
   Bytes recorded;  // what the client sent, as an observer on the wire saw it
   {
-    Relay relay;
-    relay.wire = [&](Bytes& b, bool to_server) {
+    Conversation t(node_cred, only(client, false), *cred, only(node, true), [&](Bytes& b, bool to_server) {
       if (to_server) recorded.insert(recorded.end(), b.begin(), b.end());
-    };
-    auto s = Channel::start(context(Context::server, node_cred, only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    });
+    auto& [relay, c, s, cr, sr] = t;
     REQUIRE(cr.ok());
     REQUIRE(sr.ok());
-    REQUIRE((*c)->send(wire::MsgType::invoke, Bytes{1, 2, 3, 4}, secret).ok());
+    REQUIRE(c->send(wire::MsgType::invoke, Bytes{1, 2, 3, 4}, secret).ok());
     wire::Frame f;
-    auto got = receive(relay, **s, f);
+    auto got = receive(relay, *s, f);
     REQUIRE(got.ok());
     CHECK(f.data == secret);
   }
@@ -266,23 +259,17 @@ TEST_CASE("what travels is sealed: a changed byte ends the connection, a replaye
     CHECK_FALSE((r.ok() && *r == Io::done));
   }
   SECTION("a byte changed on the way") {
-    Relay relay;
     bool flip = false;
-    relay.wire = [&](Bytes& b, bool to_server) {
+    Conversation t(node_cred, only(client, false), *cred, only(node, true), [&](Bytes& b, bool to_server) {
       if (flip && to_server && !b.empty()) b[b.size() / 2] ^= 0x20, flip = false;
-    };
-    auto s = Channel::start(context(Context::server, node_cred, only(client, false)), relay.server_side.b);
-    auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-    REQUIRE(s.ok());
-    REQUIRE(c.ok());
-    Result<Io> cr = Io::done, sr = Io::done;
-    handshake(relay, **c, **s, &cr, &sr);
+    });
+    auto& [relay, c, s, cr, sr] = t;
     REQUIRE(cr.ok());
     REQUIRE(sr.ok());
     flip = true;
-    REQUIRE((*c)->send(wire::MsgType::invoke, Bytes{1, 2, 3, 4}, secret).ok());
+    REQUIRE(c->send(wire::MsgType::invoke, Bytes{1, 2, 3, 4}, secret).ok());
     wire::Frame f;
-    auto got = receive(relay, **s, f);
+    auto got = receive(relay, *s, f);
     REQUIRE_FALSE(got.ok());
     CHECK(got.error().code() == Errc::unreachable);
   }
@@ -292,33 +279,28 @@ TEST_CASE("frames past the receiver's limits are refused before anything is allo
   const SigningKey node = new_key(), client = new_key();
   auto cred = Credential::self_signed(client);
   REQUIRE(cred.ok());
-  Relay relay;
-  auto s = Channel::start(context(Context::server, certified_by(node), only(client, false)), relay.server_side.b);
-  auto c = Channel::start(context(Context::client, *cred, only(node, true)), relay.client_side.a);
-  REQUIRE(s.ok());
-  REQUIRE(c.ok());
-  Result<Io> cr = Io::done, sr = Io::done;
-  handshake(relay, **c, **s, &cr, &sr);
+  Conversation t(certified_by(node), only(client, false), *cred, only(node, true));
+  auto& [relay, c, s, cr, sr] = t;
   REQUIRE(cr.ok());
   REQUIRE(sr.ok());
   wire::Frame f;
   SECTION("data") {
-    REQUIRE((*c)->send(wire::MsgType::invoke, Bytes{1}, Bytes(2000)).ok());
-    auto got = receive(relay, **s, f, 1000);
+    REQUIRE(c->send(wire::MsgType::invoke, Bytes{1}, Bytes(2000)).ok());
+    auto got = receive(relay, *s, f, 1000);
     REQUIRE_FALSE(got.ok());
     CHECK(got.error().code() == Errc::limit);
     CHECK(got.error().message() == "wire: frame: 2000 bytes of data (at most 1000)");
     CHECK(f.data.empty());
   }
   SECTION("header") {
-    REQUIRE((*c)->send(wire::MsgType::invoke, Bytes(wire::kMaxHeader + 1), {}).ok());
-    auto got = receive(relay, **s, f, 1000);
+    REQUIRE(c->send(wire::MsgType::invoke, Bytes(wire::kMaxHeader + 1), {}).ok());
+    auto got = receive(relay, *s, f, 1000);
     REQUIRE_FALSE(got.ok());
     CHECK(got.error().code() == Errc::limit);
   }
   SECTION("a peer that ends the stream between frames") {
-    (*c)->close();
-    auto got = receive(relay, **s, f, 1000);
+    c->close();
+    auto got = receive(relay, *s, f, 1000);
     REQUIRE(got.ok());
     CHECK(*got == Io::closed);
   }

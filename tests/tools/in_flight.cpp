@@ -129,7 +129,16 @@ int main(int argc, char** argv) {
     for (const auto until = Clock::now() + std::chrono::seconds(300); !hold_until.empty() && Clock::now() < until &&
                                                                        ::access(hold_until.c_str(), F_OK) != 0;)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (int k = 0; k < 1000; ++k)  // hear whether the node hung up
+    // Hear whether the node hung up: after --hold-until, the node has decided to (it closes
+    // the connection at its next sweep), so listen until every connection is lost, for up to
+    // 15 s; else 1000 progress calls.
+    auto all_lost = [&] {
+      for (auto& c : clients)
+        if (!c->lost()) return false;
+      return true;
+    };
+    const auto listen_until = Clock::now() + std::chrono::seconds(15);
+    for (int k = 0; k < 1000 || (!hold_until.empty() && !all_lost() && Clock::now() < listen_until); ++k)
       for (auto& c : clients) ucp_worker_progress(c->worker().worker());
     long closed = 0;
     for (auto& c : clients) closed += c->lost();

@@ -23,6 +23,7 @@ Runner add_extract(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_push(CLI::App& app);
 Runner add_ls(CLI::App& app);
+Runner add_known_nodes(CLI::App& app);
 
 // `xcargo --version`; verbose adds where xcargo finds its kernel headers, clang and the loader.
 int print_version(bool verbose);
@@ -32,6 +33,7 @@ inline constexpr Verb kVerbs[] = {
     {"keygen", add_keygen}, {"build", add_build},     {"sign", add_sign},
     {"verify", add_verify}, {"inspect", add_inspect}, {"extract", add_extract},
     {"push", add_push},     {"run", add_run},         {"ls", add_ls},
+    {"known-nodes", add_known_nodes},
 };
 
 }  // namespace xcargo::cli

@@ -68,6 +68,9 @@ bool parse_size(std::string text, uint64_t& out) {
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
       {"listen", "HOST:PORT", "Serve clients over UCX at HOST:PORT, or HOST for port 7400 (port 0: any free port)", TEXT(listen)},
+      {"tls-listen", "HOST:PORT", "Also serve clients and nodes over TLS 1.3 at HOST:PORT (port 0: any free port; the ready "
+                                  "file's second line says which): every peer proves its key before any of its bytes is "
+                                  "parsed, and all traffic is encrypted (format-spec/wire-protocol.md 2.3)", TEXT(tls_listen)},
       {"trust", "PATH", "Trusted signers: a .pub file or a directory of them", TEXT(trust)},
       {"clients", "PATH", "Authorized clients: a directory of their .pub files, or a file of "
                           "'[verbs=push,run,ls,read,forward] KEY [NAME]' lines (loader/SECURITY.md)", TEXT(clients)},

@@ -13,6 +13,7 @@ namespace xcargo::loader {
 
 struct LoaderConfig {
   std::string listen;      // HOST:PORT; port 0 picks a free port
+  std::string tls_listen;  // the TLS front door's HOST:PORT (empty: none)
   std::string trust;       // .pub file or directory of trusted signers
   std::string cache;       // JIT output cache directory
   std::string ready_file;  // receives HOST:PORT once listening

@@ -390,6 +390,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
   ServerOptions so;
   so.listen = cfg.listen;
+  so.tls_listen = cfg.tls_listen;
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
   so.inline_quick = cfg.inline_us > 0;
@@ -494,7 +495,8 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     fail_in_log(s.error());
     return stand_down(2);
   }
-  const std::string line = (*server)->address() + "\t" + sandbox::describe(*confined) + "\n";  // HOST:PORT, then how it is confined
+  // HOST:PORT, the front door's, then how it is confined (supervisor.h)
+  const std::string line = (*server)->address() + "\t" + (*server)->tls_address() + "\t" + sandbox::describe(*confined) + "\n";
   (void)!::write(addr_fd, line.data(), line.size());
   (*server)->run(g_stop);
   g_stop = true;
@@ -578,6 +580,10 @@ int main(int argc, char** argv) {
   };
   if (!cfg.listen.empty())
     if (auto s = resolve(cfg.listen, "listen"); !s.ok()) return fail(s.error());
+  if (!cfg.tls_listen.empty()) {
+    if (exec) return fail(Error(Errc::invalid_argument, "--tls-listen is for a loader that serves --listen"));
+    if (auto s = resolve(cfg.tls_listen, "tls-listen"); !s.ok()) return fail(s.error());
+  }
   for (ClusterNode& n : cfg.nodes.nodes)
     if (auto s = resolve(n.address, cfg.cluster + ": node " + std::to_string(n.id)); !s.ok()) return fail(s.error());
   if (cfg.trust.empty())
@@ -605,7 +611,7 @@ int main(int argc, char** argv) {
     if (!kept.ok()) return fail(kept.error());
     cfg.kept_cargos_fd = *kept;
     SupervisorOptions so;
-    so.listen = cfg.listen;
+    so.listen = Listen{cfg.listen, cfg.tls_listen};
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
     so.standby = cfg.standby;
@@ -623,9 +629,10 @@ int main(int argc, char** argv) {
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     auto rc = supervise(
         so, g_stop,
-        [&](const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd) {
+        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd) {
           LoaderConfig wc = cfg;
-          wc.listen = listen;
+          wc.listen = listen.ucx;
+          wc.tls_listen = listen.tls;
           return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });

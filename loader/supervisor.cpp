@@ -98,7 +98,7 @@ void end_process(pid_t pid) {
 
 // One worker process, its compile service, and the supervisor's ends of their pipes. A
 // worker says "standby" once it is ready but for listening, takes over when it reads a byte
-// from `go`, then says "HOST:PORT\tHOW-CONFINED" once it serves. Anything it writes after
+// from `go`, then says "HOST:PORT\tTLS-HOST:PORT\tHOW-CONFINED" once it serves. Anything it writes after
 // that, or the end of the pipe, means it is ending: its listener is closed or it is dead.
 struct Child {
   pid_t pid = -1, compiler = -1;
@@ -172,7 +172,7 @@ struct Child {
 };
 
 // Forks a worker (and its compile service) that prepares and waits for `go`.
-Result<Child> spawn(const std::string& listen, const WorkerMain& worker, const CompilerMain& compiler,
+Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const CompilerMain& compiler,
                     const SupervisorOptions& options) {
   Child c;
   int key_fd = -1;
@@ -275,7 +275,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
   // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
-  std::string listen = options.listen;
+  Listen listen = options.listen;
   std::deque<Clock::time_point> restarts;
   bool first = true;
   int failed_starts = 0, standby_failures = 0;
@@ -335,8 +335,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     }
     reap_ending(true);
     // The ready file says the loader listens: not any more (unless it names another's).
-    if (!listen.empty() && !options.ready_file.empty() && options.ready_file != "-")
-      if (auto cur = read_file(options.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == listen + "\n")
+    if (!listen.ucx.empty() && !options.ready_file.empty() && options.ready_file != "-")
+      if (auto cur = read_file(options.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == listen.ready_text())
         ::unlink(options.ready_file.c_str());
     log_line("stopped");
     flush_log();
@@ -372,7 +372,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
         w.ready = said && *said == "standby";
       }
-      std::string addr, confined;
+      std::string addr, tls, confined;
       if (w.ready && ::write(w.go, "g", 1) == 1) {
         said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
         if (said) addr = *said;
@@ -380,6 +380,10 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
         confined = addr.substr(tab + 1);
         addr.resize(tab);
+        if (const size_t t2 = confined.find('\t'); t2 != std::string::npos) {
+          tls = confined.substr(0, t2);
+          confined.erase(0, t2 + 1);
+        }
       }
       if (stop) {
         cur = std::move(w);
@@ -415,16 +419,16 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       failed_starts = 0;
       if (first) {
         if (!options.ready_file.empty())
-          if (auto s = write_file(options.ready_file, as_bytes(addr + "\n")); !s.ok()) {
+          if (auto s = write_file(options.ready_file, as_bytes(Listen{addr, tls}.ready_text())); !s.ok()) {
             w.reap(true);
             return Error(Errc::io, options.ready_file + ": " + s.error().message());
           }
-        log_line("listening on " + addr + options.started + (confined.empty() ? "" : "; worker " + confined));
-        listen = addr;  // restarts keep the port, even one picked with port 0
+        listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
+        log_line("listening on " + listen.text() + options.started + (confined.empty() ? "" : "; worker " + confined));
         first = false;
         standby_at = Clock::now() + timing::kFirstStandbyAfter;
       } else {
-        log_line("worker restarted; listening on " + addr + " " + ms_since(gap_since) + " ms after the last one began to end" +
+        log_line("worker restarted; listening on " + Listen{addr, tls}.text() + " " + ms_since(gap_since) + " ms after the last one began to end" +
                  (was_ready ? "" : " (no standby was ready)"));
       }
       flush_log();  // lifecycle lines are rare: write them at once

@@ -14,9 +14,17 @@
 
 namespace xcargo::loader {
 
+// Where a worker listens: UCX's HOST:PORT, and the TLS front door's (empty: none).
+struct Listen {
+  std::string ucx, tls;
+  // What the ready file holds: "HOST:PORT\n", then "tls://HOST:PORT\n" with a front door.
+  std::string ready_text() const { return ucx + "\n" + (tls.empty() ? "" : "tls://" + tls + "\n"); }
+  std::string text() const { return ucx + (tls.empty() ? "" : " and tls://" + tls); }
+};
+
 struct SupervisorOptions {
-  std::string listen;       // the first worker's HOST:PORT; restarts keep the port it bound
-  std::string ready_file;   // receives HOST:PORT once the first worker listens ("" for none)
+  Listen listen;            // the first worker's addresses; restarts keep the ports it bound
+  std::string ready_file;   // receives Listen::ready_text once the first worker listens ("" for none)
   std::string started;      // what the first "listening on" line adds (node key, clients)
   double kernel_timeout_s = 10;  // a stopping worker gets this long (plus 2 s) before SIGKILL
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
@@ -34,11 +42,12 @@ struct SupervisorOptions {
 
 // The worker's main. Prepares everything but its listener, writes "standby\n" to addr_fd,
 // waits for a byte on go_fd (its end: stop), then listens on `listen` (retrying while the
-// worker it replaces frees the port) and writes "HOST:PORT\tHOW-CONFINED\n". Once its
+// worker it replaces frees the port) and writes "HOST:PORT\tTLS-HOST:PORT\tHOW-CONFINED\n"
+// (the second field empty without a front door). Once its
 // listener is closed for good (it is about to end) it writes another line. It may leave a line
 // in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
 // connection to its compile service, key_fd its connection to the key service (or -1).
-using WorkerMain = std::function<int(const std::string& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
+using WorkerMain = std::function<int(const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
                                      int compiler_fd, int key_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.

@@ -14,6 +14,7 @@
 
 #include <netinet/in.h>
 
+#include "tls_client.h"
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
 #include "xcargo/client.h"
@@ -21,6 +22,8 @@
 #include "xcargo/large_buffers.h"
 
 namespace xcargo::client {
+
+constexpr const char* kTlsScheme = "tls://";
 
 using namespace wire;
 using Clock = std::chrono::steady_clock;
@@ -707,6 +710,7 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
+  if (host_port.rfind(kTlsScheme, 0) == 0) return connect_tls(host_port.substr(std::strlen(kTlsScheme)), options);
   // A loader restarting after a kernel failure is back within a second: refused
   // connections are retried for options.retry_ms before the node counts as unreachable.
   const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);

@@ -272,14 +272,23 @@ Result<Channel::Io> Channel::receive(wire::Frame& f, uint64_t max_data) {
     XC_TRY(h);
     f.type = h->type;
     f.header.resize(h->header_len);
-    f.data.resize(h->data_len);
+    f.data.clear();
+    data_len_ = h->data_len;
     header_got_ = data_got_ = 0;
     in_body_ = true;
   }
   auto io = fill(f.header.data(), f.header.size(), &header_got_);
   XC_TRY(io);
-  if (*io == Io::done) io = fill(f.data.data(), f.data.size(), &data_got_);
-  XC_TRY(io);
+  // The data's buffer grows with what has arrived (to twice that, or kFirstData), unless it
+  // holds the whole frame already: a frame's length is the sender's claim, and memory is
+  // given for bytes, not claims.
+  while (*io == Io::done && data_got_ < data_len_) {
+    if (data_got_ == f.data.size())
+      f.data.resize(f.data.capacity() >= data_len_ ? data_len_
+                                                   : std::min<uint64_t>(data_len_, std::max<uint64_t>(kFirstData, 2 * data_got_)));
+    io = fill(f.data.data(), f.data.size(), &data_got_);
+    XC_TRY(io);
+  }
   if (*io == Io::closed) return Error(Errc::unreachable, "the other end closed the connection inside a frame");
   if (*io != Io::done) return *io;
   in_body_ = false;

@@ -194,13 +194,22 @@ UcxWorker::~UcxWorker() {
   if (context_) UCX->ucp_cleanup(context_);
 }
 
+Status UcxWorker::watch(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    return Error(Errc::io, std::string("cannot wait for another transport's events: ") + std::strerror(errno));
+  return {};
+}
+
 bool UcxWorker::progress_or_wait(int timeout_ms) {
   while (UCX->ucp_worker_progress(worker_) != 0) {
   }
   ucs_status_t s = UCX->ucp_worker_arm(worker_);
   if (s == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress again
-  epoll_event ev[2];
-  int n = ::epoll_wait(epfd_, ev, 2, timeout_ms);
+  epoll_event ev[4];
+  int n = ::epoll_wait(epfd_, ev, 4, timeout_ms);
   for (int i = 0; i < n; ++i)
     if (ev[i].data.fd == wake_fd_) {
       uint64_t v;

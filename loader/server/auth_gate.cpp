@@ -68,6 +68,7 @@ AuthReply AuthGate::check(Session& s, const Auth& a, std::string* line) const {
     return r;
   };
   if (!s.greeted) return refuse("auth before hello");
+  if (s.proven && *s.proven != a.client_key) return refuse("not the key this connection's TLS handshake proved");
   if (s.authenticated) return refuse("this connection already authenticated as " + s.who);
   const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();  // k points into them
   const auth::AuthorizedKey* k = keys ? keys->find(a.client_key) : nullptr;
@@ -107,6 +108,16 @@ bool AuthGate::is_peer_key(const RawKey& key) const {
   const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();
   const auth::AuthorizedKey* k = keys ? keys->find(key) : nullptr;
   return k && (k->verbs & auth::kForward);
+}
+
+bool AuthGate::admits(const RawKey& key, bool node, std::string* why) const {
+  if (open_) return true;
+  const std::shared_ptr<const auth::AuthorizedKeys> keys = keys_.load();
+  const auth::AuthorizedKey* k = keys ? keys->find(key) : nullptr;
+  const std::string id = to_hex(key_id_of(key));
+  if (!k) return *why = (node ? "node key " : "key ") + id + " is not among the node's authorized keys", false;
+  if (node && !(k->verbs & auth::kForward)) return *why = "node key " + id + " may not forward to this node", false;
+  return true;
 }
 
 std::string AuthGate::refusal(const Session& s, MsgType type) const {

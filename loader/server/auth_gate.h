@@ -25,6 +25,9 @@ public:
     uint16_t verbs = 0;          // what this connection may do
     std::string who;             // "key KEYID (NAME)" once authenticated, for log lines
     wire::SessionToken token{};  // once authenticated: ends every later request's header
+    // The key the connection's transport proved (a TLS handshake): the only one its auth
+    // may present.
+    std::optional<wire::RawKey> proven;
   };
   // A connection's session, or an empty one for a request without a connection; a
   // reference (a conditional between a session and Session{} copies the session, its
@@ -62,6 +65,10 @@ public:
   // authorized keys with the verb forward (the node keys peers forward with). An open node
   // has no such list: any key.
   bool is_peer_key(const wire::RawKey& key) const;
+  // Whether a TLS handshake that proved this key may go on (format-spec/wire-protocol.md
+  // 2.3): a node's key (certified: a peer worker's) must be a peer key, any other an
+  // authorized client's. An open node admits any key. Else *why says why not.
+  bool admits(const wire::RawKey& key, bool node, std::string* why) const;
 
 private:
   std::shared_ptr<const keys::NodeKey> node_key_;

@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "auth_gate.h"
+#include "endpoint.h"
 #include "in_flight.h"
 #include "xcargo/types.h"
-
-struct ucp_ep;
 
 namespace xcargo::loader {
 
@@ -48,7 +47,7 @@ struct Client {
 class Connections {
 public:
   using Clock = std::chrono::steady_clock;
-  using Ep = ucp_ep*;
+  using Ep = loader::Ep;
 
   // Why a new connection from host (the HOST of HOST:PORT) is refused (kMaxConnectionsPerHost; when authentication
   // is required, kMaxUnauthenticatedPerHost); empty if it is accepted.

@@ -9,7 +9,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-ucp_ep* ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
+Ep ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
 }
 
 TEST_CASE("a reused endpoint is a new connection", "[connections]") {
@@ -45,7 +45,7 @@ TEST_CASE("a connection found again is the table's, until it leaves the table", 
   // Swept out (refused, past its linger) right after it was found.
   Connections::doom(*t.find(ep(2)), now - timing::kRefusalLinger - 1ms);
   CHECK(t.find(ep(2)) != nullptr);
-  CHECK(t.sweep(now, false, 1h, nullptr) == std::vector<ucp_ep*>{ep(2)});
+  CHECK(t.sweep(now, false, 1h, nullptr) == std::vector<Ep>{ep(2)});
   CHECK(t.find(ep(2)) == nullptr);
   CHECK(t.find(ep(3))->peer == "10.0.0.3:5000");
   t.clear();
@@ -86,10 +86,10 @@ TEST_CASE("connections that do not authenticate in time are closed; refused ones
   Connections::doom(t.add(ep(4), "d:4", t0), t0);         // refused
   std::vector<std::string> late;
   CHECK(t.sweep(t0 + 100ms, true, 10000ms, &late).empty());  // the refusal is still on its way
-  CHECK(t.sweep(t0 + timing::kRefusalLinger + 1ms, true, 10000ms, &late) == std::vector<ucp_ep*>{ep(4)});
+  CHECK(t.sweep(t0 + timing::kRefusalLinger + 1ms, true, 10000ms, &late) == std::vector<Ep>{ep(4)});
   CHECK(late.empty());
   CHECK(t.sweep(t0 + 5s, false, 1000ms, &late).empty());  // an open node has no deadline
-  CHECK(t.sweep(t0 + 11s, true, 10000ms, &late) == std::vector<ucp_ep*>{ep(1)});
+  CHECK(t.sweep(t0 + 11s, true, 10000ms, &late) == std::vector<Ep>{ep(1)});
   CHECK(late == std::vector<std::string>{"a:1"});
   CHECK(t.all().size() == 2);
 }

@@ -17,17 +17,17 @@ using namespace xcargo::wire;
 
 namespace {
 
-ucp_ep* ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
+Ep ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
 
 // The server around Intake: keeps what is sent, answers hellos as a node of kVersion would.
 struct FakeServer : IntakeHost {
   struct Sent {
-    ucp_ep* ep;
+    Ep ep;
     Reply reply;
   };
   std::vector<Sent> sent;
   std::vector<std::string> lines;
-  void send(ucp_ep* to, Reply&& r) override { sent.push_back({to, std::move(r)}); }
+  void send(Ep to, Reply&& r) override { sent.push_back({to, std::move(r)}); }
   Reply hello_reply(ByteView) override {
     HelloReply r;
     r.max_cargo = r.max_input = r.max_reply = 1000;
@@ -72,7 +72,7 @@ struct Node {
         intake(eps, gate, server, [this](std::string_view l) { server.lines.emplace_back(l); }, largest, largest) {}
 
   // A message through Intake as the server's receive path gives it: whether it goes on.
-  bool deliver(ucp_ep* to, MsgType type, const Bytes& header, ByteView* body = nullptr) {
+  bool deliver(Ep to, MsgType type, const Bytes& header, ByteView* body = nullptr) {
     ByteView hv(header);
     const bool on = intake.screen(type, to, eps.find(to), &hv);
     if (body) *body = hv;
@@ -80,8 +80,10 @@ struct Node {
   }
 
   // A connection that says hello and proves key; returns its session token (zero if refused).
-  SessionToken connect(ucp_ep* to, const SigningKey& key) {
-    eps.add(to, "10.0.0.9:" + std::to_string(reinterpret_cast<uintptr_t>(to)), std::chrono::steady_clock::now());
+  // proven: the key the connection's transport proved (TLS), if any.
+  SessionToken connect(Ep to, const SigningKey& key, const SigningKey* proven = nullptr) {
+    Client& c = eps.add(to, "10.0.0.9:" + std::to_string(reinterpret_cast<uintptr_t>(to.key())), std::chrono::steady_clock::now());
+    if (proven) c.session.proven = proven->public_key().raw;
     Hello h;
     auto n = auth::random_nonce();
     REQUIRE(n.ok());
@@ -126,6 +128,22 @@ TEST_CASE("nothing but hello and auth goes on before a key is proved", "[intake]
   CHECK(n.eps.find(ep(2))->doomed);
   CHECK_FALSE(n.deliver(ep(2), MsgType::invoke, Node::invoke(8, none)));
   CHECK(n.server.lines.back().find("refused client from 10.0.0.9:2") != std::string::npos);
+}
+
+TEST_CASE("over TLS, a connection authenticates only as the key its handshake proved", "[intake]") {
+  Node n;
+  CHECK(n.connect(ep(1), n.client_key, &n.stranger) == SessionToken{});
+  CHECK(n.server.lines.back().find("not the key this connection's TLS handshake proved") != std::string::npos);
+  CHECK(n.eps.find(ep(1))->doomed);
+  CHECK(n.connect(ep(2), n.client_key, &n.client_key) != SessionToken{});
+  // Who may complete a handshake at all: an authorized client's key; a node's only with the
+  // verb forward.
+  std::string why;
+  CHECK(n.gate.admits(n.client_key.public_key().raw, false, &why));
+  CHECK_FALSE(n.gate.admits(n.stranger.public_key().raw, false, &why));
+  CHECK(why.find("not among the node's authorized keys") != std::string::npos);
+  CHECK_FALSE(n.gate.admits(n.client_key.public_key().raw, true, &why));
+  CHECK(why.find("may not forward") != std::string::npos);
 }
 
 TEST_CASE("an authenticated connection's requests carry its token, or are dropped unanswered", "[intake]") {

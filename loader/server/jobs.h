@@ -10,12 +10,12 @@
 #include <optional>
 #include <vector>
 
+#include "endpoint.h"
 #include "in_flight.h"
 #include "xcargo/large_buffers.h"
 #include "xcargo/types.h"
 #include "xcargo/wire.h"
 
-struct ucp_ep;  // UCX's endpoint (ucp_ep_h): the parts below never call into UCX
 
 namespace xcargo::loader {
 
@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 // A request copied out of UCX's receive callback, or still arriving by rendezvous.
 struct Job {
-  ucp_ep* ep = nullptr;           // null for forwards, which answer their client by address
+  Ep ep;                          // null for forwards, which answer their client by address
   uint64_t serial = 0;            // ep's connection (an endpoint address is reused after a close)
   wire::MsgType type{};
   Bytes header, data;

@@ -13,7 +13,7 @@ namespace xcargo::loader {
 
 using namespace wire::lane;
 
-Result<std::unique_ptr<Lane>> Lane::create(ucp_ep* ep, uint64_t serial) {
+Result<std::unique_ptr<Lane>> Lane::create(Ep ep, uint64_t serial) {
   auto nonce = auth::random_nonce();
   XC_TRY(nonce);
   std::unique_ptr<Lane> l(new Lane());

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "endpoint.h"
 #include "xcargo/error.h"
 #include "xcargo/lane.h"
 
-struct ucp_ep;
 
 namespace xcargo::loader {
 
@@ -21,14 +21,14 @@ class Lane {
 public:
   // A System V segment, mode 0600 (only this uid, or root, can attach it), marked for
   // removal at once: it goes away when both ends have detached, whatever happens to them.
-  static Result<std::unique_ptr<Lane>> create(ucp_ep* ep, uint64_t serial);
+  static Result<std::unique_ptr<Lane>> create(Ep ep, uint64_t serial);
   ~Lane();
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
   int shm_id() const { return id_; }
   const wire::lane::LaneNonce& nonce() const { return nonce_; }
-  ucp_ep* ep() const { return ep_; }
+  Ep ep() const { return ep_; }
   uint64_t serial() const { return serial_; }
 
   // The next request, copied out (views into this lane's buffer, good until the next call).
@@ -80,7 +80,7 @@ private:
   wire::lane::Segment seg_;
   int id_ = -1;
   wire::lane::LaneNonce nonce_{};
-  ucp_ep* ep_ = nullptr;
+  Ep ep_;
   uint64_t serial_ = 0;
   uint64_t next_request_ = 0, next_reply_ = 0;
   uint64_t replies_taken_ = 0;  // the client's count, as last read (Ring::has_room)

@@ -42,6 +42,9 @@ inline constexpr std::chrono::seconds kCompileLimit = 120s;
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
 // Large buffers (inputs, replies: large_buffers.h) unused this long are freed at a sweep.
 inline constexpr std::chrono::milliseconds kKeepLargeBuffers = 2000ms;
+// A worker's TLS certificate is renewed this often; it is valid for twice as long
+// (keys::kCertifiedFor), so a connection never meets one that has just ended.
+inline constexpr std::chrono::minutes kRenewTls{60};
 // The leader runs requests already received back to back, at most kReadyBatch between two
 // progress calls, while each takes under kBatchRun: a progress call per request (each polls
 // the TCP interface, a system call) cost more than a quick request, and with requests

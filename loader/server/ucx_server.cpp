@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "connections.h"
+#include "front_door.h"
 #include "intake.h"
 #include "jobs.h"
 #include "kernel_guard.h"
@@ -109,6 +110,15 @@ struct UcxServer::Impl : IntakeHost {
   std::atomic<int64_t> turn_ns{0};
   bool ucx_busy = false;  // the last progress call did something
   Connections eps;
+  // The TLS front door, if the loader has one (front_door.h): its connections are clients
+  // like UCX's, in eps under Ep::tls.
+  std::unique_ptr<FrontDoor> front;
+  std::string tls_address;
+  Clock::time_point renew_tls_at{};
+  // Refused and failed handshakes, by host (line_limit.h): each with its reason, as long as
+  // a host does not flood.
+  std::unique_ptr<LineLimit> tls_refusals;
+  Tally tls_strays;   // frames from clients that are not requests
   // Endpoints to other loaders, by node id, through Link (UCX).
   struct Link : PeerLink {
     Impl* self;
@@ -133,7 +143,7 @@ struct UcxServer::Impl : IntakeHost {
   std::map<Bytes, ClientEp> client_eps;     // forwarded chains' results go through these
   Tally unread_results;                     // forwarded results dropped: their client did not read
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
-  std::set<ucp_ep_h> answered_ending;       // connections answered since a kernel failure ended this worker
+  std::set<Ep> answered_ending;       // connections answered since a kernel failure ended this worker
   JobQueue jobs;
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe
@@ -142,7 +152,7 @@ struct UcxServer::Impl : IntakeHost {
   // Replies from threads that are no longer leader, and the restart request.
   std::mutex outbox_mu;
   struct Posted {
-    ucp_ep_h ep;
+    Ep ep;
     uint64_t serial;
     Step step;
   };
@@ -250,17 +260,98 @@ struct UcxServer::Impl : IntakeHost {
           ": its " + std::to_string(j->length) + " bytes did not arrive within " +
           std::to_string(timing::transfer_deadline(j->length).count() / 1000) + " s; closing its connection");
       if (c && c->serial == j->serial) {
-        close_ep(j->ep);  // completes the receive with an error (on_data), so the job stays alive until then
+        close_conn(j->ep);  // completes the receive with an error (on_data), so the job stays alive until then
         eps.erase(j->ep);
       }
       jobs.hold(std::move(j));
     }
     peers->sweep(now, opt.auth_deadline);
+    if (front) {
+      tls_refusals->flush();
+      front->sweep(now, opt.auth_deadline);
+      if (now >= renew_tls_at) renew_tls(now);
+    }
     reap_lanes();
     std::vector<std::string> late;
-    for (ucp_ep_h ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_ep(ep);
+    for (Ep ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_conn(ep);
     for (const std::string& peer : late)
       log("closed the connection from " + peer + ": not authenticated within " + std::to_string(opt.auth_deadline.count() / 1000) + " s");
+  }
+
+  // The front door's settings: a TLS key of this worker's, certified by the node key (the key
+  // service's), and who may complete a handshake (AuthGate::admits).
+  Result<std::shared_ptr<tls::Context>> tls_context() const {
+    auto credential = opt.gate->node_key().tls_credential();
+    XC_TRY(credential);
+    const AuthGate* gate = opt.gate;
+    return tls::Context::create(tls::Context::server, *credential, [gate](const tls::Peer& p, std::string* why) {
+      return gate->admits(p.identity, p.certified, why);
+    });
+  }
+  // A fresh certificate well before the last one ends (timing::kRenewTls); a failure keeps
+  // the old one and tries again a minute later.
+  void renew_tls(Clock::time_point now) {
+    auto c = tls_context();
+    if (!c.ok()) {
+      log("tls: could not renew this worker's certificate (the old one serves on): " + c.error().message());
+      renew_tls_at = now + std::chrono::minutes(1);
+      return;
+    }
+    front->set_context(std::move(*c));
+    renew_tls_at = now + timing::kRenewTls;
+  }
+  Status open_front_door(std::chrono::milliseconds wait) {
+    auto context = tls_context();
+    XC_TRY(context);
+    tls_refusals = std::make_unique<LineLimit>([this](std::string_view l) { log(l); });
+    FrontDoor::Events ev;
+    ev.accepted = [this](TlsConn& c) {
+      const std::string host = c.peer.substr(0, c.peer.rfind(':'));
+      if (const std::string why = eps.admit(host, opt.gate->mode() == AuthMode::required); !why.empty()) {
+        if (rejected.due())
+          log("refused connections from " + host + ": " + why + " (" + std::to_string(rejected.count()) + " refused so far)");
+        return false;
+      }
+      eps.add(Ep::tls(&c), c.peer, Clock::now());
+      return true;
+    };
+    ev.ready = [this](TlsConn& c, const tls::Peer& p) {
+      if (Client* cl = eps.find(Ep::tls(&c))) cl->session.proven = p.identity;
+    };
+    ev.frame = [this](TlsConn& c, wire::Frame& f) {
+      const auto t = uint16_t(f.type);
+      if (t > kMaxMsgType || t % 2 == 0) {  // a client sends requests only
+        if (tls_strays.due())
+          log("dropped a message of type " + std::to_string(t) + " from " + c.peer + " (not a request; " +
+              std::to_string(tls_strays.count()) + " such so far)");
+        return;
+      }
+      intake(f.type, Ep::tls(&c), f.header.data(), f.header.size(), f.data.data(), f.data.size(), false);
+    };
+    ev.lost = [this](TlsConn& c, const std::string& why, bool in_handshake) {
+      const Ep ep = Ep::tls(&c);
+      const Client* cl = eps.find(ep);
+      if (in_handshake && !(cl && cl->doomed)) {
+        const std::string host = "from " + c.peer.substr(0, c.peer.rfind(':'));
+        tls_refusals->line("refused a TLS connection from " + c.peer + ": " + why, &host);
+      } else if (cl && !cl->session.authenticated && !cl->doomed && opt.gate->mode() == AuthMode::required) {
+        log("connection from " + c.peer + " closed without authenticating");
+      }
+      eps.erase(ep);
+    };
+    ev.max_data = [this] { return handler->max_cargo() + handler->max_input(); };
+    auto door = FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
+    XC_TRY(door);
+    XC_TRY(w->watch((*door)->fd()));
+    front = std::move(*door);
+    renew_tls_at = Clock::now() + timing::kRenewTls;
+    return {};
+  }
+  // One progress call of UCX, and one poll of the front door: whether either did anything.
+  bool progress_all() {
+    bool busy = UCX->ucp_worker_progress(w->worker()) != 0;
+    if (front && front->poll()) busy = true;
+    return busy;
   }
 
   // IntakeHost: what the rules a request meets first (Intake) need from this server.
@@ -316,7 +407,7 @@ struct UcxServer::Impl : IntakeHost {
 
   // A request, from UCX (on_request) or from a lane (poll_lanes; never rendezvous). ep: its
   // connection, null for a forward that came without one. lane: the lane it came through.
-  void intake(MsgType type, ucp_ep_h ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv,
+  void intake(MsgType type, Ep ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv,
               const std::shared_ptr<Lane>* lane = nullptr) {
     ByteView hv(header, std::min(header_length, kMaxHeader));
     Client* client = ep ? eps.find(ep) : nullptr;
@@ -324,7 +415,7 @@ struct UcxServer::Impl : IntakeHost {
     if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
     if (restart) return unrun(ep, type, hv);  // this worker is ending
     if (type == MsgType::lane) return open_lane(ep, client, hv);
-    if (type == MsgType::region && opt.one_sided_regions) return region(ep, hv);
+    if (type == MsgType::region && opt.one_sided_regions && !ep.is_tls()) return region(ep, hv);
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
       RequestOrigin origin(client ? client->origin.get() : nullptr);
       return send(ep, handler->handle(type, hv, {}));
@@ -370,9 +461,12 @@ struct UcxServer::Impl : IntakeHost {
   }
 
   // A lane for the connection (wire-protocol.md 8.1): one per connection, kMaxLanes per worker.
-  void open_lane(ucp_ep_h ep, Client* c, ByteView header) {
+  void open_lane(Ep ep, Client* c, ByteView header) {
     auto q = decode_request(header);
-    if (!q.ok() || !c || c->probe) return send(ep, handler->bad_request(q.ok() ? "lane: not a client connection" : q.error().message()));
+    if (!q.ok() || !c || c->probe || ep.is_tls())
+      return send(ep, handler->bad_request(!q.ok() ? q.error().message()
+                                           : ep.is_tls() ? "lane: offered on UCX connections only, not over TLS"
+                                                         : "lane: not a client connection"));
     LaneOffer m;
     m.request_id = q->request_id;
     reap_lanes();
@@ -474,7 +568,7 @@ struct UcxServer::Impl : IntakeHost {
     UCX->ucp_request_free(request);
   }
 
-  const Bytes& client_address(ucp_ep_h ep) const {
+  const Bytes& client_address(Ep ep) const {
     static const Bytes none;
     const Client* c = eps.find(ep);
     return c ? c->address : none;
@@ -484,10 +578,10 @@ struct UcxServer::Impl : IntakeHost {
   // endpoint (none if the client went away). A client that does not take its replies cannot
   // make the worker keep them without bound: past the limits in flight its connection is
   // closed.
-  void send(ucp_ep_h ep, Reply&& r) override {
+  void send(Ep ep, Reply&& r) override {
     Client* c = ep ? eps.find(ep) : nullptr;
     if (!c) return;
-    if (c->probe) return send_on(ep, std::move(r));
+    if (c->probe) return send_on(ep.ucx(), std::move(r));
     if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
     if (c->lane && r.type != MsgType::lane_reply &&  // the lane's offer goes before its client has the lane
         c->lane->reply(r.type, r.header, r.data)) {
@@ -544,17 +638,37 @@ struct UcxServer::Impl : IntakeHost {
     }
     if (answered) log("answered " + std::to_string(answered) + " requests waiting in shared-memory lanes 'restarting': they did not run");
   }
-  // A reply through UCX, counted among its client's unread replies until UCX has sent it.
-  void send_ucx(ucp_ep_h ep, Client& c, Reply&& r) {
+  // A reply through UCX, counted among its client's unread replies until UCX has sent it,
+  // or through TLS, where what its socket has not taken counts.
+  void send_ucx(Ep ep, Client& c, Reply&& r) {
     const uint64_t size = unread_charge(r.header.size() + r.data.size());
-    if (std::string why = unread_over_limit(c.usage.get(), c.key_usage.get(), size, largest()); !why.empty()) {
+    std::string why = ep.is_tls() ? tls_unread_over_limit(*ep.tls_conn(), size)
+                                  : unread_over_limit(c.usage.get(), c.key_usage.get(), size, largest());
+    if (!why.empty()) {
       if (c.closing) return;
       log("closing the connection from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why);
       c.closing = true;
       Connections::doom(c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
       return;
     }
-    send_on(ep, std::move(r), {}, 0, c.usage, c.key_usage);
+    if (ep.is_tls()) {
+      front->send(*ep.tls_conn(), r.type, r.header, r.data);
+      give_spare(std::move(r.header));
+      give_spare(std::move(r.data));
+      return;
+    }
+    send_on(ep.ucx(), std::move(r), {}, 0, c.usage, c.key_usage);
+  }
+  std::string tls_unread_over_limit(const TlsConn& c, uint64_t size) const {
+    const uint64_t queued = front->queued(c), limit = kBytesInFlightPerConnection * largest();
+    if (queued + size <= limit) return {};
+    return "its client has not read " + std::to_string(queued) + " bytes of replies, and " + std::to_string(size) +
+           " more would pass the limit of " + std::to_string(limit);
+  }
+  // Closes a client's connection, whichever transport carries it.
+  void close_conn(Ep ep) {
+    if (TlsConn* t = ep.tls_conn()) return front->close(t);
+    close_ep(ep.ucx());
   }
 
   // on_fail runs if the message cannot be delivered (the peer went away).
@@ -671,7 +785,7 @@ struct UcxServer::Impl : IntakeHost {
 
   // Sends what one step produced: its result to whoever waits for it, or the computation
   // on to its next node (with the cargo, the first time this peer gets it from here).
-  void deliver(ucp_ep_h ep, Step&& step) {
+  void deliver(Ep ep, Step&& step) {
     if (step.forward) {
       Forward& f = *step.forward;
       const uint32_t node = step.forward_node;
@@ -708,7 +822,7 @@ struct UcxServer::Impl : IntakeHost {
   wire::ForwardEncoder forwards;  // leader only, as deliver()
 
   // Where a region is, with its remote key: registered with UCX on first request.
-  void region(ucp_ep_h ep, ByteView header) {
+  void region(Ep ep, ByteView header) {
     auto q = decode_region(header);
     if (!q.ok()) return send(ep, handler->bad_request(q.error().message()));
     RegionReply r;
@@ -793,7 +907,7 @@ struct UcxServer::Impl : IntakeHost {
     send_to_address(f.reply_address, {MsgType::result, encode(m), {}});
   }
 
-  void post(ucp_ep_h ep, uint64_t serial, Step&& s) {
+  void post(Ep ep, uint64_t serial, Step&& s) {
     {
       std::lock_guard<std::mutex> l(outbox_mu);
       outbox.push_back(Posted{ep, serial, std::move(s)});
@@ -888,7 +1002,7 @@ struct UcxServer::Impl : IntakeHost {
   // Runs an invoke or a forward inside the receive callback when its kernel is known to be
   // quick, so the reply leaves without a hand-off or another progress call. False: not run,
   // queue it.
-  bool run_inline(MsgType type, ucp_ep_h ep, ByteView header, ByteView data) {
+  bool run_inline(MsgType type, Ep ep, ByteView header, ByteView data) {
     Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
     const bool marked = mark_inline(s);
     if (marked && lane_batch) batch_marked = true;  // poll_lanes unmarks it at the batch's end
@@ -930,7 +1044,7 @@ struct UcxServer::Impl : IntakeHost {
       // TCP interface (a system call), so a request should cost as few of them as possible.
       if ((batch == 0 || batch >= timing::kReadyBatch || !jobs.any_ready()) && progress_due(now)) {
         batch = 0;
-        ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0;
+        ucx_busy = progress_all();
         if (ucx_busy) last_activity = now;
         bump(progress_calls);
       }
@@ -990,7 +1104,7 @@ struct UcxServer::Impl : IntakeHost {
         continue;
       }
       if (!progress_due(now)) continue;
-      if ((ucx_busy = UCX->ucp_worker_progress(w->worker()) != 0)) {  // more to do before deciding we are idle
+      if ((ucx_busy = progress_all())) {  // more to do before deciding we are idle
         last_activity = now;
         continue;
       }
@@ -1049,6 +1163,8 @@ struct UcxServer::Impl : IntakeHost {
     return false;
   }
 
+  bool tls_queued() const { return front && front->queued_total() > 0; }
+
   // Sends the replies executors and the monitor posted; false if there were none.
   bool drain_outbox() {
     if (!outbox_full.load(std::memory_order_acquire)) return false;  // the usual case: no lock, no deque
@@ -1075,7 +1191,7 @@ struct UcxServer::Impl : IntakeHost {
   // A request this worker will not run because it is ending: `restarting`, which the client
   // sends again to the next worker; a forward, whose chain already ran elsewhere, tells its
   // client `interrupted`.
-  void unrun(ucp_ep_h ep, MsgType type, ByteView header) {
+  void unrun(Ep ep, MsgType type, ByteView header) {
     if (type == MsgType::forward) return deliver(nullptr, interrupted(type, header));
     if (!ep) return;
     send(ep, {MsgType::result, restarting_header(type, header), {}});
@@ -1137,6 +1253,7 @@ struct UcxServer::Impl : IntakeHost {
   // No new connections to a worker about to go: a client reconnecting at once must reach
   // the next worker, not this one (its transport ports vanish with it).
   void release_port() {
+    if (front) front->stop_listening();
     if (!listener) return;
     UCX->ucp_listener_destroy(listener);
     listener = nullptr;
@@ -1162,8 +1279,8 @@ struct UcxServer::Impl : IntakeHost {
       drain_outbox();
       if (!lanes.empty()) poll_lanes();
       flush_lanes();  // the replies just written, whether or not their clients sent more
-      UCX->ucp_worker_progress(w->worker());
-    } while (in_flight > 0 && Clock::now() < deadline);
+      progress_all();
+    } while ((in_flight > 0 || tls_queued()) && Clock::now() < deadline);
     // Linger until the clients answered have closed their connections: a reply sent is not
     // yet read, and a client that sees the connection drop first (UCX fails its endpoint on
     // the closed connection-manager socket before it reads the data socket) reports a lost
@@ -1172,16 +1289,17 @@ struct UcxServer::Impl : IntakeHost {
     // this worker's connections to them), at most kLingerForClose; asleep between events.
     const auto start = Clock::now();
     auto open = [&] {
-      return std::any_of(answered_ending.begin(), answered_ending.end(), [&](ucp_ep_h ep) { return eps.find(ep) != nullptr; });
+      return std::any_of(answered_ending.begin(), answered_ending.end(), [&](Ep ep) { return eps.find(ep) != nullptr; });
     };
     while (true) {
       const auto now = Clock::now();
-      const bool wanted = now - start < timing::kLingerReplies || (in_flight > 0 && now < deadline) ||
+      const bool wanted = now - start < timing::kLingerReplies || ((in_flight > 0 || tls_queued()) && now < deadline) ||
                           (open() && now - start < timing::kLingerForClose);
       if (!wanted) break;
       drain_outbox();
       if (!lanes.empty()) poll_lanes();
       flush_lanes();
+      if (front) front->poll();
       w->progress_or_wait(1);
     }
   }
@@ -1261,7 +1379,9 @@ UcxServer::~UcxServer() {
       if (t.joinable()) t.join();
   }
   if (impl_->monitor_thread.joinable()) impl_->stop_monitor();
-  for (const auto& [ep, client] : impl_->eps.all()) Impl::close_ep(ep);
+  impl_->front.reset();  // its connections, closed
+  for (const auto& [ep, client] : impl_->eps.all())
+    if (ep.ucx()) Impl::close_ep(ep.ucx());
   for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
   for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
@@ -1280,6 +1400,7 @@ UcxServer::~UcxServer() {
 }
 
 std::string UcxServer::address() const { return impl_->address; }
+std::string UcxServer::tls_address() const { return impl_->tls_address; }
 
 Status UcxServer::listen(std::chrono::milliseconds wait) {
   Impl& m = *impl_;
@@ -1305,6 +1426,8 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
   }
   if (quiet) (void)UCX->ucs_global_opts_set_value("LOG_LEVEL", level);
   XC_TRY(listening);
+  if (!m.opt.tls_listen.empty() && !m.front)
+    XC_TRY(m.open_front_door(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(deadline - Clock::now(), Clock::duration::zero()))));
   if (m.probe) m.probe->aim(m.address);
   return {};
 }

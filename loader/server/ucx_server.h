@@ -20,6 +20,9 @@ namespace xcargo::loader {
 
 struct ServerOptions {
   std::string listen;                                // HOST:PORT; port 0 picks a free one
+  // The TLS front door's HOST:PORT (front_door.h); empty: none. Its connections prove a key
+  // in the handshake: an authorized client's, or a cluster node's (AuthGate::admits).
+  std::string tls_listen;
   unsigned executors = 4;                            // threads that can run requests at once
   double timeout_s = 10;                             // per invocation, in seconds
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on
@@ -56,8 +59,9 @@ public:
   // Listens on options.listen (start() did unless listen_at_start was false), retrying for
   // up to `wait` while the port is still taken. Before run().
   [[nodiscard]] Status listen(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
-  // HOST:PORT, once it listens.
+  // HOST:PORT, once it listens; the front door's (empty without one).
   std::string address() const;
+  std::string tls_address() const;
   // Serves until stop becomes true. After a kernel crash or time-out, once its client has been
   // told, the process ends with _exit(75) instead (threads inside kernels cannot be stopped)
   // and the supervisor starts a new worker.

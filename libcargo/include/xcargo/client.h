@@ -13,6 +13,7 @@
 #include "xcargo/error.h"
 #include "xcargo/identity.h"
 #include "xcargo/passphrase.h"
+#include "xcargo/trust.h"
 #include "xcargo/types.h"
 #include "xcargo/wire.h"
 
@@ -206,6 +207,10 @@ struct ConnectOptions {
   // This process's UCX context then offers one-sided access too: over tcp and shared memory
   // the node (and any peer of this worker) could read and write this process's memory.
   bool one_sided = false;
+  // Over TLS ("tls://HOST:PORT"): the node key to expect; unset: the one the known-nodes file
+  // pins for the address (known_nodes, else auth::default_known_nodes_path()).
+  std::optional<PublicKey> node_key;
+  std::string known_nodes;
 };
 
 // The identity that options name (options.identity, else auth::default_identity_path()),
@@ -213,7 +218,9 @@ struct ConnectOptions {
 Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& options);
 
 // Connects to an xcargo-loader listening at "HOST:PORT" over UCX (shared memory, TCP or
-// RDMA, as UCX chooses) and performs the version handshake. The identity is loaded first
+// RDMA, as UCX chooses), or at "tls://HOST:PORT" over TLS 1.3 (its front door: both ends
+// prove their keys first, and everything travels encrypted; ConnectOptions::node_key), and
+// performs the version handshake. The identity is loaded first
 // (unless options.identity_key holds it), before the node's 10 s to authenticate start: a
 // passphrase typed on the terminal does not count against them.
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options = {});

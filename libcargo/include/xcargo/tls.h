@@ -125,7 +125,8 @@ private:
   uint8_t head_[wire::kFrameHeaderSize] = {};
   size_t head_got_ = 0;
   bool in_body_ = false;
-  uint64_t header_got_ = 0, data_got_ = 0;
+  uint64_t header_got_ = 0, data_got_ = 0, data_len_ = 0;
+  static constexpr uint64_t kFirstData = 64 * 1024;
   friend int verify_chain(void*, void*);
 };
 

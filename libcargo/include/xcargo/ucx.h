@@ -87,6 +87,9 @@ public:
   // Makes a progress_or_wait() in another thread return. Safe from any thread; it touches
   // only an eventfd, never the UCX worker.
   void wake();
+  // progress_or_wait() also returns when fd is readable (another transport's events, such
+  // as an epoll descriptor of its own). The caller keeps fd open while this worker lives.
+  [[nodiscard]] Status watch(int fd);
   // This worker's UCX address, for peers to create endpoints to it (ucp_worker_get_address).
   Result<Bytes> address() const;
   // The transports the context may use ("tcp", "posix", "rc_mlx5", ...), once each.

@@ -1,0 +1,263 @@
+// connect() to "tls://HOST:PORT": the wire protocol's frames in TLS 1.3 records
+// (format-spec/wire-protocol.md 2.3), the client proving its identity in the handshake and
+// the node its key, which must be the one this client expects (known nodes, or the caller's).
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "tls_client.h"
+#include "xcargo/auth.h"
+#include "xcargo/known_nodes.h"
+#include "xcargo/tls.h"
+#include "xcargo/ucx.h"
+
+namespace xcargo::client {
+
+using namespace wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Largest reply data taken: a reply's buffer grows with the bytes that arrive (tls.h).
+constexpr uint64_t kMaxReplyData = 1ull << 33;
+
+class TlsConnection final : public Connection {
+public:
+  ~TlsConnection() override { close(); }
+  std::string peer() const override { return "tls://" + address_; }
+  void close() override {
+    if (channel_) channel_->close();
+    channel_.reset();
+  }
+  bool pipelines() const override { return true; }
+
+  Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key) {
+    address_ = address;
+    o_ = o;
+    node_key_ = node_key;
+    std::shared_ptr<const SigningKey> identity = o.identity_key;
+    if (!identity) {  // an open node takes a client without one: a key made for this connection
+      auto k = SigningKey::generate();
+      XC_TRY(k);
+      identity = std::make_shared<const SigningKey>(std::move(*k));
+    }
+    auto credential = tls::Credential::self_signed(*identity);
+    XC_TRY(credential);
+    const PublicKey expected = node_key;
+    auto context = tls::Context::create(tls::Context::client, *credential, [expected](const tls::Peer& p, std::string* why) {
+      if (p.certified && p.identity == expected.raw) return true;
+      *why = "the node proved key " + to_hex(key_id_of(p.identity)) + ", not the expected " + to_hex(expected.id);
+      return false;
+    });
+    XC_TRY(context);
+    context_ = std::move(*context);
+    ::signal(SIGPIPE, SIG_IGN);  // a node that went away must give an error, not kill us
+    return attach();
+  }
+
+protected:
+  Result<Frame> roundtrip(MsgType type, ByteView header, ByteView data) override {
+    XC_TRY(send_request(type, header, data));
+    Frame f;
+    XC_TRY(next_reply_into(f));
+    return f;
+  }
+  Status send_request(MsgType type, ByteView header, ByteView data) override {
+    if (!channel_) return lost("the connection is closed");
+    auto io = channel_->send(type, header, data);
+    if (!io.ok()) return fail(io.error());
+    sent_since_reply_ = true;
+    return {};
+  }
+  Result<Frame> next_reply() override {
+    Frame f;
+    XC_TRY(next_reply_into(f));
+    return f;
+  }
+  Status next_reply_into(Frame& f) override {
+    if (!channel_) return lost("the connection is closed");
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    for (;;) {
+      auto io = channel_->receive(f, kMaxReplyData);
+      if (!io.ok()) return fail(io.error());
+      if (*io == tls::Channel::Io::done) {
+        sent_since_reply_ = false;
+        return {};
+      }
+      if (*io == tls::Channel::Io::closed) return fail(Error(Errc::unreachable, "the node closed the connection"));
+      // Waiting for the reply, what is still queued goes out meanwhile: a node answering
+      // earlier requests must not wait for this client to read before it can take the rest.
+      if (channel_->queued()) {
+        auto out = channel_->flush();
+        if (!out.ok()) return fail(out.error());
+      }
+      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "a reply"));
+    }
+  }
+  bool lost_before_sending() const override { return failed_ && !sent_since_reply_ && handshaken_; }
+  Status reconnect() override {
+    const auto give_up = Clock::now() + std::chrono::milliseconds(o_.retry_ms);
+    for (int tries = 0;; ++tries) {
+      auto s = attach();
+      if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(tries, 5), 20)));
+    }
+  }
+
+private:
+  // A TCP connection, the TLS handshake over it, then the wire protocol's handshake.
+  Status attach() {
+    close();
+    failed_ = handshaken_ = sent_since_reply_ = false;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms);
+    auto fd = dial(deadline);
+    XC_TRY(fd);
+    auto ch = tls::Channel::start(context_, *fd);
+    if (!ch.ok()) {
+      ::close(*fd);
+      return ch.take_error();
+    }
+    channel_ = std::move(*ch);
+    for (;;) {
+      auto io = channel_->handshake();
+      if (!io.ok()) {
+        close();
+        Error e(io.error().code(), peer() + ": TLS handshake: " + io.error().message());
+        if (io.error().code() == Errc::unauthenticated)
+          e.hint("the node is not the one " + (o_.known_nodes.empty() ? std::string("expected") : o_.known_nodes + " pins") +
+                 " for this address; if its key changed on purpose, its admin can say which key it has now");
+        return e;
+      }
+      if (*io == tls::Channel::Io::done) break;
+      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "the TLS handshake"));
+    }
+    timeout_ms_ = o_.connect_timeout_ms;
+    Status hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
+    timeout_ms_ = o_.reply_timeout_ms;
+    if (hs.ok() && node().node_key != node_key_.raw)
+      hs = Error(Errc::unauthenticated, peer() + ": the node's hello names key " + to_hex(key_id_of(node().node_key)) +
+                                            ", not the key its TLS handshake proved");
+    if (!hs.ok()) {
+      close();
+      return hs;
+    }
+    handshaken_ = true;
+    return {};
+  }
+
+  Result<int> dial(Clock::time_point deadline) {
+    socklen_t len = 0;
+    auto addr = net::parse_host_port(address_, &len);
+    XC_TRY(addr);
+    const int fd = ::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Error(Errc::unreachable, peer() + ": socket: " + std::strerror(errno));
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a request leaves at once
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS) {
+      const int e = errno;
+      ::close(fd);
+      return unreachable(e);
+    }
+    pollfd p{fd, POLLOUT, 0};
+    const int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+    if (::poll(&p, 1, ms) != 1) {
+      ::close(fd);
+      return Error(Errc::unreachable, peer() + ": no answer within " + std::to_string(o_.connect_timeout_ms) + " ms")
+          .hint("is xcargo-loader running there with --tls-listen, and is the port open?");
+    }
+    int err = 0;
+    socklen_t el = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) {
+      ::close(fd);
+      return unreachable(err);
+    }
+    return fd;
+  }
+  Error unreachable(int e) const {
+    return Error(Errc::unreachable, "could not reach " + peer() + ": " + std::strerror(e))
+        .hint("is xcargo-loader running there with --tls-listen?");
+  }
+
+  // Until the socket is readable (or writable), or the deadline.
+  Status wait(bool for_write, Clock::time_point deadline, const char* what) {
+    pollfd p{channel_->fd(), short(for_write ? POLLOUT : POLLIN), 0};
+    if (!for_write && channel_->queued()) p.events |= POLLOUT;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      const int n = ::poll(&p, 1, int(std::min<int64_t>(left, 1000)));
+      if (n > 0) return {};
+      if (n < 0 && errno != EINTR) return fail(Error(Errc::unreachable, std::string("poll: ") + std::strerror(errno)));
+    }
+    failed_ = true;
+    close();
+    return Error(Errc::unreachable, peer() + ": no " + what + " within " + std::to_string(timeout_ms_) + " ms");
+  }
+  Error fail(const Error& e) {
+    failed_ = true;
+    close();
+    if (e.code() == Errc::unauthenticated)  // TLS 1.3: the node's refusal arrives after the client's handshake
+      return Error(Errc::unauthenticated, peer() + ": the node refused this client's key: " + e.message())
+          .hint("the node's admin adds your identity's .pub to its clients; --identity KEY names another identity");
+    return lost(e.message());
+  }
+  Error lost(const std::string& why) const {
+    return Error(Errc::unreachable, peer() + ": lost the connection: " + why)
+        .hint("the node may have been restarted, or be refusing this client: its log says why");
+  }
+
+  std::string address_;
+  ConnectOptions o_;
+  PublicKey node_key_;
+  std::shared_ptr<tls::Context> context_;
+  std::unique_ptr<tls::Channel> channel_;
+  int timeout_ms_ = 5000;
+  bool failed_ = false, handshaken_ = false, sent_since_reply_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Connection>> connect_tls(const std::string& address, const ConnectOptions& options) {
+  if (auto a = net::parse_host_port(address, nullptr); !a.ok())
+    return Error(a.error().code(), "tls://" + address + ": " + a.error().message());
+  PublicKey node_key;
+  if (options.node_key) {
+    node_key = *options.node_key;
+  } else {
+    const std::string path = options.known_nodes.empty() ? auth::default_known_nodes_path() : options.known_nodes;
+    auto known = auth::KnownNodes::load(path);
+    XC_TRY(known);
+    const auth::KnownNodes::Node* n = known->find(address);
+    if (!n)
+      return Error(Errc::unauthenticated, "tls://" + address + ": this node's key is not known (" +
+                                              (path.empty() ? std::string("no known-nodes file") : path) + " does not pin it)")
+          .hint("pin it with the node's public key: xcargo known-nodes add " + address + " NODE.pub (its admin has the file, "
+                "or the loader's first log line names the key's id)")
+          .hint("in a cluster, scripts/cluster pins its nodes from the cluster file");
+    node_key = n->key;
+  }
+  const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
+  auto identity = load_identity(options);
+  XC_TRY(identity);
+  ConnectOptions o = options;
+  o.identity_key = *identity;
+  for (int tries = 0;; ++tries) {
+    auto c = std::make_unique<TlsConnection>();
+    auto s = c->open(address, o, node_key);
+    if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
+    if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50)));
+  }
+}
+
+}  // namespace xcargo::client

@@ -1,0 +1,207 @@
+// FrontDoor: the TLS listener, its connections' handshakes, frames in and out.
+#include "front_door.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "xcargo/ucx.h"
+
+namespace xcargo::loader {
+
+namespace {
+
+Error socket_error(const std::string& what) { return Error(Errc::unreachable, what + ": " + std::strerror(errno)); }
+
+}  // namespace
+
+Result<std::unique_ptr<FrontDoor>> FrontDoor::listen(const std::string& host_port, std::shared_ptr<tls::Context> context,
+                                                     Events events, std::chrono::milliseconds wait, std::string* address) {
+  socklen_t len = 0;
+  auto addr = net::parse_host_port(host_port, &len);
+  XC_TRY(addr);
+  std::unique_ptr<FrontDoor> d(new FrontDoor());
+  d->context_ = std::move(context);
+  d->ev_ = std::move(events);
+  d->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (d->epfd_ < 0) return socket_error("tls listener: epoll");
+  d->listen_fd_ = ::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (d->listen_fd_ < 0) return socket_error("tls listener " + host_port);
+  const int one = 1;
+  ::setsockopt(d->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a restarted worker gets its port back
+  const auto deadline = Clock::now() + wait;
+  while (::bind(d->listen_fd_, reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
+    if (errno != EADDRINUSE || Clock::now() >= deadline)
+      return Error(Errc::unreachable, "cannot listen on " + host_port + " (tls): " + std::strerror(errno))
+          .hint(errno == EADDRINUSE ? "another process holds the port; choose another or stop it" : "check the address");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (::listen(d->listen_fd_, 1024) != 0) return socket_error("tls listener " + host_port);
+  sockaddr_storage bound{};
+  socklen_t blen = sizeof bound;
+  if (::getsockname(d->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &blen) != 0) return socket_error("tls listener");
+  if (address) *address = net::to_host_port(reinterpret_cast<const sockaddr*>(&bound));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &d->listen_fd_;
+  if (::epoll_ctl(d->epfd_, EPOLL_CTL_ADD, d->listen_fd_, &ev) != 0) return socket_error("tls listener: epoll");
+  return d;
+}
+
+FrontDoor::~FrontDoor() {
+  close_all();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+void FrontDoor::stop_listening() {
+  if (listen_fd_ < 0) return;
+  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void FrontDoor::close_all() { conns_.clear(); }
+
+size_t FrontDoor::queued_total() const {
+  size_t n = 0;
+  for (const auto& [p, c] : conns_) n += c->channel->queued();
+  return n;
+}
+
+void FrontDoor::close(TlsConn* c) {
+  auto it = conns_.find(c);
+  if (it == conns_.end()) return;
+  c->channel->close();
+  conns_.erase(it);  // the channel's destructor closes its socket, which leaves the epoll set
+}
+
+void FrontDoor::lose(TlsConn& c, const std::string& why) {
+  if (ev_.lost) ev_.lost(c, why, !c.ready);
+  conns_.erase(&c);
+}
+
+void FrontDoor::watch_writes(TlsConn& c, bool on) {
+  if (c.writing == on) return;
+  c.writing = on;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
+  ev.data.ptr = &c;
+  ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c.channel->fd(), &ev);
+}
+
+void FrontDoor::accept_all() {
+  for (int i = 0; i < kAcceptsPerPoll && listen_fd_ >= 0; ++i) {
+    sockaddr_storage from{};
+    socklen_t len = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // none waiting, or out of descriptors: the rest wait in the backlog
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
+    auto channel = tls::Channel::start(context_, fd);
+    if (!channel.ok()) {
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<TlsConn>();
+    c->channel = std::move(*channel);
+    c->peer = net::to_host_port(reinterpret_cast<const sockaddr*>(&from));
+    c->since = Clock::now();
+    if (ev_.accepted && !ev_.accepted(*c)) continue;  // closed (its channel's socket) before a byte is read
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = c.get();
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      if (ev_.lost) ev_.lost(*c, std::string("cannot watch the connection: ") + std::strerror(errno), true);
+      continue;
+    }
+    TlsConn* p = c.get();
+    conns_.emplace(p, std::move(c));
+  }
+}
+
+bool FrontDoor::drive(TlsConn& c) {
+  c.busy = false;
+  if (!c.ready) {
+    auto io = c.channel->handshake();
+    if (!io.ok()) return lose(c, io.error().message()), false;
+    if (*io != tls::Channel::Io::done) {
+      watch_writes(c, *io == tls::Channel::Io::want_write);
+      return true;
+    }
+    c.ready = true;
+    watch_writes(c, false);
+    if (ev_.ready) ev_.ready(c, c.channel->peer());
+  }
+  if (c.channel->queued()) {
+    auto io = c.channel->flush();
+    if (!io.ok()) return lose(c, io.error().message()), false;
+    watch_writes(c, *io != tls::Channel::Io::done);
+  }
+  for (int i = 0; i < kFramesPerPoll; ++i) {
+    auto io = c.channel->receive(c.in, ev_.max_data ? ev_.max_data() : 0);
+    if (!io.ok()) return lose(c, io.error().message()), false;
+    if (*io == tls::Channel::Io::closed) return lose(c, "closed by its client"), false;
+    if (*io != tls::Channel::Io::done) return true;
+    if (ev_.frame) ev_.frame(c, c.in);
+    for (TlsConn* f : failed_)
+      if (f == &c) return true;  // lost at the next poll
+  }
+  c.busy = true;  // frames may wait inside OpenSSL, where epoll cannot see them
+  return true;
+}
+
+bool FrontDoor::poll() {
+  bool any = false;
+  if (!failed_.empty()) {
+    std::vector<TlsConn*> failed;
+    failed.swap(failed_);
+    for (TlsConn* c : failed)
+      if (conns_.count(c)) lose(*c, "the connection failed while sending"), any = true;
+  }
+  std::vector<TlsConn*> again;
+  for (const auto& [p, c] : conns_)
+    if (c->busy) again.push_back(p);
+  for (TlsConn* c : again)
+    if (conns_.count(c)) drive(*c), any = true;
+  epoll_event evs[64];
+  const int n = ::epoll_wait(epfd_, evs, 64, 0);
+  for (int i = 0; i < n; ++i) {
+    any = true;
+    if (evs[i].data.ptr == &listen_fd_) {
+      accept_all();
+      continue;
+    }
+    auto* c = static_cast<TlsConn*>(evs[i].data.ptr);
+    if (conns_.count(c) && !c->busy) drive(*c);
+  }
+  return any;
+}
+
+void FrontDoor::sweep(Clock::time_point now, std::chrono::milliseconds deadline) {
+  std::vector<TlsConn*> late;
+  for (const auto& [p, c] : conns_)
+    if (!c->ready && now - c->since > deadline) late.push_back(p);
+  for (TlsConn* c : late)
+    lose(*c, "no TLS handshake within " + std::to_string(deadline.count() / 1000) + " s");
+}
+
+bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, ByteView data) {
+  for (TlsConn* f : failed_)
+    if (f == &c) return false;
+  auto io = c.channel->send(type, header, data);
+  if (!io.ok()) {
+    failed_.push_back(&c);
+    return false;
+  }
+  watch_writes(c, *io != tls::Channel::Io::done);
+  return true;
+}
+
+}  // namespace xcargo::loader

@@ -1,0 +1,103 @@
+// The worker's TLS front door (format-spec/wire-protocol.md 2.3): a TCP listener whose
+// connections prove their keys in a TLS 1.3 handshake before any byte of theirs reaches the
+// wire protocol's parser; afterwards their frames go to the server as UCX's messages do.
+// Leader only, as everything that calls into a transport. The process ignores SIGPIPE (the
+// loader does): a peer that went away is an error on its connection, not the worker's end.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xcargo/error.h"
+#include "xcargo/tls.h"
+#include "xcargo/wire.h"
+
+namespace xcargo::loader {
+
+// One connection through the front door.
+struct TlsConn {
+  std::unique_ptr<tls::Channel> channel;
+  std::string peer;  // HOST:PORT it came from
+  std::chrono::steady_clock::time_point since;  // accepted
+  bool ready = false;        // its handshake is done
+  bool writing = false;      // its socket is watched for room to write
+  bool busy = false;         // stopped reading at the per-poll budget: read again next poll
+  wire::Frame in;            // the frame being read (buffers reused)
+};
+
+class FrontDoor {
+public:
+  using Clock = std::chrono::steady_clock;
+  struct Events {
+    // A TCP connection from peer (HOST:PORT): whether to take it in (else it is closed at
+    // once, before any byte of it is read). Its handshake starts.
+    std::function<bool(TlsConn&)> accepted;
+    // Its handshake is done: the other end proved the identity in peer.
+    std::function<void(TlsConn&, const tls::Peer&)> ready;
+    // One whole frame from a ready connection (it may be moved from).
+    std::function<void(TlsConn&, wire::Frame&)> frame;
+    // The connection failed, or its peer closed it, or its handshake did not finish within
+    // the handshake deadline: it is freed when this returns (why, for the log).
+    std::function<void(TlsConn&, const std::string& why, bool in_handshake)> lost;
+    // The largest frame data taken (larger ones close the connection before allocation).
+    std::function<uint64_t()> max_data;
+  };
+
+  // Listens on HOST:PORT (port 0: a free one), retrying for up to `wait` while the port is
+  // still taken. *address: the HOST:PORT it listens on.
+  static Result<std::unique_ptr<FrontDoor>> listen(const std::string& host_port, std::shared_ptr<tls::Context> context,
+                                                   Events events, std::chrono::milliseconds wait, std::string* address);
+  ~FrontDoor();
+  FrontDoor(const FrontDoor&) = delete;
+  FrontDoor& operator=(const FrontDoor&) = delete;
+
+  // Readable when there is something to do (an epoll descriptor): wait on it beside others.
+  int fd() const { return epfd_; }
+  // The settings connections accepted from now on get (a renewed credential).
+  void set_context(std::shared_ptr<tls::Context> context) { context_ = std::move(context); }
+  // Accepts, advances handshakes, reads whole frames (events.frame), writes what waits.
+  // Whether anything happened.
+  bool poll();
+  // Connections whose handshake has not finished within `deadline` are lost (events.lost).
+  void sweep(Clock::time_point now, std::chrono::milliseconds deadline);
+
+  // Queues a frame on c and sends what its socket takes now; false (and c lost, reported
+  // at the next poll) if the connection failed.
+  bool send(TlsConn& c, wire::MsgType type, ByteView header, ByteView data);
+  // Bytes queued on c that its socket has not taken yet.
+  size_t queued(const TlsConn& c) const { return c.channel->queued(); }
+  // Closes c now (no event): it says goodbye and is freed.
+  void close(TlsConn* c);
+  // No new connections from now on (the port is free); those open stay.
+  void stop_listening();
+  size_t size() const { return conns_.size(); }
+  // Bytes queued on all connections.
+  size_t queued_total() const;
+  // Every connection, closed (no events).
+  void close_all();
+
+private:
+  FrontDoor() = default;
+  void accept_all();
+  // Moves c on as far as its socket allows; false if it was lost (and freed).
+  bool drive(TlsConn& c);
+  void lose(TlsConn& c, const std::string& why);
+  void watch_writes(TlsConn& c, bool on);
+
+  int listen_fd_ = -1, epfd_ = -1;
+  std::shared_ptr<tls::Context> context_;
+  Events ev_;
+  std::map<TlsConn*, std::unique_ptr<TlsConn>> conns_;
+  std::vector<TlsConn*> failed_;  // failed inside send(): lost at the next poll
+};
+
+// Frames read from one connection per poll before the others get their turn.
+inline constexpr int kFramesPerPoll = 64;
+// Connections accepted per poll: a flood of them cannot hold up the requests of those in.
+inline constexpr int kAcceptsPerPoll = 32;
+
+}  // namespace xcargo::loader

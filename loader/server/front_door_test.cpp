@@ -1,0 +1,207 @@
+// The TLS front door against real clients on loopback: who gets in, what reaches the server
+// (whole frames of accepted peers only), and what is closed (refused keys, junk, silence,
+// frames over the limit) without an event the server did not ask for.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "front_door.h"
+#include "xcargo/ucx.h"
+
+using namespace xcargo;
+using namespace xcargo::loader;
+using namespace std::chrono_literals;
+
+namespace {
+
+SigningKey new_key() {
+  auto k = SigningKey::generate();
+  REQUIRE(k.ok());
+  return std::move(*k);
+}
+
+tls::Credential node_credential(const SigningKey& node) {
+  auto ephemeral = new_key();
+  auto leaf = tls::certificate(node, ephemeral.public_key().raw, std::chrono::hours(2));
+  auto root = tls::certificate(node, node.public_key().raw, std::chrono::hours(2));
+  REQUIRE(leaf.ok());
+  REQUIRE(root.ok());
+  return tls::Credential{std::move(ephemeral), {std::move(*leaf), std::move(*root)}};
+}
+
+struct Seen {
+  int accepted = 0, ready = 0, frames = 0, lost = 0;
+  bool lost_in_handshake = false;
+  std::string why;
+  tls::RawKey identity{};
+  std::string last_header;
+};
+
+// A front door that admits `client`'s key, answering each frame with its header reversed.
+struct Door {
+  SigningKey node = new_key();
+  Seen seen;
+  std::unique_ptr<FrontDoor> door;
+  std::string address;
+  uint64_t max_data = 1 << 20;
+  bool accept_tcp = true;
+
+  explicit Door(const SigningKey& client) {
+    ::signal(SIGPIPE, SIG_IGN);  // as the loader does (front_door.h)
+    const tls::RawKey allowed = client.public_key().raw;
+    auto ctx = tls::Context::create(tls::Context::server, node_credential(node), [allowed](const tls::Peer& p, std::string* why) {
+      if (p.identity == allowed && !p.certified) return true;
+      *why = "not an authorized key";
+      return false;
+    });
+    REQUIRE(ctx.ok());
+    FrontDoor::Events ev;
+    ev.accepted = [this](TlsConn&) { return ++seen.accepted, accept_tcp; };
+    ev.ready = [this](TlsConn&, const tls::Peer& p) { ++seen.ready, seen.identity = p.identity; };
+    ev.frame = [this](TlsConn& c, wire::Frame& f) {
+      ++seen.frames;
+      seen.last_header.assign(f.header.begin(), f.header.end());
+      Bytes back(f.header.rbegin(), f.header.rend());
+      door->send(c, wire::MsgType::result, back, f.data);
+    };
+    ev.lost = [this](TlsConn&, const std::string& why, bool in_handshake) {
+      ++seen.lost, seen.why = why, seen.lost_in_handshake = in_handshake;
+    };
+    ev.max_data = [this] { return max_data; };
+    auto d = FrontDoor::listen("127.0.0.1:0", *ctx, std::move(ev), 0ms, &address);
+    REQUIRE(d.ok());
+    door = std::move(*d);
+  }
+  // Polls until done() or 20 s (a ceiling for a busy machine).
+  template <typename Done>
+  bool poll_until(Done done) {
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      if (!door->poll()) std::this_thread::sleep_for(200us);
+    }
+    return true;
+  }
+};
+
+int dial(const std::string& address) {
+  socklen_t len = 0;
+  auto a = net::parse_host_port(address, &len);
+  REQUIRE(a.ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&*a), len) == 0);
+  timeval tv{20, 0};  // a blocking client never waits forever
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// A blocking TLS client in its own thread: handshake, one frame, its reply; outcome in result.
+struct Client {
+  std::thread t;
+  std::atomic<bool> done{false};
+  std::string result;
+  Client(const std::string& address, const SigningKey& me, const SigningKey& node, Bytes header, Bytes data) {
+    auto cred = tls::Credential::self_signed(me);
+    REQUIRE(cred.ok());
+    const tls::RawKey want = node.public_key().raw;
+    auto ctx = tls::Context::create(tls::Context::client, *cred, [want](const tls::Peer& p, std::string* why) {
+      return p.identity == want && p.certified ? true : (*why = "wrong node", false);
+    });
+    REQUIRE(ctx.ok());
+    const int fd = dial(address);
+    t = std::thread([this, c = *ctx, fd, header = std::move(header), data = std::move(data)] {
+      auto ch = tls::Channel::start(c, fd);
+      if (!ch.ok()) return result = "start: " + ch.error().message(), done = true, void();
+      auto hs = (*ch)->handshake();
+      if (!hs.ok()) return result = "handshake: " + hs.error().message(), done = true, void();
+      auto s = (*ch)->send(wire::MsgType::invoke, header, data);
+      wire::Frame f;
+      auto r = s.ok() ? (*ch)->receive(f, 1 << 20) : s;
+      if (!r.ok()) result = "error: " + r.error().message();
+      else if (*r != tls::Channel::Io::done) result = "closed";
+      else result = "reply: " + std::string(f.header.begin(), f.header.end()) + " " + std::to_string(f.data.size());
+      done = true;
+    });
+  }
+  ~Client() { t.join(); }
+};
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+}  // namespace
+
+TEST_CASE("front door: an admitted client's frames reach the server, and its replies the client", "[front_door]") {
+  const SigningKey me = new_key();
+  Door d(me);
+  Client c(d.address, me, d.node, text("abc"), Bytes(100000, 7));
+  REQUIRE(d.poll_until([&] { return c.done.load(); }));
+  CHECK(c.result == "reply: cba 100000");
+  CHECK(d.seen.ready == 1);
+  CHECK(d.seen.identity == me.public_key().raw);
+  CHECK(d.seen.frames == 1);
+  REQUIRE(d.poll_until([&] { return d.seen.lost == 1; }));  // the client's end closed its socket
+  CHECK_FALSE(d.seen.lost_in_handshake);
+  CHECK(d.door->size() == 0);
+}
+
+TEST_CASE("front door: a key the server does not admit never sends a frame", "[front_door]") {
+  const SigningKey me = new_key(), stranger = new_key();
+  Door d(me);
+  Client c(d.address, stranger, d.node, text("abc"), {});
+  REQUIRE(d.poll_until([&] { return c.done.load() && d.seen.lost == 1; }));
+  CHECK(d.seen.lost_in_handshake);
+  CHECK(d.seen.why.find("not an authorized key") != std::string::npos);
+  CHECK(d.seen.frames == 0);
+  CHECK(d.seen.ready == 0);
+  CHECK(c.result.rfind("reply", 0) != 0);
+}
+
+TEST_CASE("front door: bytes that are not TLS, and silence, are closed before any frame", "[front_door]") {
+  const SigningKey me = new_key();
+  Door d(me);
+  for (const Bytes& junk : {Bytes(64, 0), text("GET / HTTP/1.1\r\n\r\n"), Bytes(70000, 0x16)}) {
+    const int fd = dial(d.address);
+    REQUIRE(::write(fd, junk.data(), junk.size()) > 0);
+    const int lost = d.seen.lost;
+    REQUIRE(d.poll_until([&] { return d.seen.lost == lost + 1; }));
+    CHECK(d.seen.lost_in_handshake);
+    ::close(fd);
+  }
+  CHECK(d.seen.frames == 0);
+  // A connection that says nothing is closed at the handshake deadline.
+  const int quiet = dial(d.address);
+  REQUIRE(d.poll_until([&] { return d.door->size() == 1; }));
+  d.door->sweep(std::chrono::steady_clock::now() + 1s, 500ms);
+  CHECK(d.door->size() == 0);
+  CHECK(d.seen.why.find("no TLS handshake within") != std::string::npos);
+  ::close(quiet);
+}
+
+TEST_CASE("front door: a frame over the limit closes its connection before it is read", "[front_door]") {
+  const SigningKey me = new_key();
+  Door d(me);
+  d.max_data = 1000;
+  Client c(d.address, me, d.node, text("abc"), Bytes(5000, 1));
+  REQUIRE(d.poll_until([&] { return c.done.load() && d.seen.lost == 1; }));
+  CHECK(d.seen.frames == 0);
+  CHECK_FALSE(d.seen.lost_in_handshake);
+}
+
+TEST_CASE("front door: a connection the server does not take is closed unread", "[front_door]") {
+  const SigningKey me = new_key();
+  Door d(me);
+  d.accept_tcp = false;
+  Client c(d.address, me, d.node, text("abc"), {});
+  REQUIRE(d.poll_until([&] { return c.done.load(); }));
+  CHECK(d.seen.accepted == 1);
+  CHECK(d.seen.ready == 0);
+  CHECK(d.seen.lost == 0);  // never taken in: no event
+  CHECK(d.door->size() == 0);
+}

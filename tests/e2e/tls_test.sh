@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The TLS front door (format-spec/wire-protocol.md 2.3; loader/SECURITY.md, "The network"):
+# clients reach a loader over TLS 1.3 with their identity, pinning the node's key; nothing
+# of a request is readable on the wire; a stranger's key, a node with another key, junk
+# bytes, a replayed or modified recording get nowhere, and no worker restarts for any of it.
+# usage: tls_test.sh XCARGO SOURCE_DIR
+X=$1
+SRC=$2
+BIN=$(dirname "$X")
+LOADER=$BIN/xcargo-loader
+source "$(dirname "$0")/lib.sh"
+cd "$TMP" || exit 1
+PY=/usr/bin/python3
+
+mkdir trust clients
+"$X" keygen -o k >>"$DISCARD" && cp k.pub trust/
+"$X" keygen -o me >>"$DISCARD" && cp me.pub clients/
+"$X" keygen -o stranger >>"$DISCARD"
+"$X" keygen -o node >>"$DISCARD"
+"$X" keygen -o impostor >>"$DISCARD"
+export XCARGO_IDENTITY=$TMP/me XCARGO_KNOWN_NODES=$TMP/known_nodes
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k 2>>"$DISCARD"
+cat > shout.c <<'C'
+#include <xcargo/kernel.h>
+/* Replies with its input in capitals: the reply's bytes differ from the request's. */
+XC_ENTRY int shout(xc_ctx *ctx, const void *in, size_t in_len) {
+  char out[256];
+  if (in_len > sizeof out) return 1;
+  for (size_t i = 0; i < in_len; i++) {
+    char c = ((const char *)in)[i];
+    out[i] = c >= 'a' && c <= 'z' ? (char)(c - 32) : c;
+  }
+  return xc_reply(ctx, out, in_len);
+}
+C
+"$X" build shout.c -o shout.xcargo --key k 2>>"$DISCARD"
+
+"$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients \
+  --node-key node 2> node.log &
+pids+=($!)
+disown $!
+wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
+diagnose node.log
+NODE=$(sed -n 2p node.addr)  # tls://HOST:PORT
+HOSTPORT=${NODE#tls://}
+check "the ready file's second line is the front door" grep -Eq '^tls://127\.0\.0\.1:[0-9]+$' <<<"$NODE"
+check "the first log line names both transports" grep -Eq "listening on 127\.0\.0\.1:[0-9]+ and $NODE" node.log
+
+# A node whose key is not pinned is refused before anything is sent; pinned, it serves.
+expect 5 "this node's key is not known" -- "$X" ls --to "$NODE"
+expect 5 'hint: pin it' -- "$X" ls --to "$NODE"
+expect 0 "pinned to key" -- "$X" known-nodes add "$HOSTPORT" node.pub
+expect 0 "$HOSTPORT" -- "$X" known-nodes list
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+expect 0 '^HELLO TLS$' -- "$X" run shout.xcargo --entry shout --arg "str:hello tls" --result str --to "$NODE"
+expect 0 'hello' -- "$X" ls --to "$NODE"
+eventually 30 "the client is logged with its key" lines_at_least 1 'accepted client from 127\.0\.0\.1:[0-9]+: key [0-9a-f]{16}' node.log
+
+# Another key at a pinned address (an impostor, or a changed node): refused in the handshake.
+expect 0 '' -- "$X" known-nodes --file other_known add "$HOSTPORT" impostor.pub
+expect 5 'the node proved key [0-9a-f]{16}, not the expected' -- env XCARGO_KNOWN_NODES=other_known "$X" ls --to "$NODE"
+# A client key the node does not know never gets past the handshake.
+expect 5 "refused this client's key" -- "$X" ls --to "$NODE" --identity stranger
+eventually 30 "the stranger's handshake is logged as refused" \
+  lines_at_least 1 'refused a TLS connection from 127\.0\.0\.1:[0-9]+: .*not among the node.s authorized keys' node.log
+
+# Bytes that are not TLS: zeros, an HTTP request, a megabyte of random bytes, a UCX tcp
+# connection request. Each is a refused handshake; no worker restarts; the node serves on.
+junk() {  # junk NAME: writes the bytes of NAME to the front door, then reads until it closes
+  $PY - "$HOSTPORT" "$1" <<'PY'
+import os, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+kind = sys.argv[2]
+data = {"zeros": bytes(64), "http": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "random": os.urandom(1 << 20),
+        "ucx": (0xCCCCCCCC).to_bytes(8, "little") + bytes(56) + b"\x07" * 64}[kind]
+s = socket.create_connection((host, int(port)), timeout=20)
+try:
+    s.sendall(data)
+    while s.recv(65536):
+        pass
+except OSError:
+    pass
+PY
+}
+for kind in zeros http random ucx; do check "junk ($kind) is answered by a closed connection" junk "$kind"; done
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+check "no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
+
+# What an on-path observer sees: a run through a recording relay. Neither the input, nor the
+# reply, nor any part of the cargo is in the recording (the relay's address pinned too).
+$PY "$SRC/tests/e2e/tcp_record.py" --to "$HOSTPORT" --port-file relay.addr --out rec --seconds 120 &
+pids+=($!)
+wait_file relay.addr 10 || echo "FAIL: the relay did not start"
+RELAY=$(cat relay.addr)
+"$X" known-nodes add "$RELAY" node.pub >>"$DISCARD"
+# A cargo this node has not seen: its push goes through the relay too.
+{ cat shout.c; echo 'XC_ENTRY int quiet(xc_ctx *ctx, const void *in, size_t in_len) { return xc_reply(ctx, in, in_len); }'; } > shout2.c
+"$X" build shout2.c -o shout2.xcargo --key k 2>>"$DISCARD"
+expect 0 '^SECRET-INPUT-XYZZY-1234$' -- "$X" run shout2.xcargo --entry shout --arg "str:secret-input-xyzzy-1234" --result str --to "tls://$RELAY"
+check "the recording holds the run (both ways)" test "$(stat -c %s rec.c2s)" -gt "$(stat -c %s shout2.xcargo)" -a -s rec.s2c
+check "the recording holds no input" bash -c "! grep -aq 'secret-input-xyzzy' rec.c2s rec.s2c"
+check "the recording holds no reply" bash -c "! grep -aq 'SECRET-INPUT-XYZZY' rec.c2s rec.s2c"
+check "the recording holds no part of the cargo" $PY - shout2.xcargo rec.c2s <<'PY'
+import sys
+cargo, rec = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+sys.exit(any(cargo[i:i + 16] in rec for i in range(0, len(cargo) - 16, 16)))
+PY
+check "the recording holds no entry name" bash -c "! grep -aq 'shout' rec.c2s"
+
+# A replay of the recorded client bytes, and a record modified in flight: closed, nothing runs.
+runs_before=$("$X" ls --to "$NODE" --json | $PY -c 'import json,sys; print(sum(c["invocations"] for c in json.load(sys.stdin)["cargos"]))')
+check "a replay of the recorded client gets nowhere" $PY - "$HOSTPORT" rec.c2s <<'PY'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+try:
+    s.sendall(open(sys.argv[2], "rb").read())
+    while s.recv(65536):
+        pass
+except OSError:
+    pass
+PY
+$PY "$SRC/tests/e2e/tcp_record.py" --to "$HOSTPORT" --port-file relay2.addr --out rec2 --seconds 120 --corrupt-record 2 &
+pids+=($!)
+wait_file relay2.addr 10 || echo "FAIL: the second relay did not start"
+RELAY2=$(cat relay2.addr)
+"$X" known-nodes add "$RELAY2" node.pub >>"$DISCARD"
+expect 4 'lost the connection' -- "$X" run shout2.xcargo --entry shout --arg "str:modified" --result str --to "tls://$RELAY2"
+runs_after=$("$X" ls --to "$NODE" --json | $PY -c 'import json,sys; print(sum(c["invocations"] for c in json.load(sys.stdin)["cargos"]))')
+check "the replay and the modified record ran nothing ($runs_before, then $runs_after invocations)" test "$runs_before" = "$runs_after"
+check "still no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
+finish

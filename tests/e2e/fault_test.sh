@@ -80,14 +80,14 @@ check "nothing but entries and cut-short temporary files in the cache" python3 -
 import os; names = os.listdir('cache/jit'); assert all(n.endswith('.o') or '.o.tmp-' in n for n in names), names"
 
 # Killed in the middle of an invocation: the client is told, the next loader serves.
-for _ in 1 2 3; do
+for i in 1 2 3; do
   "$X" push faults.xcargo --to "$node" >>"$DISCARD" 2>&1
-  w=$(serving_worker "$sup")
-  ticks0=$(awk '{print $14 + $15}' "/proc/$w/stat")
-  "$X" run faults.xcargo --entry burn --arg u64:100000 --to "$node" > burn.out 2>&1 &
+  token=$((1000 + i))
+  "$X" run faults.xcargo --entry marked_gated --arg "u64:$token" --to "$node" > burn.out 2>&1 &
   client=$!
-  # Killed once the kernel runs: the worker has spent 0.1 s of CPU on it.
-  eventually 60 "the invocation runs" bash -c "test \$(awk '{print \$14 + \$15}' /proc/$w/stat) -ge $((ticks0 + 10))"
+  # Killed once the kernel runs: it has written its token into region "mark" (and waits for
+  # a gate that never opens).
+  eventually 60 "the invocation runs" bash -c "'$X' run faults.xcargo --entry mark --result u64 --to '$node' | grep -qx $token"
   kill9
   wait_bounded "$client"
   rc=$?

@@ -103,6 +103,22 @@ XC_ENTRY int gated(xc_ctx *ctx, const void *in, size_t in_len) {
   return xc_reply(ctx, &t, 8);
 }
 
+/* marked_gated(token) writes its token into region "mark" (u64), then waits as gated does:
+ * once mark() replies the token, the kernel is surely running. */
+XC_ENTRY int marked_gated(xc_ctx *ctx, const void *in, size_t in_len) {
+  volatile uint64_t *m = (volatile uint64_t *)xc_region_create(ctx, "mark", 8);
+  if (!m) return 2;
+  *m = token_of(in, in_len);
+  return gated(ctx, in, in_len);
+}
+
+XC_ENTRY int mark(xc_ctx *ctx, const void *in, size_t in_len) {
+  volatile uint64_t *m = (volatile uint64_t *)xc_region_create(ctx, "mark", 8);
+  if (!m) return 2;
+  const uint64_t v = *m;
+  return xc_reply(ctx, &v, 8);
+}
+
 XC_ENTRY int burn_until_open(xc_ctx *ctx, const void *in, size_t in_len) {
   const uint64_t t = token_of(in, in_len);
   volatile uint64_t *g = gate(ctx);

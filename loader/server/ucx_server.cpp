@@ -729,6 +729,12 @@ struct UcxServer::Impl : IntakeHost {
   // not read them cannot make this node keep them without bound: past the limit in flight
   // the result is dropped and the endpoint closed (which drops those still waiting).
   void send_to_address(const Bytes& address, Reply&& r) {
+    if (address.empty()) {  // a client without a UCX address (over TLS): no way back to it
+      if (unread_results.due())
+        log("dropped a forwarded result: its client gave no address to send it to (it connected over TLS; " +
+            std::to_string(unread_results.count()) + " such so far)");
+      return;
+    }
     ClientEp* c = client_ep(address);
     if (!c) return;
     if (std::string why = unread_over_limit(c->usage.get(), nullptr, unread_charge(r.header.size() + r.data.size()), largest()); !why.empty()) {

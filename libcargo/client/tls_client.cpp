@@ -227,7 +227,7 @@ private:
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> connect_tls(const std::string& address, const ConnectOptions& options) {
+Result<Attempt> tls_attempt(const std::string& address, const ConnectOptions& options) {
   if (auto a = net::parse_host_port(address, nullptr); !a.ok())
     return Error(a.error().code(), "tls://" + address + ": " + a.error().message());
   PublicKey node_key;
@@ -246,18 +246,11 @@ Result<std::unique_ptr<Connection>> connect_tls(const std::string& address, cons
           .hint("in a cluster, scripts/cluster pins its nodes from the cluster file");
     node_key = n->key;
   }
-  const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
-  auto identity = load_identity(options);
-  XC_TRY(identity);
-  ConnectOptions o = options;
-  o.identity_key = *identity;
-  for (int tries = 0;; ++tries) {
+  return Attempt([address, options, node_key]() -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<TlsConnection>();
-    auto s = c->open(address, o, node_key);
-    if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
-    if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50)));
-  }
+    XC_TRY(c->open(address, options, node_key));
+    return std::unique_ptr<Connection>(std::move(c));
+  });
 }
 
 }  // namespace xcargo::client

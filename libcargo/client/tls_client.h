@@ -2,6 +2,7 @@
 // "tls://HOST:PORT". Internal to libcargo/client.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,8 +10,12 @@
 
 namespace xcargo::client {
 
-// Connects to the front door of a node at HOST:PORT (no scheme) over TLS 1.3, expecting the
-// node key options.node_key, else the one the known-nodes file pins for that address.
-Result<std::unique_ptr<Connection>> connect_tls(const std::string& host_port, const ConnectOptions& options);
+// One try at a connection (connect() retries those that fail as unreachable).
+using Attempt = std::function<Result<std::unique_ptr<Connection>>()>;
+
+// Tries at the front door of a node at HOST:PORT (no scheme) over TLS 1.3, expecting the
+// node key options.node_key, else the one the known-nodes file pins for that address (an
+// error now if there is none). options.identity_key is the identity, already loaded.
+Result<Attempt> tls_attempt(const std::string& host_port, const ConnectOptions& options);
 
 }  // namespace xcargo::client

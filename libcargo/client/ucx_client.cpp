@@ -710,7 +710,6 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
-  if (host_port.rfind(kTlsScheme, 0) == 0) return connect_tls(host_port.substr(std::strlen(kTlsScheme)), options);
   // A loader restarting after a kernel failure is back within a second: refused
   // connections are retried for options.retry_ms before the node counts as unreachable.
   const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
@@ -719,11 +718,20 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   XC_TRY(identity);
   ConnectOptions o = options;
   o.identity_key = *identity;
-  for (int tries = 0;; ++tries) {
+  Attempt attempt = [&]() -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<UcxConnection>();
-    auto s = c->open(host_port, o);
-    if (s.ok()) return std::unique_ptr<Connection>(std::move(c));
-    if (s.error().code() != Errc::unreachable || Clock::now() > give_up) return s.take_error();
+    XC_TRY(c->open(host_port, o));
+    return std::unique_ptr<Connection>(std::move(c));
+  };
+  if (host_port.rfind(kTlsScheme, 0) == 0) {
+    auto a = tls_attempt(host_port.substr(std::strlen(kTlsScheme)), o);
+    XC_TRY(a);
+    attempt = std::move(*a);
+  }
+  for (int tries = 0;; ++tries) {
+    auto c = attempt();
+    if (c.ok()) return c;
+    if (c.error().code() != Errc::unreachable || Clock::now() > give_up) return c.take_error();
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50)));
   }
 }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -79,11 +80,13 @@ void FrontDoor::close(TlsConn* c) {
   auto it = conns_.find(c);
   if (it == conns_.end()) return;
   c->channel->close();
-  conns_.erase(it);  // the channel's destructor closes its socket, which leaves the epoll set
+  std::erase(failed_, c);  // its address may be a later connection's
+  conns_.erase(it);        // the channel's destructor closes its socket, which leaves the epoll set
 }
 
 void FrontDoor::lose(TlsConn& c, const std::string& why) {
   if (ev_.lost) ev_.lost(c, why, !c.ready);
+  std::erase(failed_, &c);
   conns_.erase(&c);
 }
 
@@ -163,7 +166,7 @@ bool FrontDoor::poll() {
     std::vector<TlsConn*> failed;
     failed.swap(failed_);
     for (TlsConn* c : failed)
-      if (conns_.count(c)) lose(*c, "the connection failed while sending"), any = true;
+      if (conns_.count(c)) lose(*c, "the connection failed while sending"), any = true;  // lose() edits failed_, not this copy
   }
   std::vector<TlsConn*> again;
   for (const auto& [p, c] : conns_)

@@ -90,6 +90,7 @@ check "no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 # reply, nor any part of the cargo is in the recording (the relay's address pinned too).
 $PY "$SRC/tests/e2e/tcp_record.py" --to "$HOSTPORT" --port-file relay.addr --out rec --seconds 120 &
 pids+=($!)
+disown $!
 wait_file relay.addr 10 || echo "FAIL: the relay did not start"
 RELAY=$(cat relay.addr)
 "$X" known-nodes add "$RELAY" node.pub >>"$DISCARD"
@@ -122,6 +123,7 @@ except OSError:
 PY
 $PY "$SRC/tests/e2e/tcp_record.py" --to "$HOSTPORT" --port-file relay2.addr --out rec2 --seconds 120 --corrupt-record 2 &
 pids+=($!)
+disown $!
 wait_file relay2.addr 10 || echo "FAIL: the second relay did not start"
 RELAY2=$(cat relay2.addr)
 "$X" known-nodes add "$RELAY2" node.pub >>"$DISCARD"

@@ -1,6 +1,8 @@
 // TLS 1.3 channels between Ed25519 identities (xcargo/tls.h), on OpenSSL.
 #include "xcargo/tls.h"
 
+#include "xcargo/large_buffers.h"
+
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cerrno>
 #include <cstring>
 
@@ -164,6 +167,9 @@ Result<std::shared_ptr<Context>> Context::create(Role role, const Credential& ow
   if (!ok) return Error(Errc::invalid_argument, openssl_error("tls: own key and certificates"));
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_num_tickets(ctx, 0);
+  // Reads take what the socket has, not a record header and then its body: half the system
+  // calls. What OpenSSL buffers so is why receive() must be called until want_read.
+  SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_NO_AUTO_CHAIN);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
@@ -226,19 +232,52 @@ Result<Channel::Io> Channel::handshake() {
   return io;
 }
 
+void Channel::queue(Bytes&& own, ByteView view) {
+  Piece p;
+  p.own = std::move(own);
+  p.view = p.own.empty() ? view : ByteView(p.own);
+  out_bytes_ += p.view.size();
+  if (!p.view.empty()) out_.push_back(std::move(p));
+}
+
+// The frame's head and header in one piece; data up to kInlineData joins them (one record
+// for a small frame), larger data is its own piece.
+Bytes Channel::head(wire::MsgType type, ByteView header, ByteView data, bool with_data) {
+  Bytes b = wire::encode_frame(type, header, with_data ? data : ByteView());
+  if (!with_data) {  // the head's data_len is the whole data's (wire-protocol.md 2.2)
+    const uint64_t n = data.size();
+    for (int i = 0; i < 8; ++i) b[8 + i] = uint8_t(n >> (8 * i));  // little-endian
+  }
+  return b;
+}
+
 Result<Channel::Io> Channel::send(wire::MsgType type, ByteView header, ByteView data) {
-  Bytes frame = wire::encode_frame(type, header, data);
-  out_bytes_ += frame.size();
-  out_.push_back(std::move(frame));
+  const bool small = data.size() <= kInlineData;
+  queue(head(type, header, data, small), {});
+  if (!small) queue(Bytes(data.begin(), data.end()), {});
+  return flush();
+}
+
+Result<Channel::Io> Channel::send_owned(wire::MsgType type, ByteView header, Bytes&& data) {
+  const bool small = data.size() <= kInlineData;
+  queue(head(type, header, data, small), {});
+  if (!small) queue(std::move(data), {});
+  return flush();
+}
+
+Result<Channel::Io> Channel::send_view(wire::MsgType type, ByteView header, ByteView data) {
+  const bool small = data.size() <= kInlineData;
+  queue(head(type, header, data, small), {});
+  if (!small) queue({}, data);
   return flush();
 }
 
 Result<Channel::Io> Channel::flush() {
   while (!out_.empty()) {
-    const Bytes& b = out_.front();
+    Piece& p = out_.front();
     size_t written = 0;
     ERR_clear_error();
-    const int r = SSL_write_ex(ssl_of(ssl_), b.data() + out_at_, b.size() - out_at_, &written);
+    const int r = SSL_write_ex(ssl_of(ssl_), p.view.data() + out_at_, p.view.size() - out_at_, &written);
     if (r != 1) {
       auto io = io_result(r, "tls write");
       if (io.ok() && *io == Io::closed) return Error(Errc::unreachable, "the other end closed the connection");
@@ -246,7 +285,11 @@ Result<Channel::Io> Channel::flush() {
     }
     out_at_ += written;
     out_bytes_ -= written;
-    if (out_at_ == b.size()) out_.pop_front(), out_at_ = 0;
+    if (out_at_ == p.view.size()) {
+      release_large(std::move(p.own));  // a large reply's pages serve the next one
+      out_.pop_front();
+      out_at_ = 0;
+    }
   }
   return Io::done;
 }
@@ -283,9 +326,18 @@ Result<Channel::Io> Channel::receive(wire::Frame& f, uint64_t max_data) {
   // holds the whole frame already: a frame's length is the sender's claim, and memory is
   // given for bytes, not claims.
   while (*io == Io::done && data_got_ < data_len_) {
-    if (data_got_ == f.data.size())
-      f.data.resize(f.data.capacity() >= data_len_ ? data_len_
-                                                   : std::min<uint64_t>(data_len_, std::max<uint64_t>(kFirstData, 2 * data_got_)));
+    if (data_got_ == f.data.size()) {
+      const uint64_t n = f.data.capacity() >= data_len_ ? data_len_
+                                                        : std::min<uint64_t>(data_len_, std::max<uint64_t>(kFirstData, 2 * data_got_));
+      if (n >= kLargeBuffer && f.data.capacity() < n) {  // pooled pages, already mapped (large_buffers.h)
+        Bytes b = take_large(n);
+        std::memcpy(b.data(), f.data.data(), data_got_);
+        release_large(std::move(f.data));
+        f.data = std::move(b);
+      } else {
+        f.data.resize(n);
+      }
+    }
     io = fill(f.data.data(), f.data.size(), &data_got_);
     XC_TRY(io);
   }

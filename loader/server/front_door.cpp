@@ -195,10 +195,10 @@ void FrontDoor::sweep(Clock::time_point now, std::chrono::milliseconds deadline)
     lose(*c, "no TLS handshake within " + std::to_string(deadline.count() / 1000) + " s");
 }
 
-bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, ByteView data) {
+bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, Bytes&& data) {
   for (TlsConn* f : failed_)
     if (f == &c) return false;
-  auto io = c.channel->send(type, header, data);
+  auto io = c.channel->send_owned(type, header, std::move(data));
   if (!io.ok()) {
     failed_.push_back(&c);
     return false;

@@ -67,7 +67,7 @@ public:
 
   // Queues a frame on c and sends what its socket takes now; false (and c lost, reported
   // at the next poll) if the connection failed.
-  bool send(TlsConn& c, wire::MsgType type, ByteView header, ByteView data);
+  bool send(TlsConn& c, wire::MsgType type, ByteView header, Bytes&& data);
   // Bytes queued on c that its socket has not taken yet.
   size_t queued(const TlsConn& c) const { return c.channel->queued(); }
   // Closes c now (no event): it says goodbye and is freed.

@@ -69,7 +69,7 @@ struct Door {
       ++seen.frames;
       seen.last_header.assign(f.header.begin(), f.header.end());
       Bytes back(f.header.rbegin(), f.header.rend());
-      door->send(c, wire::MsgType::result, back, f.data);
+      door->send(c, wire::MsgType::result, back, Bytes(f.data));
     };
     ev.lost = [this](TlsConn&, const std::string& why, bool in_handshake) {
       ++seen.lost, seen.why = why, seen.lost_in_handshake = in_handshake;

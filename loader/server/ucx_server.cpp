@@ -326,7 +326,7 @@ struct UcxServer::Impl : IntakeHost {
               std::to_string(tls_strays.count()) + " such so far)");
         return;
       }
-      intake(f.type, Ep::tls(&c), f.header.data(), f.header.size(), f.data.data(), f.data.size(), false);
+      intake(f.type, Ep::tls(&c), f.header.data(), f.header.size(), f.data.data(), f.data.size(), false, nullptr, &f.data);
     };
     ev.lost = [this](TlsConn& c, const std::string& why, bool in_handshake) {
       const Ep ep = Ep::tls(&c);
@@ -407,8 +407,9 @@ struct UcxServer::Impl : IntakeHost {
 
   // A request, from UCX (on_request) or from a lane (poll_lanes; never rendezvous). ep: its
   // connection, null for a forward that came without one. lane: the lane it came through.
+  // owned: data's buffer, which a queued request takes over instead of copying it (TLS).
   void intake(MsgType type, Ep ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv,
-              const std::shared_ptr<Lane>* lane = nullptr) {
+              const std::shared_ptr<Lane>* lane = nullptr, Bytes* owned = nullptr) {
     ByteView hv(header, std::min(header_length, kMaxHeader));
     Client* client = ep ? eps.find(ep) : nullptr;
     if (!admission->screen(type, ep, client, &hv)) return;
@@ -452,6 +453,9 @@ struct UcxServer::Impl : IntakeHost {
       ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job->data.data(), length, &p);
       if (UCS_PTR_IS_ERR(r)) job->failed = true, job->receive_status = int(UCS_PTR_STATUS(r)), job->ready = true;
       else if (r == nullptr) job->ready = true;  // else on_data completes it
+    } else if (owned) {
+      job->data = std::move(*owned);
+      job->ready = true;
     } else {
       const auto* d = static_cast<const uint8_t*>(data);
       job->data.assign(d, d + length);
@@ -652,9 +656,8 @@ struct UcxServer::Impl : IntakeHost {
       return;
     }
     if (ep.is_tls()) {
-      front->send(*ep.tls_conn(), r.type, r.header, r.data);
+      front->send(*ep.tls_conn(), r.type, r.header, std::move(r.data));
       give_spare(std::move(r.header));
-      give_spare(std::move(r.data));
       return;
     }
     send_on(ep.ucx(), std::move(r), {}, 0, c.usage, c.key_usage);

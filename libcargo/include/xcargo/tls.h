@@ -95,8 +95,12 @@ public:
   // The other end, once ready.
   const Peer& peer() const { return peer_; }
 
-  // Queues one frame (wire-protocol.md 2.2) and sends what the socket takes now.
+  // Queues one frame (wire-protocol.md 2.2) and sends what the socket takes now: its data
+  // copied, taken over (send_owned: a large buffer goes back to the pool once sent, large_buffers.h),
+  // or (send_view) left where it is, to stay valid until queued() says it has left.
   [[nodiscard]] Result<Io> send(wire::MsgType type, ByteView header, ByteView data);
+  [[nodiscard]] Result<Io> send_owned(wire::MsgType type, ByteView header, Bytes&& data);
+  [[nodiscard]] Result<Io> send_view(wire::MsgType type, ByteView header, ByteView data);
   // Sends what is queued; done when nothing is left.
   [[nodiscard]] Result<Io> flush();
   size_t queued() const { return out_bytes_; }
@@ -119,7 +123,14 @@ private:
   bool ready_ = false;
   Peer peer_;
   std::string refusal_;  // why the verify callback refused the peer
-  std::deque<Bytes> out_;
+  struct Piece {
+    Bytes own;      // the bytes, if the channel holds them
+    ByteView view;  // what to write: own, or the caller's
+  };
+  static constexpr size_t kInlineData = 64 * 1024;
+  void queue(Bytes&& own, ByteView view);
+  static Bytes head(wire::MsgType type, ByteView header, ByteView data, bool with_data);
+  std::deque<Piece> out_;
   size_t out_at_ = 0, out_bytes_ = 0;  // bytes of out_.front() sent; bytes queued in all
   // The frame being read: its 16-byte head, then its header and data.
   uint8_t head_[wire::kFrameHeaderSize] = {};

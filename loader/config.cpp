@@ -132,8 +132,10 @@ const std::vector<Setting>& settings() {
                        "capabilities)", TEXT(user)},
       {"one-sided-regions", nullptr, "Let clients read regions with one-sided UCX gets (default: through requests the "
                                      "loader bounds-checks; loader/SECURITY.md)", SWITCH(one_sided_regions)},
-      {"trusted-network", nullptr, "State that every host able to reach this loader is trusted: needed for "
-                                   "one-sided-regions over tcp or shared memory", SWITCH(trusted_network)},
+      {"trusted-network", nullptr, "State that every host able to reach this loader's UCX is trusted: needed to "
+                                   "listen on an address other than loopback (UCX trusts every peer; other hosts "
+                                   "belong on tls-listen), and for one-sided-regions over tcp or shared memory",
+       SWITCH(trusted_network)},
       {"log", "FILE", "Write the log (every process's lines) to FILE instead of stderr, rotated to FILE.1 at log-max-size",
        TEXT(log)},
       {"log-every-run", nullptr, "Log a line for every kernel run (default: the first run of each cargo entry per "

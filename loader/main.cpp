@@ -202,6 +202,31 @@ Status set_worker_transports(bool other_user) {
   return {};
 }
 
+// UCX trusts every peer that reaches it (loader/SECURITY.md, "The network"): without
+// trusted-network, nothing but this host may reach it, neither its listener (a loopback
+// address) nor the ports of its network transports (the loopback device, UcxWorker::create).
+Status check_ucx_reach(const LoaderConfig& cfg) {
+  if (cfg.trusted_network) return {};
+  auto addr = net::parse_host_port(cfg.listen);
+  if (!addr.ok()) return addr.take_error();
+  const char* trusting = "pass --trusted-network (trusted-network: true) only if every host that can reach this "
+                         "loader's UCX is trusted, such as the nodes of an RDMA fabric";
+  if (!net::is_loopback(*addr))
+    return Error(Errc::invalid_argument, "listen " + cfg.listen +
+                                             ": UCX would take connections from other hosts, and it trusts every peer "
+                                             "that reaches it (no key checked below the loader, nothing encrypted)")
+        .hint("serve other hosts through the TLS front door: --tls-listen 0.0.0.0:7401 --listen 127.0.0.1:7400 "
+              "(README, 'Over a network you do not trust')")
+        .hint(trusting);
+  if (const char* d = std::getenv("UCX_NET_DEVICES"); d && *d && std::string_view(d) != "lo")
+    return Error(Errc::invalid_argument, std::string("UCX_NET_DEVICES=") + d +
+                                             ": UCX would open ports on network devices other hosts reach, and it trusts "
+                                             "every peer that reaches them")
+        .hint("unset it (the loader keeps UCX on the loopback device, lo)")
+        .hint(trusting);
+  return {};
+}
+
 // What changes when the keys in a trust directory (or its revocation list and cargo rules),
 // or an authorized-clients file or directory, change.
 std::string files_stamp(const std::string& path) {
@@ -578,8 +603,10 @@ int main(int argc, char** argv) {
     host_port = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     return {};
   };
-  if (!cfg.listen.empty())
+  if (!cfg.listen.empty()) {
     if (auto s = resolve(cfg.listen, "listen"); !s.ok()) return fail(s.error());
+    if (auto s = check_ucx_reach(cfg); !s.ok()) return fail(s.error());
+  }
   if (!cfg.tls_listen.empty()) {
     if (exec) return fail(Error(Errc::invalid_argument, "--tls-listen is for a loader that serves --listen"));
     if (auto s = resolve(cfg.tls_listen, "tls-listen"); !s.ok()) return fail(s.error());

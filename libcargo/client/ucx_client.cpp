@@ -74,13 +74,16 @@ public:
 
   Status open(const std::string& host_port, const ConnectOptions& o) {
     peer_ = host_port.find(':') == std::string::npos ? host_port + ":" + std::to_string(net::kDefaultPort) : host_port;
-    if (auto addr = net::parse_host_port(host_port, nullptr); !addr.ok()) return addr.take_error();
+    auto addr = net::parse_host_port(host_port, nullptr);
+    if (!addr.ok()) return addr.take_error();
     one_sided_ = o.one_sided;
     // UCX writes its own errors to stdout (a refused connect while a node restarts), where
     // they would mix with a program's output; this library reports failures itself. A user
     // who wants UCX's lines sets UCX_LOG_LEVEL.
     net::default_ucx_log_level("fatal");
-    auto w = net::UcxWorker::create(false, one_sided_);
+    // To a node on this host, UCX's own ports stay on loopback: no other host reaches this
+    // process through them (UCX trusts every peer that does).
+    auto w = net::UcxWorker::create(false, one_sided_, net::is_loopback(*addr));
     XC_TRY(w);
     w_ = std::move(*w);
     // Every id up to the highest gets a handler, replies or a drop: UCX 1.13 jumps through

@@ -60,10 +60,14 @@ Error init_error(ucs_status_t s) {
 
 }  // namespace
 
+bool is_loopback(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET && (ntohl(reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr) >> 24) == 127;
+}
+
 bool on_this_host(const sockaddr_storage& a) {
   if (a.ss_family != AF_INET) return false;
   const in_addr_t ip = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
-  if ((ntohl(ip) >> 24) == 127) return true;
+  if (is_loopback(a)) return true;
   ifaddrs* all = nullptr;
   if (::getifaddrs(&all) != 0) return false;
   bool mine = false;
@@ -150,7 +154,7 @@ static bool shm_enabled() {
   return t[0] == '^';
 }
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bool loopback_only) {
   const char* why = nullptr;
   if (!ucx_api(&why)) return Error(Errc::unreachable, why).hint("install UCX (Debian package libucx0)");
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
@@ -165,6 +169,11 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma) {
   // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
   // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
   if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+  if (const char* d = std::getenv("UCX_NET_DEVICES"); loopback_only && !(d && *d))
+    if (auto s = UCX->ucp_config_modify(config, "NET_DEVICES", "lo"); s != UCS_OK) {
+      UCX->ucp_config_release(config);
+      return ucx_error("UCX configuration (NET_DEVICES=lo)", s);
+    }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);

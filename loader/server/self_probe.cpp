@@ -15,7 +15,7 @@ Result<std::unique_ptr<SelfProbe>> SelfProbe::start(const Options& options) {
   std::unique_ptr<SelfProbe> p(new SelfProbe());
   p->opt_ = options;
   p->opt_.address.clear();
-  auto w = net::UcxWorker::create();
+  auto w = net::UcxWorker::create(false, false, options.loopback_only);
   XC_TRY(w);
   p->w_ = std::move(*w);
   auto nonce = auth::random_nonce();

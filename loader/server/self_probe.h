@@ -38,6 +38,9 @@ public:
     // Progress calls of the server's worker during `deadline` without which unanswered
     // hellos prove nothing (every executor busy in a kernel: nobody reads).
     uint64_t min_progress = 20;
+    // UCX's network transports on the loopback device only (UcxWorker::create), as the
+    // server's own are without trusted-network.
+    bool loopback_only = true;
   };
 
   // Creates the probe's own UCX context. Call before the sandbox locks down: the context

@@ -1465,7 +1465,9 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to),
                                     [gate = m.opt.gate](const RawKey& key) { return gate->is_peer_key(key); });
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
-  auto w = net::UcxWorker::create(true, options.one_sided_regions);  // one thread at a time: the leader
+  // Without trusted-network, UCX takes no connection from another host (main.cpp refuses a
+  // listen address that is not loopback then): its own tcp ports stay on loopback too.
+  auto w = net::UcxWorker::create(true, options.one_sided_regions, !options.trusted_network);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
   if (options.one_sided_regions) {
@@ -1505,7 +1507,9 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
-  auto probe = SelfProbe::start({});  // aimed at the listener once there is one
+  SelfProbe::Options po;  // aimed at the listener once there is one
+  po.loopback_only = !options.trusted_network;
+  auto probe = SelfProbe::start(po);
   XC_TRY(probe);
   m.probe = std::move(*probe);
   if (options.listen_at_start) XC_TRY(s->listen());

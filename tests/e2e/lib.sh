@@ -100,6 +100,51 @@ fewest_fds() {
 }
 proc_rss_kb() { awk '/^VmRSS/ {print $2; found=1} END {exit !found}' "/proc/$1/status" 2>>"$DISCARD"; }
 
+# listening_on PID: "IP:PORT" of every TCP socket that PID or a process under it listens on,
+# one a line (IPv6 ones as "[HEX]:PORT"); from /proc, so nothing beyond Python is needed.
+listening_on() {
+  /usr/bin/python3 - "$1" <<'PY'
+import os, sys
+children = {}
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        continue
+    children.setdefault(ppid, []).append(int(p))
+pids, todo = set(), [int(sys.argv[1])]
+while todo:
+    p = todo.pop()
+    pids.add(p)
+    todo += children.get(p, [])
+inodes = set()
+for p in pids:
+    try:
+        fds = os.listdir(f"/proc/{p}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{p}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+    try:
+        lines = open(table).readlines()[1:]
+    except OSError:
+        continue
+    for line in lines:
+        f = line.split()
+        if f[3] != "0A" or f[9] not in inodes:  # 0A: LISTEN
+            continue
+        ip, port = f[1].split(":")
+        host = f"[{ip}]" if v6 else ".".join(str(b) for b in bytes.fromhex(ip)[::-1])
+        print(f"{host}:{int(port, 16)}")
+PY
+}
+
 # measure VAR DESCRIPTION CMD...: VAR=$(CMD); a failed or empty reading fails with its reason.
 measure() {
   local var=$1 what=$2 value

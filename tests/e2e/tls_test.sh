@@ -37,6 +37,7 @@ C
 
 "$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients \
   --node-key node 2> node.log &
+SUPERVISOR=$!
 pids+=($!)
 disown $!
 wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
@@ -45,6 +46,19 @@ NODE=$(sed -n 2p node.addr)  # tls://HOST:PORT
 HOSTPORT=${NODE#tls://}
 check "the ready file's second line is the front door" grep -Eq '^tls://127\.0\.0\.1:[0-9]+$' <<<"$NODE"
 check "the first log line names both transports" grep -Eq "listening on 127\.0\.0\.1:[0-9]+ and $NODE" node.log
+
+# UCX trusts every peer that reaches it: without --trusted-network it listens on loopback
+# alone, and so do the ports of its tcp transport (each worker's and standby's); an address
+# that other hosts reach is refused, with the way to serve them.
+measure PORTS "the ports the loader listens on" listening_on "$SUPERVISOR"
+echo "$PORTS" | sed 's/^/    listening: /'
+check "the loader listens on 4 ports or more (UCX, its tcp transport, the front door)" test "$(wc -l <<<"$PORTS")" -ge 4
+check "every port the loader listens on is on loopback" test -z "$(grep -v '^127\.' <<<"$PORTS")"
+expect 2 'listen 0\.0\.0\.0:0: UCX would take connections from other hosts' -- \
+  "$LOADER" --listen 0.0.0.0:0 --trust trust --clients clients
+expect 2 'hint: serve other hosts through the TLS front door' -- "$LOADER" --listen 0.0.0.0:0 --trust trust --clients clients
+expect 2 'UCX_NET_DEVICES=eth0: UCX would open ports on network devices other hosts reach' -- \
+  env UCX_NET_DEVICES=eth0 "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients
 
 # A node whose key is not pinned is refused before anything is sent; pinned, it serves.
 expect 5 "this node's key is not known" -- "$X" ls --to "$NODE"

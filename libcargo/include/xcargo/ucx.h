@@ -67,6 +67,8 @@ Result<sockaddr_storage> parse_host_port(const std::string& host_port, socklen_t
 // Whether an IPv4 address is this host's: loopback, or one of its interfaces'. Only then can
 // a node's shared-memory lane be attached (and the lane's nonce proves it was the node's).
 bool on_this_host(const sockaddr_storage& a);
+// Whether an address is a loopback one (127.0.0.0/8): only processes of this host reach it.
+bool is_loopback(const sockaddr_storage& a);
 // "1.2.3.4:PORT", or "[IPv6]:PORT".
 std::string to_host_port(const sockaddr* addr);
 
@@ -77,7 +79,10 @@ public:
   // listener: the worker will listen, and should rebind its port at once after a restart.
   // rma: the context offers one-sided access (UCP_FEATURE_RMA). Off, UCX serves no peer's
   // GET or PUT to this process's memory (but see loader/SECURITY.md for raw tcp).
-  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false, bool rma = false);
+  // loopback_only: unless UCX_NET_DEVICES names devices, UCX's network transports use the
+  // loopback device alone, so the ports UCX opens for them take no connection from another
+  // host (UCX trusts every peer that reaches them).
+  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false, bool rma = false, bool loopback_only = false);
   ~UcxWorker();
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }

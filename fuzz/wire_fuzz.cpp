@@ -26,7 +26,7 @@ void round_trip(ByteView in, Decode decode) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const ByteView in(data + 1, size - 1);
-  switch (data[0] % 21) {
+  switch (data[0] % 23) {
     case 0: (void)decode_hello(in); break;
     case 1: round_trip(in, decode_hello_reply); break;
     case 2: round_trip(in, decode_push); break;
@@ -76,6 +76,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::abort();
       break;
     }
+    case 20: round_trip(in, decode_relay); break;
+    case 21:
+      if (auto a = relay_address_of(in); a && encode(*a) != Bytes(in.begin(), in.end())) std::abort();
+      break;
     default: {
       size_t used = 0;
       if (auto f = decode_frame(in, 1 << 20, &used); f.ok() && used > in.size()) std::abort();

@@ -589,7 +589,14 @@ int main(int argc, char** argv) {
     if (!me)
       return fail(Error(Errc::invalid_argument, cfg.cluster + ": has no node " + std::to_string(cfg.node_id))
                       .hint("pass --node-id with one of the ids 0 to " + std::to_string(c->size() - 1)));
-    if (cfg.listen.empty() && !exec) cfg.listen = me->address;
+    // Its address there is where it serves: a tls:// one is its front door, with UCX for
+    // this host beside it (a free loopback port).
+    if (me->address.rfind("tls://", 0) == 0) {
+      if (cfg.tls_listen.empty() && !exec) cfg.tls_listen = me->address.substr(6);
+      if (cfg.listen.empty() && !exec) cfg.listen = "127.0.0.1:0";
+    } else if (cfg.listen.empty() && !exec) {
+      cfg.listen = me->address;
+    }
     cfg.nodes = std::move(*c);
   }
   if (exec) cfg.listen.clear();
@@ -598,9 +605,10 @@ int main(int argc, char** argv) {
   // Host names are resolved here, once, before any sandbox: the worker reads no /etc/hosts
   // and asks no name server (Landlock, seccomp).
   auto resolve = [](std::string& host_port, const std::string& where) -> Status {
-    auto addr = net::parse_host_port(host_port);
+    const std::string scheme = host_port.rfind("tls://", 0) == 0 ? "tls://" : "";
+    auto addr = net::parse_host_port(host_port.substr(scheme.size()));
     if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
-    host_port = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
+    host_port = scheme + net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     return {};
   };
   if (!cfg.listen.empty()) {

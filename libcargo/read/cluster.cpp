@@ -11,7 +11,9 @@ namespace xcargo {
 
 namespace {
 
-bool is_host_port(const std::string& s) {
+// HOST:PORT, or tls://HOST:PORT (the node's TLS front door).
+bool is_host_port(std::string s) {
+  if (s.rfind("tls://", 0) == 0) s.erase(0, 6);
   const auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() > 300) return false;
   unsigned port = 0;
@@ -24,7 +26,7 @@ bool is_host_port(const std::string& s) {
 Result<Cluster> parse_cluster(std::string_view yaml, const std::string& origin) {
   auto bad = [&](const std::string& what) {
     return Error(Errc::invalid_argument, origin + ": " + what)
-        .hint("a cluster file is 'nodes:' followed by '- id: N' and 'address: HOST:PORT' for N = 0, 1, ...");
+        .hint("a cluster file is 'nodes:' followed by '- id: N' and 'address: HOST:PORT' (or tls://HOST:PORT) for N = 0, 1, ...");
   };
   if (yaml.size() > kMaxClusterFileSize) return bad("over " + std::to_string(kMaxClusterFileSize) + " bytes");
   YAML::Node root;

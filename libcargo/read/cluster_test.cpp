@@ -11,6 +11,9 @@ TEST_CASE("a cluster file lists nodes 0 to N-1 by address", "[cluster]") {
   REQUIRE(c->size() == 2);
   CHECK(c->find(0)->address == "host:7400");
   CHECK(c->find(1)->address == "127.0.0.1:7401");
+  auto t = parse_cluster("nodes:\n  - {id: 0, address: 'tls://host:7401'}\n", "t.yaml");
+  REQUIRE(t.ok());
+  CHECK(t->find(0)->address == "tls://host:7401");
   CHECK(c->find(2) == nullptr);
 }
 
@@ -29,6 +32,7 @@ TEST_CASE("cluster file mistakes are refused with what is wrong", "[cluster]") {
   refused("nodes:\n  - {id: 0, address: a:1}\n  - {id: 0, address: b:1}\n", "appears twice");
   refused("nodes:\n  - {id: 1, address: a:1}\n", "not below the node count");
   refused("nodes:\n  - {id: 0, address: nowhere}\n", "is not HOST:PORT");
+  refused("nodes:\n  - {id: 0, address: 'tls://nowhere'}\n", "is not HOST:PORT");
   refused("nodes:\n  - {id: 0, address: 'a:99999'}\n", "is not HOST:PORT");
   refused("nodes:\n  - {address: a:1}\n", "has no 'id'");
   refused("nodes:\n  - {id: -1, address: a:1}\n", "wrong type");

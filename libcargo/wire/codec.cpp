@@ -533,6 +533,28 @@ Result<Forward> decode_forward(ByteView h) {
   m.reply_address = in.blob(kMaxAddress);
   return done(in, std::move(m));
 }
+namespace {
+constexpr uint8_t kRelayMagic[4] = {'x', 'c', 'R', '1'};
+}  // namespace
+
+Bytes encode(const RelayAddress& a) { return Out().raw(ByteView(kRelayMagic, 4)).u32(a.node_id).u64(a.relay_id).take(); }
+std::optional<RelayAddress> relay_address_of(ByteView b) {
+  if (b.size() != kRelayAddressSize || std::memcmp(b.data(), kRelayMagic, 4) != 0) return std::nullopt;
+  RelayAddress a;
+  a.node_id = le::load32(b.data() + 4);
+  a.relay_id = le::load64(b.data() + 8);
+  if (a.relay_id == 0) return std::nullopt;
+  return a;
+}
+Bytes encode(const Relay& m) { return Out().u64(m.relay_id).blob(m.result).take(); }
+Result<Relay> decode_relay(ByteView h) {
+  In in(h, "relay");
+  Relay m;
+  m.relay_id = in.u64();
+  m.result = in.blob(kMaxHeader);
+  return done(in, std::move(m));
+}
+
 Result<RequestOnly> decode_request(ByteView h) {
   In in(h, "request");
   RequestOnly m;

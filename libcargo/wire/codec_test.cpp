@@ -358,6 +358,26 @@ TEST_CASE("listings and counters round-trip", "[wire]") {
   check_strict(encode(lo), decode_lane_offer);
   CHECK(decode_lane_offer(encode(LaneOffer{11, ReplyStatus::limit, -1, {}, "no lane to spare"}))->shm_id == -1);
 
+  // A relay (4.13): the result's header whole; and the relay address a TLS client gets.
+  Relay rl{0x1122334455667788, encode(ResultMsg{})};
+  auto rld = decode_relay(encode(rl));
+  REQUIRE(rld.ok());
+  CHECK(rld->relay_id == rl.relay_id);
+  CHECK(rld->result == rl.result);
+  check_strict(encode(rl), decode_relay);
+  const Bytes ra = encode(RelayAddress{7, 0xA5A5});
+  CHECK(ra.size() == kRelayAddressSize);
+  REQUIRE(relay_address_of(ra));
+  CHECK(relay_address_of(ra)->node_id == 7);
+  CHECK(relay_address_of(ra)->relay_id == 0xA5A5);
+  CHECK_FALSE(relay_address_of(encode(RelayAddress{7, 0})));  // id 0 names no connection
+  Bytes other = ra;
+  other[0] ^= 1;
+  CHECK_FALSE(relay_address_of(other));  // a UCX address, however short
+  other = ra;
+  other.push_back(0);
+  CHECK_FALSE(relay_address_of(other));
+
   RegionRead rd{7, 4080, 16, "chase"};
   auto r = decode_region_read(encode(rd));
   REQUIRE(r.ok());

@@ -22,7 +22,7 @@ uint16_t verbs_needed(MsgType type) {
     case MsgType::lane: case MsgType::kick: return auth::kRun | auth::kForward;  // either: clients' and peers' lanes
     case MsgType::list: case MsgType::stats: return auth::kList;
     case MsgType::region: case MsgType::region_read: return auth::kRead;
-    case MsgType::forward: return auth::kForward;
+    case MsgType::forward: case MsgType::relay: return auth::kForward;
     default: return kNever;  // replies and unknown types
   }
 }

@@ -129,6 +129,41 @@ void FrontDoor::accept_all() {
   }
 }
 
+TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why) {
+  socklen_t len = 0;
+  auto addr = net::parse_host_port(host_port, &len);
+  if (!addr.ok()) return *why = addr.error().message(), nullptr;
+  const int fd = ::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return *why = std::string("socket: ") + std::strerror(errno), nullptr;
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // In progress, or refused at once (a closed port on this host): the handshake's first
+  // write then fails with the reason, as a connection that fails later does.
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS && errno != ECONNREFUSED) {
+    *why = std::string("connect: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  auto channel = tls::Channel::start(std::move(context), fd);
+  if (!channel.ok()) {
+    ::close(fd);
+    return *why = channel.error().message(), nullptr;
+  }
+  auto c = std::make_unique<TlsConn>();
+  c->channel = std::move(*channel);
+  c->peer = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
+  c->since = Clock::now();
+  c->dialed = true;
+  c->writing = true;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;  // writable once connected
+  ev.data.ptr = c.get();
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return *why = std::string("epoll: ") + std::strerror(errno), nullptr;
+  TlsConn* p = c.get();
+  conns_.emplace(p, std::move(c));
+  return p;
+}
+
 bool FrontDoor::drive(TlsConn& c) {
   c.busy = false;
   if (!c.ready) {
@@ -141,6 +176,11 @@ bool FrontDoor::drive(TlsConn& c) {
     c.ready = true;
     watch_writes(c, false);
     if (ev_.ready) ev_.ready(c, c.channel->peer());
+    for (Held& h : c.held) {
+      auto sent = c.channel->send_owned(h.type, h.header, std::move(h.data));
+      if (!sent.ok()) return lose(c, sent.error().message()), false;
+    }
+    c.held.clear();
   }
   if (c.channel->queued()) {
     auto io = c.channel->flush();
@@ -150,7 +190,7 @@ bool FrontDoor::drive(TlsConn& c) {
   for (int i = 0; i < kFramesPerPoll; ++i) {
     auto io = c.channel->receive(c.in, ev_.max_data ? ev_.max_data() : 0);
     if (!io.ok()) return lose(c, io.error().message()), false;
-    if (*io == tls::Channel::Io::closed) return lose(c, "closed by its client"), false;
+    if (*io == tls::Channel::Io::closed) return lose(c, c.dialed ? "closed by the node" : "closed by its client"), false;
     if (*io != tls::Channel::Io::done) return true;
     if (ev_.frame) ev_.frame(c, c.in);
     for (TlsConn* f : failed_)
@@ -198,6 +238,10 @@ void FrontDoor::sweep(Clock::time_point now, std::chrono::milliseconds deadline)
 bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, Bytes&& data) {
   for (TlsConn* f : failed_)
     if (f == &c) return false;
+  if (!c.ready) {  // a dialed connection in its handshake: sent once it is done (drive)
+    c.held.push_back({type, Bytes(header.begin(), header.end()), std::move(data)});
+    return true;
+  }
   auto io = c.channel->send_owned(type, header, std::move(data));
   if (!io.ok()) {
     failed_.push_back(&c);

@@ -18,6 +18,12 @@
 
 namespace xcargo::loader {
 
+// A frame sent on a dialed connection before its handshake was done.
+struct Held {
+  wire::MsgType type;
+  Bytes header, data;
+};
+
 // One connection through the front door.
 struct TlsConn {
   std::unique_ptr<tls::Channel> channel;
@@ -26,7 +32,9 @@ struct TlsConn {
   bool ready = false;        // its handshake is done
   bool writing = false;      // its socket is watched for room to write
   bool busy = false;         // stopped reading at the per-poll budget: read again next poll
+  bool dialed = false;       // this worker connected to peer (dial), rather than accepted it
   wire::Frame in;            // the frame being read (buffers reused)
+  std::vector<Held> held;    // sent before the handshake was done (dialed connections)
 };
 
 class FrontDoor {
@@ -34,9 +42,10 @@ public:
   using Clock = std::chrono::steady_clock;
   struct Events {
     // A TCP connection from peer (HOST:PORT): whether to take it in (else it is closed at
-    // once, before any byte of it is read). Its handshake starts.
+    // once, before any byte of it is read). Its handshake starts. Not called for dial().
     std::function<bool(TlsConn&)> accepted;
-    // Its handshake is done: the other end proved the identity in peer.
+    // Its handshake is done: the other end proved the identity in peer (for a connection
+    // this worker dialed, one the dialing context accepted).
     std::function<void(TlsConn&, const tls::Peer&)> ready;
     // One whole frame from a ready connection (it may be moved from).
     std::function<void(TlsConn&, wire::Frame&)> frame;
@@ -59,6 +68,11 @@ public:
   int fd() const { return epfd_; }
   // The settings connections accepted from now on get (a renewed credential).
   void set_context(std::shared_ptr<tls::Context> context) { context_ = std::move(context); }
+  // A connection from this worker to HOST:PORT with `context` (a client's: this worker's
+  // credential, the peer it accepts), made in the background and polled with the others,
+  // with the same events but `accepted`: a failure to connect is a lost handshake. Frames
+  // sent before it is ready wait for its handshake. Null (*why) if it cannot even start.
+  TlsConn* dial(const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why);
   // Accepts, advances handshakes, reads whole frames (events.frame), writes what waits.
   // Whether anything happened.
   bool poll();

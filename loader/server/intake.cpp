@@ -54,7 +54,8 @@ bool Intake::probe_hello(Client& c, ByteView header) {
 void Intake::greet(Connections::Ep ep, Client& c, ByteView header) {
   auto h = decode_hello(header);
   if (!h.ok()) return host_.send(ep, host_.bad_request(h.error().message()));
-  c.address = h->reply_address;
+  // A client names its own UCX worker; only the node makes relay addresses (4.13).
+  if (!relay_address_of(h->reply_address)) c.address = h->reply_address;
   if (host_.is_probe(*h)) {
     c.probe = true;
     host_.probe_greeted(c);

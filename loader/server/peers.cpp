@@ -50,7 +50,7 @@ Peer* Peers::get(uint32_t id, std::string* why) {
   const ClusterNode* node = cluster_.find(id);
   if (!node) return *why = "it is not in the cluster", nullptr;
   std::string error;
-  ucp_ep* ep = link_.connect(node->address, &error);
+  Ep ep = link_.connect(node->address, &error);
   if (!ep) {
     log_("cannot reach node " + std::to_string(id) + ": " + error);
     return *why = "it could not be reached", nullptr;
@@ -108,7 +108,7 @@ void Peers::holds(uint32_t id, const Digest& digest) {
   h.insert(digest);
 }
 
-bool Peers::forget(uint32_t id, ucp_ep* ep) {
+bool Peers::forget(uint32_t id, Ep ep) {
   auto it = peers_.find(id);
   if (it == peers_.end() || it->second.ep != ep) return false;
   peers_.erase(it);
@@ -200,7 +200,7 @@ bool Peers::on_lane_offer(const LaneOffer& r) {
   return true;
 }
 
-bool Peers::lost(ucp_ep* ep) {
+bool Peers::lost(Ep ep) {
   for (auto it = peers_.begin(); it != peers_.end(); ++it)
     if (it->second.ep == ep) {
       drop(it, "the connection to it was lost", false);

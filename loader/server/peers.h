@@ -15,14 +15,13 @@
 #include <string>
 #include <string_view>
 
+#include "endpoint.h"
 #include "node_key.h"
 #include "reply.h"
 #include "xcargo/cluster.h"
 #include "xcargo/identity.h"
 #include "xcargo/lane.h"
 #include "xcargo/wire.h"
-
-struct ucp_ep;
 
 namespace xcargo::loader {
 
@@ -31,12 +30,13 @@ class PeerLink {
 public:
   using Failed = std::function<void(const std::string& why)>;
   virtual ~PeerLink() = default;
-  // An endpoint to HOST:PORT, connecting in the background; null (with *why) if it cannot.
-  virtual ucp_ep* connect(const std::string& address, std::string* why) = 0;
+  // A connection to a node's address (UCX's HOST:PORT, or tls://HOST:PORT), made in the
+  // background; null (with *why) if it cannot be started.
+  virtual Ep connect(const std::string& address, std::string* why) = 0;
   // Sends r on ep, asking the peer to answer on this endpoint; on_fail if it cannot be
   // delivered (the peer went away).
-  virtual void send(ucp_ep* ep, Reply&& r, Failed on_fail) = 0;
-  virtual void close(ucp_ep* ep) = 0;
+  virtual void send(Ep ep, Reply&& r, Failed on_fail) = 0;
+  virtual void close(Ep ep) = 0;
 };
 
 // The writer's end of a peer's lane, attached by this node (detached with its Peer).
@@ -63,7 +63,7 @@ private:
 };
 
 struct Peer {
-  ucp_ep* ep = nullptr;
+  Ep ep;
   std::set<Digest> sent;  // cargos this node has sent it on this connection
   // Cargos it forwarded to this node, so it has them loaded: their forwards to it need no
   // cargo, and may take its lane (a forward of a cargo still on its way to it may not: the
@@ -116,7 +116,7 @@ public:
   // A send to node id on ep failed: the next forward connects again (and sends the cargo
   // again). True if ep was that node's current connection (the caller closes it once UCX
   // reports the error).
-  bool forget(uint32_t id, ucp_ep* ep);
+  bool forget(uint32_t id, Ep ep);
 
   // Answers to this node's hello (by node id; its signature proves it) and auth (by its
   // random request id). A hello_reply without a valid signature is ignored (it may be
@@ -126,8 +126,8 @@ public:
   bool on_auth_reply(const wire::AuthReply& r);
   // The answer to this node's lane request (by its random request id).
   bool on_lane_offer(const wire::LaneOffer& r);
-  // ep went away (UCX's error callback, which closes it): true if it was a peer's.
-  bool lost(ucp_ep* ep);
+  // ep went away (its transport closes it): true if it was a peer's.
+  bool lost(Ep ep);
   // Peers that did not complete the handshake within deadline are dropped, and so are those
   // whose worker left their lane with forwards in it (seen on two sweeps in a row).
   void sweep(std::chrono::steady_clock::time_point now, std::chrono::milliseconds deadline);

@@ -17,25 +17,25 @@ using namespace std::chrono_literals;
 
 namespace {
 
-ucp_ep* ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
+Ep ep(uintptr_t n) { return reinterpret_cast<ucp_ep*>(n); }
 
 // Records what Peers asks of the transport.
 struct FakeLink : PeerLink {
   struct Sent {
-    ucp_ep* ep;
+    Ep ep;
     Reply r;
     Failed on_fail;
   };
   std::vector<Sent> sent;
-  std::vector<ucp_ep*> closed;
+  std::vector<Ep> closed;
   uintptr_t next = 1;
   bool reachable = true;
-  ucp_ep* connect(const std::string&, std::string* why) override {
+  Ep connect(const std::string&, std::string* why) override {
     if (!reachable) return *why = "connection refused", nullptr;
     return ep(next++);
   }
-  void send(ucp_ep* e, Reply&& r, Failed on_fail) override { sent.push_back({e, std::move(r), std::move(on_fail)}); }
-  void close(ucp_ep* e) override { closed.push_back(e); }
+  void send(Ep e, Reply&& r, Failed on_fail) override { sent.push_back({e, std::move(r), std::move(on_fail)}); }
+  void close(Ep e) override { closed.push_back(e); }
 };
 
 struct Fixture {
@@ -220,9 +220,9 @@ TEST_CASE("nodes outside the cluster or out of reach are not forwarded to", "[pe
 TEST_CASE("a failed send forgets the connection it was on, not a newer one", "[peers]") {
   Fixture x;
   std::string why;
-  ucp_ep* first = x.peers.get(1, &why)->ep;
+  Ep first = x.peers.get(1, &why)->ep;
   CHECK(x.peers.forget(1, first));
-  ucp_ep* second = x.peers.get(1, &why)->ep;
+  Ep second = x.peers.get(1, &why)->ep;
   CHECK_FALSE(x.peers.forget(1, first));  // a late failure of the old connection
   CHECK(x.peers.all().at(1).ep == second);
 }

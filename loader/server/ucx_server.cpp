@@ -37,6 +37,7 @@
 #include "peers.h"
 #include "self_probe.h"
 #include "timing.h"
+#include "xcargo/auth.h"
 #include "xcargo/cluster.h"
 #include "xcargo/large_buffers.h"
 #include "xcargo/ucx.h"
@@ -119,22 +120,37 @@ struct UcxServer::Impl : IntakeHost {
   // a host does not flood.
   std::unique_ptr<LineLimit> tls_refusals;
   Tally tls_strays;   // frames from clients that are not requests
-  // Endpoints to other loaders, by node id, through Link (UCX).
+  // Connections to other loaders, by node id, through Link: UCX, or TLS to a node whose
+  // address is tls://HOST:PORT (dialed through the front door, with peer_tls).
   struct Link : PeerLink {
     Impl* self;
     explicit Link(Impl* s) : self(s) {}
-    ucp_ep* connect(const std::string& address, std::string* why) override {
+    Ep connect(const std::string& address, std::string* why) override {
+      if (address.rfind(kTlsScheme, 0) == 0) {
+        if (!self->front || !self->peer_tls)
+          return *why = "it is reached over TLS, and this node has no TLS front door (tls-listen)", nullptr;
+        return Ep::tls(self->front->dial(address.substr(kTlsScheme.size()), self->peer_tls, why));
+      }
       auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);
       if (!ep.ok()) return *why = ep.error().message(), nullptr;
       return *ep;
     }
-    void send(ucp_ep* ep, Reply&& r, Failed on_fail) override {
+    // Over TLS, a message fails here only if its connection already had: one queued when the
+    // connection is lost later is not reported (its client waits out its time-out).
+    void send(Ep ep, Reply&& r, Failed on_fail) override {
+      if (TlsConn* c = ep.tls_conn()) {
+        if (!self->front->send(*c, r.type, r.header, std::move(r.data)) && on_fail) on_fail("the TLS connection failed");
+        give_spare(std::move(r.header));
+        return;
+      }
       std::function<void(ucs_status_t)> failed;
       if (on_fail) failed = [f = std::move(on_fail)](ucs_status_t st) { f(UCX->ucs_status_string(st)); };
-      self->send_on(ep, std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
+      self->send_on(ep.ucx(), std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
     }
-    void close(ucp_ep* ep) override { close_ep(ep); }
+    void close(Ep ep) override { self->close_conn(ep); }
   } link{this};
+  static constexpr std::string_view kTlsScheme = "tls://";
+  std::shared_ptr<tls::Context> peer_tls;  // this worker as a client of its peers' front doors
   std::unique_ptr<Peers> peers;
   struct ClientEp {  // an endpoint to a client by its address, and its results not yet read
     ucp_ep_h ep = nullptr;
@@ -142,6 +158,10 @@ struct UcxServer::Impl : IntakeHost {
   };
   std::map<Bytes, ClientEp> client_eps;     // forwarded chains' results go through these
   Tally unread_results;                     // forwarded results dropped: their client did not read
+  // Clients of the front door by their relay id (their reply_address: wire-protocol.md 4.13);
+  // an entry is good while eps has its connection with that id.
+  std::map<uint64_t, Ep> relays;
+  Tally relays_lost;  // relayed results whose client had gone, or that could not reach its node
   std::set<ucp_ep_h> orphans;               // failed peer endpoints awaiting their error callback
   std::set<Ep> answered_ending;       // connections answered since a kernel failure ended this worker
   JobQueue jobs;
@@ -298,11 +318,28 @@ struct UcxServer::Impl : IntakeHost {
       return;
     }
     front->set_context(std::move(*c));
+    if (auto p = peer_tls_context(); p.ok()) peer_tls = std::move(*p);
     renew_tls_at = now + timing::kRenewTls;
+  }
+  // The same credential, as a client of other nodes' front doors: they must prove a node key
+  // of the cluster's (a peer key, as AuthGate::admits asks of nodes).
+  Result<std::shared_ptr<tls::Context>> peer_tls_context() const {
+    auto credential = opt.gate->node_key().tls_credential();
+    XC_TRY(credential);
+    const AuthGate* gate = opt.gate;
+    return tls::Context::create(tls::Context::client, *credential, [gate](const tls::Peer& p, std::string* why) {
+      if (p.certified && gate->is_peer_key(p.identity)) return true;
+      *why = "it proved key " + to_hex(key_id_of(p.identity)) + ", which is no node key of this cluster's (the authorized keys "
+             "with the verb forward)";
+      return false;
+    });
   }
   Status open_front_door(std::chrono::milliseconds wait) {
     auto context = tls_context();
     XC_TRY(context);
+    auto peer_context = peer_tls_context();
+    XC_TRY(peer_context);
+    peer_tls = std::move(*peer_context);
     tls_refusals = std::make_unique<LineLimit>([this](std::string_view l) { log(l); });
     FrontDoor::Events ev;
     ev.accepted = [this](TlsConn& c) {
@@ -320,6 +357,12 @@ struct UcxServer::Impl : IntakeHost {
     };
     ev.frame = [this](TlsConn& c, wire::Frame& f) {
       const auto t = uint16_t(f.type);
+      if (c.dialed) {  // a peer node's answers to this node's greeting
+        if (!peer_reply(f.type, f.header) && tls_strays.due())
+          log("dropped a message of type " + std::to_string(t) + " from node at " + c.peer + " (not an answer to this node; " +
+              std::to_string(tls_strays.count()) + " such so far)");
+        return;
+      }
       if (t > kMaxMsgType || t % 2 == 0) {  // a client sends requests only
         if (tls_strays.due())
           log("dropped a message of type " + std::to_string(t) + " from " + c.peer + " (not a request; " +
@@ -330,6 +373,10 @@ struct UcxServer::Impl : IntakeHost {
     };
     ev.lost = [this](TlsConn& c, const std::string& why, bool in_handshake) {
       const Ep ep = Ep::tls(&c);
+      if (c.dialed) {
+        if (peers->lost(ep)) log("the TLS connection to node at " + c.peer + " ended: " + why);
+        return;
+      }
       const Client* cl = eps.find(ep);
       if (in_handshake && !(cl && cl->doomed)) {
         const std::string host = "from " + c.peer.substr(0, c.peer.rfind(':'));
@@ -339,7 +386,7 @@ struct UcxServer::Impl : IntakeHost {
       }
       eps.erase(ep);
     };
-    ev.max_data = [this] { return handler->max_cargo() + handler->max_input(); };
+    ev.max_data = [this] { return std::max(handler->max_cargo() + handler->max_input(), handler->max_reply()); };
     auto door = FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
     XC_TRY(door);
     XC_TRY(w->watch((*door)->fd()));
@@ -416,6 +463,7 @@ struct UcxServer::Impl : IntakeHost {
     if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
     if (restart) return unrun(ep, type, hv);  // this worker is ending
     if (type == MsgType::lane) return open_lane(ep, client, hv);
+    if (type == MsgType::relay) return relay_in(hv, data, length, owned);
     if (type == MsgType::region && opt.one_sided_regions && !ep.is_tls()) return region(ep, hv);
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
       RequestOrigin origin(client ? client->origin.get() : nullptr);
@@ -572,10 +620,64 @@ struct UcxServer::Impl : IntakeHost {
     UCX->ucp_request_free(request);
   }
 
-  const Bytes& client_address(Ep ep) const {
+  // Where a forwarded chain's result for ep's client goes: the UCX address from its hello,
+  // or for a client of the front door, a relay address naming this node and the connection.
+  const Bytes& client_address(Ep ep) {
     static const Bytes none;
-    const Client* c = eps.find(ep);
-    return c ? c->address : none;
+    Client* c = eps.find(ep);
+    if (!c) return none;
+    if (c->address.empty() && ep.is_tls()) {
+      if (relays.size() > 2 * eps.all().size() + 64)  // forget those whose connection is gone
+        std::erase_if(relays, [this](const auto& r) { const Client* k = eps.find(r.second); return !k || k->relay != r.first; });
+      auto n = auth::random_nonce();
+      uint64_t id = 0;
+      if (n.ok()) std::memcpy(&id, n->data(), sizeof id);
+      if (id == 0 || relays.count(id)) return none;  // no randomness: its chains' results say unreachable
+      c->relay = id;
+      relays[id] = ep;
+      c->address = encode(RelayAddress{opt.node_id, id});
+    }
+    return c->address;
+  }
+  // A result for a client of a node's front door (wire-protocol.md 4.13): to its connection
+  // here, or in a relay to the node it is connected to.
+  void relay_result(const RelayAddress& to, Reply&& r) {
+    if (to.node_id == opt.node_id) return deliver_relayed(to.relay_id, std::move(r));
+    std::string why;
+    Peer* p = peers->get(to.node_id, &why);
+    if (!p) {
+      if (relays_lost.due())
+        log("dropped a forwarded result for a client of node " + std::to_string(to.node_id) + ": " + why + " (" +
+            std::to_string(relays_lost.count()) + " such so far)");
+      return;
+    }
+    Bytes header = encode(Relay{to.relay_id, std::move(r.header)});
+    peers->send(*p, {MsgType::relay, std::move(header), std::move(r.data)}, [this, node = to.node_id](const std::string& why) {
+      if (relays_lost.due())
+        log("dropped a forwarded result for a client of node " + std::to_string(node) + ": " + why + " (" +
+            std::to_string(relays_lost.count()) + " such so far)");
+    });
+  }
+  void deliver_relayed(uint64_t id, Reply&& r) {
+    auto it = relays.find(id);
+    const Client* c = it == relays.end() ? nullptr : eps.find(it->second);
+    if (!c || c->relay != id) {
+      if (relays_lost.due())
+        log("dropped a forwarded result: its client's connection is gone (" + std::to_string(relays_lost.count()) + " such so far)");
+      return;
+    }
+    send(it->second, std::move(r));
+  }
+  // A relay from a peer node (intake screened it: a key with the verb forward).
+  void relay_in(ByteView header, void* data, size_t length, Bytes* owned) {
+    auto m = decode_relay(header);
+    if (!m.ok() || !decode_result(m->result).ok()) {
+      if (relays_lost.due())
+        log("dropped a relay that does not decode: " + (m.ok() ? decode_result(m->result).error().message() : m.error().message()));
+      return;
+    }
+    Bytes d = owned && owned->data() == data ? std::move(*owned) : Bytes(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + length);
+    deliver_relayed(m->relay_id, {MsgType::result, std::move(m->result), std::move(d)});
   }
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
@@ -732,7 +834,8 @@ struct UcxServer::Impl : IntakeHost {
   // not read them cannot make this node keep them without bound: past the limit in flight
   // the result is dropped and the endpoint closed (which drops those still waiting).
   void send_to_address(const Bytes& address, Reply&& r) {
-    if (address.empty()) {  // a client without a UCX address (over TLS): no way back to it
+    if (auto relay = relay_address_of(address)) return relay_result(*relay, std::move(r));
+    if (address.empty()) {  // a client without an address: no way back to it
       if (unread_results.due())
         log("dropped a forwarded result: its client gave no address to send it to (it connected over TLS; " +
             std::to_string(unread_results.count()) + " such so far)");
@@ -766,22 +869,23 @@ struct UcxServer::Impl : IntakeHost {
   static ucs_status_t on_peer_reply(void* arg, const void* header, size_t header_length, void*, size_t,
                                     const ucp_am_recv_param_t*) {
     auto* ha = static_cast<HandlerArg*>(arg);
-    Impl* self = ha->self;
     const ByteView hv(static_cast<const uint8_t*>(header), std::min(header_length, kMaxHeader));
-    if (MsgType(ha->type) == MsgType::hello_reply) {
-      auto r = decode_hello_reply(hv);
-      if (!r.ok() || !self->peers->on_hello_reply(*r))  // not from a peer this node greeted
-        return on_stray(arg, header, header_length, nullptr, 0, nullptr);
-      return UCS_OK;
-    }
-    if (MsgType(ha->type) == MsgType::lane_reply) {
-      auto r = decode_lane_offer(hv);
-      if (!r.ok() || !self->peers->on_lane_offer(*r)) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
-      return UCS_OK;
-    }
-    auto r = decode_auth_reply(hv);
-    if (!r.ok() || !self->peers->on_auth_reply(*r)) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
+    if (!ha->self->peer_reply(MsgType(ha->type), hv)) return on_stray(arg, header, header_length, nullptr, 0, nullptr);
     return UCS_OK;
+  }
+  // Whether a message answered this node's greeting of a peer (else the caller counts it).
+  bool peer_reply(MsgType type, ByteView hv) {
+    if (type == MsgType::hello_reply) {
+      auto r = decode_hello_reply(hv);
+      return r.ok() && peers->on_hello_reply(*r);  // else not from a peer this node greeted
+    }
+    if (type == MsgType::lane_reply) {
+      auto r = decode_lane_offer(hv);
+      return r.ok() && peers->on_lane_offer(*r);
+    }
+    if (type != MsgType::auth_reply) return false;
+    auto r = decode_auth_reply(hv);
+    return r.ok() && peers->on_auth_reply(*r);
   }
 
   static void close_ep(ucp_ep_h ep) {
@@ -875,13 +979,13 @@ struct UcxServer::Impl : IntakeHost {
   struct ForwardFate {
     uint64_t serial = 0;
     uint32_t node = 0;
-    ucp_ep_h ep = nullptr;
+    Ep ep;
     Forward f;
   };
   static constexpr size_t kForwardFates = 4096;  // past this many in flight, a failure's record is gone (logged)
   std::vector<ForwardFate> fates;  // grows to kForwardFates as forwards are sent
   uint64_t fates_made = 0;
-  uint64_t remember_forward(const Forward& f, uint32_t node, ucp_ep_h ep) {
+  uint64_t remember_forward(const Forward& f, uint32_t node, Ep ep) {
     const uint64_t n = ++fates_made;
     const size_t i = n % kForwardFates;
     if (i >= fates.size()) fates.resize(i + 1);
@@ -900,7 +1004,10 @@ struct UcxServer::Impl : IntakeHost {
       return;
     }
     const ForwardFate& r = fates[i];
-    if (peers->forget(r.node, r.ep)) orphans.insert(r.ep);  // closed by on_ep_error: closing it here cancels other sends
+    if (peers->forget(r.node, r.ep)) {
+      if (r.ep.ucx()) orphans.insert(r.ep.ucx());  // closed by on_ep_error: closing it here cancels other sends
+      else close_conn(r.ep);
+    }
     undelivered(r.f, r.node, why);
   }
 
@@ -1391,7 +1498,8 @@ UcxServer::~UcxServer() {
   impl_->front.reset();  // its connections, closed
   for (const auto& [ep, client] : impl_->eps.all())
     if (ep.ucx()) Impl::close_ep(ep.ucx());
-  for (const auto& [id, peer] : impl_->peers->all()) Impl::close_ep(peer.ep);
+  for (const auto& [id, peer] : impl_->peers->all())
+    if (peer.ep.ucx()) Impl::close_ep(peer.ep.ucx());  // TLS ones went with the front door
   for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   if (Regions* regions = impl_->handler->regions_if_open()) {

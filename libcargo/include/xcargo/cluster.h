@@ -7,7 +7,8 @@
 //       address: 127.0.0.1:7401
 //
 // Ids are 0 to N-1, each once (what xc_node_id() and xc_node_count() return); addresses
-// are HOST:PORT. Loaders read it to reach each other; `xcargo run --cluster` to pick a node.
+// are HOST:PORT (UCX) or tls://HOST:PORT (the node's TLS front door, which nodes then
+// forward through too). Loaders read it to reach each other; `xcargo run --cluster` to pick a node.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ inline constexpr uint64_t kMaxClusterFileSize = 1 << 20;
 
 struct ClusterNode {
   uint32_t id = 0;
-  std::string address;  // HOST:PORT
+  std::string address;  // HOST:PORT or tls://HOST:PORT
 };
 
 struct Cluster {

@@ -41,8 +41,9 @@ enum class MsgType : uint16_t {
   auth = 19, auth_reply = 20,                  // the client proves its identity (section 7)
   lane = 21, lane_reply = 22,                  // a shared-memory lane for this connection (section 8)
   kick = 23,                                   // wakes the other end of a lane; no reply (section 8.3)
+  relay = 25,  // loader to loader: a chain's result for a client of the origin node's front door (4.13); no reply
 };
-inline constexpr uint16_t kMaxMsgType = 23;
+inline constexpr uint16_t kMaxMsgType = 25;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -171,6 +172,20 @@ struct Forward {  // AM data: the cargo (cargo_size bytes, may be 0), then the i
   std::string entry;
   Bytes reply_address;       // the client's UCX worker address
 };
+// A reply_address that names no UCX worker but a connection of a node (section 4.13): the
+// result goes to that node, in a `relay`, and on to the connection. Exactly 16 bytes.
+struct RelayAddress {
+  uint32_t node_id = 0;
+  uint64_t relay_id = 0;  // random, nonzero: which connection of that node
+};
+inline constexpr size_t kRelayAddressSize = 16;
+Bytes encode(const RelayAddress&);
+// The relay address a reply_address is, if it is one.
+std::optional<RelayAddress> relay_address_of(ByteView reply_address);
+struct Relay {  // relay's header; its data is the result's data
+  uint64_t relay_id = 0;
+  Bytes result;  // the result's header (4.7)
+};
 struct RequestOnly {  // list and stats requests
   uint64_t request_id = 0;
 };
@@ -267,6 +282,7 @@ Bytes encode(const Auth&);
 Bytes encode(const AuthReply&);
 Bytes encode(const RegionData&);
 Bytes encode(const LaneOffer&);
+Bytes encode(const Relay&);
 // The u64 request_id that every message but hello and hello_reply starts with (section 4),
 // read without decoding the rest; nullopt for those two types or a header under 8 bytes.
 std::optional<uint64_t> leading_request_id(MsgType type, ByteView header);
@@ -291,6 +307,7 @@ Result<RegionData> decode_region_data(ByteView header);
 Result<Auth> decode_auth(ByteView header);
 Result<AuthReply> decode_auth_reply(ByteView header);
 Result<LaneOffer> decode_lane_offer(ByteView header);
+Result<Relay> decode_relay(ByteView header);
 
 // Bulk data of list_reply and stats_reply (their header is a RequestOnly).
 Bytes encode_listing(const Listing&);

@@ -178,12 +178,18 @@ Status Connection::greet(const SigningKey* identity, const std::string& identity
         .hint("use matching xcargo and xcargo-loader releases");
   node_ = std::move(*r);
   verbs_ = auth::kAllClientVerbs;
+  // Checked before signing anything: a proof for another node's key would be one to use there.
+  if (const RawKey* proven = proven_node_key(); proven && node_.node_key != *proven)
+    return Error(Errc::unauthenticated, peer() + ": the node's hello names key " + to_hex(key_id_of(node_.node_key)) +
+                                            ", not the key its TLS handshake proved")
+        .hint("something between this client and the node relays its messages: do not use this address");
   if (node_.auth == AuthMode::none) return {};
   PublicKey node_key;
   node_key.raw = node_.node_key;
   if (!ed25519_verify(node_key, auth::node_proof(*nonce, node_.nonce, node_.node_key), node_.node_sig))
     return Error(Errc::unauthenticated, peer() + ": the node's hello is not signed by the key it names")
         .hint("something between this client and the node changed its messages");
+
   if (!identity) {
     if (node_.auth == AuthMode::optional) return {};
     return Error(Errc::unauthenticated, peer() + ": the node serves only authenticated clients, and no identity was given")

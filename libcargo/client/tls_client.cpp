@@ -41,6 +41,7 @@ public:
     channel_.reset();
   }
   bool pipelines() const override { return true; }
+  const wire::RawKey* proven_node_key() const override { return &node_key_.raw; }
 
   Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key) {
     address_ = address;
@@ -106,7 +107,7 @@ protected:
       // A reply usually follows within microseconds: poll the socket a little before sleeping
       // in poll(), whose wake-up costs more than the whole round trip here.
       if (*io == tls::Channel::Io::want_read && !channel_->queued() && Clock::now() - start < kSpin) continue;
-      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "a reply"));
+      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "reply"));
     }
   }
   bool lost_before_sending() const override { return failed_ && !sent_since_reply_ && handshaken_; }
@@ -149,9 +150,6 @@ private:
     timeout_ms_ = o_.connect_timeout_ms;
     Status hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
-    if (hs.ok() && node().node_key != node_key_.raw)
-      hs = Error(Errc::unauthenticated, peer() + ": the node's hello names key " + to_hex(key_id_of(node().node_key)) +
-                                            ", not the key its TLS handshake proved");
     if (!hs.ok()) {
       close();
       return hs;

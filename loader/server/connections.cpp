@@ -9,12 +9,18 @@ namespace xcargo::loader {
 
 std::string Connections::admit(const std::string& host, bool required) const {
   const std::string prefix = host + ":";
-  size_t all = 0, waiting = 0;
-  for (const auto& [ep, c] : clients_)
-    if (!c.probe && c.peer.compare(0, prefix.size(), prefix) == 0) ++all, waiting += !c.session.authenticated;
+  size_t all = 0, waiting = 0, total = 0, total_waiting = 0;
+  for (const auto& [ep, c] : clients_) {
+    if (c.probe) continue;
+    ++total, total_waiting += !c.session.authenticated;
+    if (c.peer.compare(0, prefix.size(), prefix) == 0) ++all, waiting += !c.session.authenticated;
+  }
   if (all >= kMaxConnectionsPerHost) return "it has " + std::to_string(all) + " connections open, the node's limit per host";
   if (required && waiting >= kMaxUnauthenticatedPerHost)
     return std::to_string(waiting) + " of its connections have not authenticated yet";
+  if (total >= kMaxConnections) return "the node has " + std::to_string(total) + " connections open, its limit";
+  if (required && total_waiting >= kMaxUnauthenticated)
+    return std::to_string(total_waiting) + " connections from all hosts have not authenticated yet, the node's limit";
   return {};
 }
 

@@ -23,6 +23,10 @@ class Lane;
 inline constexpr size_t kMaxUnauthenticatedPerHost = 128;
 // Connections from one host in all, authenticated or not (the worker's own probe aside).
 inline constexpr size_t kMaxConnectionsPerHost = 1024;
+// The same from all hosts: many addresses (an IPv6 prefix, say) cannot take the worker past
+// its descriptors (20000) or fill its memory with handshakes (about 50 KB each).
+inline constexpr size_t kMaxUnauthenticated = 1024;
+inline constexpr size_t kMaxConnections = 8192;
 // Refused requests logged per connection, and refused requests before authenticating after
 // which the connection is closed.
 inline constexpr unsigned kLoggedRefusals = 3;

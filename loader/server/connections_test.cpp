@@ -77,6 +77,24 @@ TEST_CASE("one host may hold 1024 connections, 128 of them unauthenticated", "[c
   CHECK(t.admit("10.0.0.2", true) == "");
 }
 
+TEST_CASE("all hosts together may hold 8192 connections, 1024 of them unauthenticated", "[connections]") {
+  Connections t;
+  const auto now = Clock::now();
+  uintptr_t n = 0;
+  auto add = [&](size_t host) -> Client& {  // 100 connections a host, each host another address
+    ++n;
+    return t.add(ep(n), "10.1." + std::to_string(host) + ".1:" + std::to_string(n), now);
+  };
+  for (size_t i = 0; i < kMaxUnauthenticated; ++i) add(i / 100);
+  CHECK(t.admit("10.2.0.1", true) == "1024 connections from all hosts have not authenticated yet, the node's limit");
+  CHECK(t.admit("10.2.0.1", false) == "");  // an open node has no authentication to wait for
+  for (const auto& [e, c] : t.all()) t.find(e)->session.authenticated = true;
+  CHECK(t.admit("10.2.0.1", true) == "");
+  while (t.all().size() < kMaxConnections) add(n / 100).session.authenticated = true;
+  CHECK(t.admit("10.2.0.1", true) == "the node has 8192 connections open, its limit");
+  CHECK(t.admit("10.2.0.1", false) == "the node has 8192 connections open, its limit");
+}
+
 TEST_CASE("connections that do not authenticate in time are closed; refused ones after their refusal", "[connections]") {
   Connections t;
   const auto t0 = Clock::now();

@@ -68,7 +68,34 @@ void FrontDoor::stop_listening() {
   listen_fd_ = -1;
 }
 
-void FrontDoor::close_all() { conns_.clear(); }
+void FrontDoor::close_all() {
+  conns_.clear();
+  partial_by_key_.clear();
+  partial_total_ = 0;
+}
+
+uint64_t FrontDoor::allowance(const TlsConn& c) const {
+  uint64_t room = ev_.max_data ? ev_.max_data() : 0;
+  auto limit = [&](const std::function<uint64_t()>& cap, uint64_t others) {
+    if (!cap) return;
+    const uint64_t n = cap();
+    room = std::min(room, n > others ? n - others : 0);
+  };
+  auto it = partial_by_key_.find(c.key);
+  limit(ev_.max_partial_per_key, (it == partial_by_key_.end() ? 0 : it->second) - c.partial);
+  limit(ev_.max_partial_total, partial_total_ - c.partial);
+  return room;
+}
+
+void FrontDoor::set_partial(TlsConn& c, uint64_t bytes) {
+  if (bytes == c.partial) return;
+  if (c.partial == 0) c.partial_since = Clock::now();
+  partial_total_ = partial_total_ - c.partial + bytes;
+  uint64_t& k = partial_by_key_[c.key];
+  k = k - c.partial + bytes;
+  if (k == 0) partial_by_key_.erase(c.key);
+  c.partial = bytes;
+}
 
 size_t FrontDoor::queued_total() const {
   size_t n = 0;
@@ -80,11 +107,13 @@ void FrontDoor::close(TlsConn* c) {
   auto it = conns_.find(c);
   if (it == conns_.end()) return;
   c->channel->close();
+  set_partial(*c, 0);
   std::erase(failed_, c);  // its address may be a later connection's
   conns_.erase(it);        // the channel's destructor closes its socket, which leaves the epoll set
 }
 
 void FrontDoor::lose(TlsConn& c, const std::string& why) {
+  set_partial(c, 0);
   if (ev_.lost) ev_.lost(c, why, !c.ready);
   std::erase(failed_, &c);
   conns_.erase(&c);
@@ -137,9 +166,7 @@ TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Cont
   if (fd < 0) return *why = std::string("socket: ") + std::strerror(errno), nullptr;
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  // In progress, or refused at once (a closed port on this host): the handshake's first
-  // write then fails with the reason, as a connection that fails later does.
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS && errno != ECONNREFUSED) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS) {
     *why = std::string("connect: ") + std::strerror(errno);
     ::close(fd);
     return nullptr;
@@ -154,6 +181,7 @@ TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Cont
   c->peer = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
   c->since = Clock::now();
   c->dialed = true;
+  c->connecting = true;
   c->writing = true;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT;  // writable once connected
@@ -166,6 +194,13 @@ TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Cont
 
 bool FrontDoor::drive(TlsConn& c) {
   c.busy = false;
+  if (c.connecting) {  // its first event: connected, or why not
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(c.channel->fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err) return lose(c, std::string("cannot connect: ") + std::strerror(err)), false;
+    c.connecting = false;
+  }
   if (!c.ready) {
     auto io = c.channel->handshake();
     if (!io.ok()) return lose(c, io.error().message()), false;
@@ -174,6 +209,7 @@ bool FrontDoor::drive(TlsConn& c) {
       return true;
     }
     c.ready = true;
+    c.key = c.channel->peer().identity;
     watch_writes(c, false);
     if (ev_.ready) ev_.ready(c, c.channel->peer());
     for (Held& h : c.held) {
@@ -188,8 +224,16 @@ bool FrontDoor::drive(TlsConn& c) {
     watch_writes(c, *io != tls::Channel::Io::done);
   }
   for (int i = 0; i < kFramesPerPoll; ++i) {
-    auto io = c.channel->receive(c.in, ev_.max_data ? ev_.max_data() : 0);
-    if (!io.ok()) return lose(c, io.error().message()), false;
+    const uint64_t room = allowance(c);
+    auto io = c.channel->receive(c.in, room);
+    if (!io.ok()) {
+      std::string why = io.error().message();
+      if (ev_.max_data && room < ev_.max_data())
+        why += " (room left by the requests still arriving on this key's other connections, or on all: " + std::to_string(room) +
+               " bytes)";
+      return lose(c, why), false;
+    }
+    set_partial(c, *io == tls::Channel::Io::want_read ? c.channel->receiving() : 0);
     if (*io == tls::Channel::Io::closed) return lose(c, c.dialed ? "closed by the node" : "closed by its client"), false;
     if (*io != tls::Channel::Io::done) return true;
     if (ev_.frame) ev_.frame(c, c.in);
@@ -227,12 +271,19 @@ bool FrontDoor::poll() {
   return any;
 }
 
-void FrontDoor::sweep(Clock::time_point now, std::chrono::milliseconds deadline) {
-  std::vector<TlsConn*> late;
+void FrontDoor::sweep(Clock::time_point now, std::chrono::milliseconds deadline,
+                      const std::function<std::chrono::milliseconds(uint64_t)>& transfer_deadline) {
+  std::vector<std::pair<TlsConn*, std::string>> late;
   for (const auto& [p, c] : conns_)
-    if (!c->ready && now - c->since > deadline) late.push_back(p);
-  for (TlsConn* c : late)
-    lose(*c, "no TLS handshake within " + std::to_string(deadline.count() / 1000) + " s");
+    if (!c->ready && now - c->since > deadline) {
+      late.emplace_back(p, "no TLS handshake within " + std::to_string(deadline.count() / 1000) + " s");
+    } else if (c->partial && transfer_deadline) {
+      const auto limit = transfer_deadline(c->partial);
+      if (now - c->partial_since > limit)
+        late.emplace_back(p, "a request of " + std::to_string(c->partial) + " data bytes did not arrive within " +
+                                 std::to_string(limit.count() / 1000) + " s");
+    }
+  for (auto& [c, why] : late) lose(*c, why);
 }
 
 bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, Bytes&& data) {

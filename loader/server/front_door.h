@@ -33,8 +33,12 @@ struct TlsConn {
   bool writing = false;      // its socket is watched for room to write
   bool busy = false;         // stopped reading at the per-poll budget: read again next poll
   bool dialed = false;       // this worker connected to peer (dial), rather than accepted it
+  bool connecting = false;   // dialed, and its TCP connection not known to be made yet
   wire::Frame in;            // the frame being read (buffers reused)
   std::vector<Held> held;    // sent before the handshake was done (dialed connections)
+  tls::RawKey key{};         // the identity its handshake proved (once ready)
+  uint64_t partial = 0;      // data bytes the frame being read declared (0: none in progress)
+  std::chrono::steady_clock::time_point partial_since;  // when that frame's head came
 };
 
 class FrontDoor {
@@ -54,6 +58,11 @@ public:
     std::function<void(TlsConn&, const std::string& why, bool in_handshake)> lost;
     // The largest frame data taken (larger ones close the connection before allocation).
     std::function<uint64_t()> max_data;
+    // Data bytes that frames still arriving may have declared, over all connections of one
+    // key and over all connections: a frame that would pass either closes its connection
+    // before allocation (those still arriving hold memory before any request limit sees
+    // them). None: no limit.
+    std::function<uint64_t()> max_partial_per_key, max_partial_total;
   };
 
   // Listens on HOST:PORT (port 0: a free one), retrying for up to `wait` while the port is
@@ -76,8 +85,12 @@ public:
   // Accepts, advances handshakes, reads whole frames (events.frame), writes what waits.
   // Whether anything happened.
   bool poll();
-  // Connections whose handshake has not finished within `deadline` are lost (events.lost).
-  void sweep(Clock::time_point now, std::chrono::milliseconds deadline);
+  // Connections whose handshake has not finished within `deadline` are lost (events.lost), and
+  // so are those whose frame in progress did not arrive within transfer_deadline(its bytes).
+  void sweep(Clock::time_point now, std::chrono::milliseconds deadline,
+             const std::function<std::chrono::milliseconds(uint64_t)>& transfer_deadline);
+  // Data bytes declared by frames in progress, in all.
+  uint64_t partial_total() const { return partial_total_; }
 
   // Queues a frame on c and sends what its socket takes now; false (and c lost, reported
   // at the next poll) if the connection failed.
@@ -101,12 +114,18 @@ private:
   bool drive(TlsConn& c);
   void lose(TlsConn& c, const std::string& why);
   void watch_writes(TlsConn& c, bool on);
+  // The largest frame data c may take now (max_data, less what its key's and everyone's
+  // frames in progress on other connections declared).
+  uint64_t allowance(const TlsConn& c) const;
+  void set_partial(TlsConn& c, uint64_t bytes);
 
   int listen_fd_ = -1, epfd_ = -1;
   std::shared_ptr<tls::Context> context_;
   Events ev_;
   std::map<TlsConn*, std::unique_ptr<TlsConn>> conns_;
   std::vector<TlsConn*> failed_;  // failed inside send(): lost at the next poll
+  std::map<tls::RawKey, uint64_t> partial_by_key_;  // TlsConn::partial summed by key
+  uint64_t partial_total_ = 0;
 };
 
 // Frames read from one connection per poll before the others get their turn.

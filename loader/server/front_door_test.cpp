@@ -3,6 +3,7 @@
 // frames over the limit) without an event the server did not ask for.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -51,6 +52,7 @@ struct Door {
   std::unique_ptr<FrontDoor> door;
   std::string address;
   uint64_t max_data = 1 << 20;
+  uint64_t max_partial_per_key = UINT64_MAX, max_partial_total = UINT64_MAX;
   bool accept_tcp = true;
 
   explicit Door(const SigningKey& client) {
@@ -75,6 +77,8 @@ struct Door {
       ++seen.lost, seen.why = why, seen.lost_in_handshake = in_handshake;
     };
     ev.max_data = [this] { return max_data; };
+    ev.max_partial_per_key = [this] { return max_partial_per_key; };
+    ev.max_partial_total = [this] { return max_partial_total; };
     auto d = FrontDoor::listen("127.0.0.1:0", *ctx, std::move(ev), 0ms, &address);
     REQUIRE(d.ok());
     door = std::move(*d);
@@ -135,6 +139,41 @@ struct Client {
 
 Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
+tls::Credential own_credential(const SigningKey& me) {
+  auto cred = tls::Credential::self_signed(me);
+  REQUIRE(cred.ok());
+  return std::move(*cred);
+}
+
+// A client that starts a frame of `size` data bytes and sends no more of it than its socket
+// takes at once: the rest never comes. Its connection stays open while it lives.
+struct Stalled {
+  std::unique_ptr<tls::Channel> ch;
+  Bytes data;
+  std::thread t;
+  std::atomic<bool> done{false};
+  std::string result;
+  Stalled(const std::string& address, const SigningKey& me, const SigningKey& node, size_t size) : data(size, 1) {
+    const tls::RawKey want = node.public_key().raw;
+    auto ctx = tls::Context::create(tls::Context::client, own_credential(me), [want](const tls::Peer& p, std::string*) {
+      return p.identity == want && p.certified;
+    });
+    REQUIRE(ctx.ok());
+    auto c = tls::Channel::start(*ctx, dial(address));
+    REQUIRE(c.ok());
+    ch = std::move(*c);
+    t = std::thread([this] {
+      auto hs = ch->handshake();
+      if (!hs.ok()) return result = "handshake: " + hs.error().message(), done = true, void();
+      ::fcntl(ch->fd(), F_SETFL, ::fcntl(ch->fd(), F_GETFL) | O_NONBLOCK);
+      auto sent = ch->send_view(wire::MsgType::invoke, text("abc"), data);
+      result = sent.ok() ? (*sent == tls::Channel::Io::done ? "all sent" : "started") : "error: " + sent.error().message();
+      done = true;
+    });
+  }
+  ~Stalled() { t.join(); }
+};
+
 }  // namespace
 
 TEST_CASE("front door: an admitted client's frames reach the server, and its replies the client", "[front_door]") {
@@ -178,7 +217,7 @@ TEST_CASE("front door: bytes that are not TLS, and silence, are closed before an
   // A connection that says nothing is closed at the handshake deadline.
   const int quiet = dial(d.address);
   REQUIRE(d.poll_until([&] { return d.door->size() == 1; }));
-  d.door->sweep(std::chrono::steady_clock::now() + 1s, 500ms);
+  d.door->sweep(std::chrono::steady_clock::now() + 1s, 500ms, {});
   CHECK(d.door->size() == 0);
   CHECK(d.seen.why.find("no TLS handshake within") != std::string::npos);
   ::close(quiet);
@@ -204,4 +243,67 @@ TEST_CASE("front door: a connection the server does not take is closed unread", 
   CHECK(d.seen.ready == 0);
   CHECK(d.seen.lost == 0);  // never taken in: no event
   CHECK(d.door->size() == 0);
+}
+
+TEST_CASE("front door: frames still arriving are bounded by key and in all, and dropped once stalled", "[front_door]") {
+  const SigningKey me = new_key();
+  Door d(me);
+  d.max_data = 16 << 20;
+  d.max_partial_per_key = 24 << 20;  // room for one 16 MiB frame in progress per key
+  // One frame arrives in part (a socket takes a few MiB at once): it holds its declared size.
+  Stalled first(d.address, me, d.node, 16 << 20);
+  REQUIRE(d.poll_until([&] { return first.done.load() && d.door->partial_total() == (16u << 20); }));
+  CHECK(first.result == "started");
+  // Another frame of the same key would pass the key's share: its connection is closed at
+  // the frame's head, nothing allocated for it, with the reason.
+  Stalled second(d.address, me, d.node, 16 << 20);
+  REQUIRE(d.poll_until([&] { return second.done.load() && d.seen.lost == 1; }));
+  CHECK(d.seen.why.find("room left by the requests still arriving") != std::string::npos);
+  CHECK(d.door->partial_total() == (16u << 20));
+  // A frame that stops arriving is dropped at its transfer deadline; its bytes are free again.
+  d.door->sweep(std::chrono::steady_clock::now() + 1h, 10s, [](uint64_t) { return std::chrono::milliseconds(1000); });
+  CHECK(d.seen.lost == 2);
+  CHECK(d.seen.why.find("did not arrive within 1 s") != std::string::npos);
+  CHECK(d.door->partial_total() == 0);
+  // The total over all keys bounds them the same way.
+  d.max_partial_per_key = UINT64_MAX;
+  d.max_partial_total = 8 << 20;
+  Stalled third(d.address, me, d.node, 16 << 20);
+  REQUIRE(d.poll_until([&] { return third.done.load() && d.seen.lost == 3; }));
+  CHECK(d.seen.why.find("8388608 bytes") != std::string::npos);
+}
+
+TEST_CASE("front door: a connection it dials sends what waited for its handshake, and hears the answer", "[front_door]") {
+  const SigningKey me = new_key();
+  Door server(me), client(new_key());
+  const tls::RawKey want = server.node.public_key().raw;
+  auto ctx = tls::Context::create(tls::Context::client, own_credential(me), [want](const tls::Peer& p, std::string* why) {
+    return p.identity == want && p.certified ? true : (*why = "not the node", false);
+  });
+  REQUIRE(ctx.ok());
+  std::string why;
+  TlsConn* c = client.door->dial(server.address, *ctx, &why);
+  REQUIRE(c);
+  CHECK(c->dialed);
+  CHECK(client.door->send(*c, wire::MsgType::invoke, text("hello"), Bytes(10, 3)));  // before its handshake
+  const auto both = [&] {
+    server.door->poll();
+    return client.seen.frames == 1;
+  };
+  REQUIRE(client.poll_until(both));
+  CHECK(server.seen.last_header == "hello");
+  CHECK(client.seen.last_header == "olleh");
+  CHECK(client.seen.ready == 1);
+  CHECK(client.seen.identity == want);
+  CHECK(client.seen.accepted == 0);  // dialed, not accepted
+  // A port where nobody listens: lost in its handshake, with the reason.
+  client.door->close(c);  // no event
+  auto closed = server.address;
+  server.door.reset();
+  TlsConn* nowhere = client.door->dial(closed, *ctx, &why);
+  REQUIRE(nowhere);
+  REQUIRE(client.poll_until([&] { return client.seen.lost == 1; }));
+  CHECK(client.seen.lost_in_handshake);
+  INFO(client.seen.why);
+  CHECK(client.seen.why.find("refused") != std::string::npos);
 }

@@ -120,6 +120,10 @@ struct UcxServer::Impl : IntakeHost {
   // a host does not flood.
   std::unique_ptr<LineLimit> tls_refusals;
   Tally tls_strays;   // frames from clients that are not requests
+  Tally tls_errors;   // authenticated connections ended by an error (a bad frame, a stalled one)
+  // Frames still arriving over the front door may declare, in all, the bytes this many keys
+  // may hold in flight (FrontDoor::Events::max_partial_total).
+  static constexpr uint64_t kPartialKeys = 2;
   // Connections to other loaders, by node id, through Link: UCX, or TLS to a node whose
   // address is tls://HOST:PORT (dialed through the front door, with peer_tls).
   struct Link : PeerLink {
@@ -288,7 +292,7 @@ struct UcxServer::Impl : IntakeHost {
     peers->sweep(now, opt.auth_deadline);
     if (front) {
       tls_refusals->flush();
-      front->sweep(now, opt.auth_deadline);
+      front->sweep(now, opt.auth_deadline, timing::transfer_deadline);
       if (now >= renew_tls_at) renew_tls(now);
     }
     reap_lanes();
@@ -383,10 +387,17 @@ struct UcxServer::Impl : IntakeHost {
         tls_refusals->line("refused a TLS connection from " + c.peer + ": " + why, &host);
       } else if (cl && !cl->session.authenticated && !cl->doomed && opt.gate->mode() == AuthMode::required) {
         log("connection from " + c.peer + " closed without authenticating");
+      } else if (cl && !cl->doomed && why != "closed by its client" && tls_errors.due()) {
+        log("closed the connection from " + c.peer + (cl->session.who.empty() ? "" : " (" + cl->session.who + ")") + ": " + why +
+            " (" + std::to_string(tls_errors.count()) + " such so far)");
       }
       eps.erase(ep);
     };
     ev.max_data = [this] { return std::max(handler->max_cargo() + handler->max_input(), handler->max_reply()); };
+    // As the bytes a key's requests may hold in flight (in_flight.h), and for all keys the
+    // same times kPartialKeys.
+    ev.max_partial_per_key = [this] { return kBytesInFlightPerKey * largest_request(); };
+    ev.max_partial_total = [this] { return kPartialKeys * kBytesInFlightPerKey * largest_request(); };
     auto door = FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
     XC_TRY(door);
     XC_TRY(w->watch((*door)->fd()));
@@ -1126,8 +1137,9 @@ struct UcxServer::Impl : IntakeHost {
     const Client* c = eps.find(ep);
     const std::string* who = c ? c->origin.get() : nullptr;
     RequestOrigin origin(who);
+    const ByteView reply_address = type == MsgType::invoke ? ByteView(client_address(ep)) : ByteView();
     if (!guarded(s, [&] {
-          r = type == MsgType::invoke ? handler->invoke(header, data, c ? ByteView(c->address) : ByteView(), true) : handler->forward(header, data, true);
+          r = type == MsgType::invoke ? handler->invoke(header, data, reply_address, true) : handler->forward(header, data, true);
         }))
       r = Step{failure_reply(s, request_id_of(type, header), true, about(type, header, who)), reply_to_of(type, header)};
     if (marked && !lane_batch) unmark_inline(s);

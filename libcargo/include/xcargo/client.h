@@ -135,6 +135,9 @@ protected:
   // Where nodes send the results of computations that a kernel forwarded away from the node
   // this connection talks to (sent in the hello); empty if the transport has none.
   virtual Bytes reply_address() const { return {}; }
+  // The node key the transport itself proved (TLS), which hello_reply must name before this
+  // client signs its proof for that key; null for a transport that proves none.
+  virtual const wire::RawKey* proven_node_key() const { return nullptr; }
 
 private:
   // Sends a request and returns its reply; one answered `restarting` is sent again on a new

@@ -110,6 +110,8 @@ public:
   // Bytes OpenSSL has already read off the socket wait inside it: call this until it
   // returns want_read before waiting for the socket again.
   [[nodiscard]] Result<Io> receive(wire::Frame& f, uint64_t max_data);
+  // The data length the frame being read declared (its head is in), 0 between frames.
+  uint64_t receiving() const { return in_body_ ? data_len_ : 0; }
   // Says goodbye (close_notify), without waiting for the peer's.
   void close();
 

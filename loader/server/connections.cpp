@@ -58,6 +58,12 @@ void Connections::authenticated(Client& c) {
   c.key_usage = u;
 }
 
+size_t Connections::connections_of(const std::string& who) const {
+  size_t n = 0;
+  for (const auto& [ep, c] : clients_) n += c.session.authenticated && c.session.who == who;
+  return n;
+}
+
 void Connections::doom(Client& c, Clock::time_point now) {
   c.doomed = true;
   c.since = now;

@@ -27,6 +27,8 @@ inline constexpr size_t kMaxConnectionsPerHost = 1024;
 // its descriptors (20000) or fill its memory with handshakes (about 50 KB each).
 inline constexpr size_t kMaxUnauthenticated = 1024;
 inline constexpr size_t kMaxConnections = 8192;
+// Authenticated connections of one key, from all hosts.
+inline constexpr size_t kMaxConnectionsPerKey = 1024;
 // Refused requests logged per connection, and refused requests before authenticating after
 // which the connection is closed.
 inline constexpr unsigned kLoggedRefusals = 3;
@@ -71,6 +73,8 @@ public:
   // c has authenticated: its requests also count against its key's usage, shared by all
   // connections of that key.
   void authenticated(Client& c);
+  // Authenticated connections whose session is `who` ("key KEYID (NAME)").
+  size_t connections_of(const std::string& who) const;
   // Refuses c (it will be closed after kRefusalLinger).
   static void doom(Client& c, Clock::time_point now);
   // Counts a refused request of c. Whether to log it; the connection is doomed once it

@@ -79,6 +79,14 @@ void Intake::authenticate(Connections::Ep ep, Client& c, ByteView header) {
   if (!a.ok()) return host_.send(ep, host_.bad_request(a.error().message()));
   std::string line;
   AuthReply r = gate_.check(c.session, *a, &line);
+  if (r.status == ReplyStatus::ok && eps_.connections_of(c.session.who) > kMaxConnectionsPerKey) {
+    r = AuthReply{r.request_id, ReplyStatus::unauthenticated, 0, {},
+                  "this key has " + std::to_string(kMaxConnectionsPerKey) + " connections open, the node's limit per key"};
+    line += "; refused: " + r.message;
+    c.session.authenticated = false;
+    c.session.verbs = 0;
+    c.session.token = {};
+  }
   log_((r.status == ReplyStatus::ok ? "accepted client from " : "refused client from ") + c.peer + ": " + line);
   host_.flush_log();
   if (r.status != ReplyStatus::ok) {

@@ -238,3 +238,15 @@ TEST_CASE("forwards from peers and data past the node's limit take no bytes in f
   CHECK(n.server.last_result().message.find("this connection has 1600 bytes of requests") == 0);
   CHECK(c->usage->requests == 3);
 }
+
+TEST_CASE("one key holds at most 1024 authenticated connections, from any hosts", "[intake]") {
+  Node n;
+  for (uintptr_t i = 1; i <= kMaxConnectionsPerKey; ++i) REQUIRE(n.connect(ep(i), n.client_key) != SessionToken{});
+  CHECK(n.connect(ep(kMaxConnectionsPerKey + 1), n.client_key) == SessionToken{});
+  CHECK(n.server.lines.back().find("this key has 1024 connections open, the node's limit per key") != std::string::npos);
+  CHECK(n.eps.find(ep(kMaxConnectionsPerKey + 1))->doomed);
+  CHECK_FALSE(n.eps.find(ep(kMaxConnectionsPerKey + 1))->session.authenticated);
+  // One of them closes: the key may connect again.
+  n.eps.erase(ep(1));
+  CHECK(n.connect(ep(kMaxConnectionsPerKey + 2), n.client_key) != SessionToken{});
+}

@@ -172,6 +172,7 @@ t=\$(ms)
 CLUSTER=\$("$XS" start --dir run --loader "$LOADER" --base-port $PORT_A --timeout 90 -- --spin-us 0 --timeout 5 2> start1.err)
 echo "\$? \$(( \$(ms) - t ))" > start1.rc
 echo "\$CLUSTER" > start1.out
+cp run/cluster.yaml cluster1.yaml
 cp hops.xcargo hops-run.xcargo && "$X" sign hops-run.xcargo --key run/signer.key > sign.log 2>&1
 "$X" run hops-run.xcargo --entry tour --result str --cluster "\$CLUSTER" --node 0 > tour0.out 2>&1
 "$X" run hops-run.xcargo --entry tour --json --cluster "\$CLUSTER" --node 2 > tour2.out 2>&1
@@ -189,10 +190,12 @@ for _ in \$(seq 300); do
   sleep 0.1
 done
 
-# Again in the same directory, with the test's own signer and clients, left running.
-CLUSTER=\$("$XS" start --dir run --loader "$LOADER" --base-port $PORT_A --trust trust --clients clients -q -- --spin-us 0 2> start2.err)
+# Again in the same directory, with the test's own signer and clients, through the loaders'
+# TLS front doors (the default for addresses other hosts reach), left running.
+CLUSTER=\$("$XS" start --dir run --loader "$LOADER" --base-port $PORT_A --trust trust --clients clients --front-door -q -- --spin-us 0 2> start2.err)
 echo \$? > start2.rc
-"$X" run hops.xcargo --entry tour --result str --cluster "\$CLUSTER" --node 1 > tour1.out 2>&1
+cp run/cluster.yaml cluster2.yaml
+(. run/env && "$X" run hops.xcargo --entry tour --result str --cluster "\$CLUSTER" --node 1) > tour1.out 2>&1
 
 # A loader that cannot listen: node 1's port is taken.
 python3 -c "
@@ -237,8 +240,8 @@ check "start: exit 0 ($rc), within 90 s ($took ms)" test "$rc" = 0
 check "start printed only the cluster file's path ($(cat start1.out))" test "$(cat start1.out)" = "$TMP/run/cluster.yaml"
 expect 0 '3 loaders up in step [0-9]+\.[0-9]+ on ' -- cat start1.err
 for i in 0 1 2; do
-  expect 0 "^  - id: $i\$" -- cat run/cluster.yaml
-  expect 0 "^    address: 127\.0\.0\.1:$((PORT_A + i))  # $NODE\$" -- cat run/cluster.yaml
+  expect 0 "^  - id: $i\$" -- cat cluster1.yaml
+  expect 0 "^    address: 127\.0\.0\.1:$((PORT_A + i))  # $NODE\$" -- cat cluster1.yaml
 done
 expect 0 "^export XCARGO_CLUSTER=$TMP/run/cluster.yaml\$" -- cat run/env
 check "the loaders ran in their own step, beside the batch step" grep -q '^[0-9]*\.0 xcargo-loaders$' steps1.txt
@@ -258,7 +261,12 @@ check "no loader runs after stop ($(tr '\n' ' ' < loaders-after-stop.txt))" test
 check "the step ended with stop" bash -c "! grep -q xcargo-loaders steps-after-stop.txt"
 check "the loaders stopped cleanly on SIGTERM" grep -q 'stopped$' run/node-0.log
 
-check "start with --trust and --clients: exit 0" test "$(cat start2.rc)" = 0
+check "start with --trust, --clients and --front-door: exit 0" test "$(cat start2.rc)" = 0
+for i in 0 1 2; do
+  expect 0 "^    address: tls://127\.0\.0\.1:$((PORT_A + i))  # $NODE\$" -- cat cluster2.yaml
+  expect 0 "^127\.0\.0\.1:$((PORT_A + i)) [A-Za-z0-9+/=]+ node-$i\$" -- cat run/known_nodes
+done
+expect 0 "^export XCARGO_KNOWN_NODES=$TMP/run/known_nodes\$" -- cat run/env
 expect 0 '^120$' -- cat tour1.out
 
 # A loader that cannot start: the error names it, its port and its log, without waiting for

@@ -35,8 +35,8 @@ inline constexpr unsigned kLoggedRefusals = 3;
 inline constexpr unsigned kMaxRefusals = 8;
 
 struct Client {
-  Bytes address;                     // its UCX address from its hello, or its relay address (forwarded results)
-  uint64_t relay = 0;                // its relay id, once it has one (front door clients: wire-protocol.md 4.13)
+  Bytes address;                     // its relay address (forwarded results: wire-protocol.md 4.13), once made
+  uint64_t relay = 0;                // that address's relay id
   uint64_t serial = 0;               // tells this connection from a later one on the same endpoint
   std::string peer;                  // HOST:PORT it connected from, for log lines
   std::shared_ptr<const std::string> origin;  // "from PEER[ key KEYID (NAME)]": its requests' log lines (RequestOrigin)

@@ -83,7 +83,12 @@ uint64_t FrontDoor::allowance(const TlsConn& c) const {
   };
   auto it = partial_by_key_.find(c.key);
   limit(ev_.max_partial_per_key, (it == partial_by_key_.end() ? 0 : it->second) - c.partial);
+  // A small frame is never held up by other keys' large ones: two keys stalling large frames
+  // must not stop every other request and every peer's forward (each connection holds at
+  // most one frame in progress, so these cost at most kSmallFrame a connection).
+  const uint64_t before_total = room;
   limit(ev_.max_partial_total, partial_total_ - c.partial);
+  if (room < kSmallFrame) room = std::min(before_total, kSmallFrame);
   return room;
 }
 
@@ -228,7 +233,7 @@ bool FrontDoor::drive(TlsConn& c) {
     auto io = c.channel->receive(c.in, room);
     if (!io.ok()) {
       std::string why = io.error().message();
-      if (ev_.max_data && room < ev_.max_data())
+      if (c.channel->receiving() == 0 && ev_.max_data && room < ev_.max_data() && why.find("bytes of data (at most") != std::string::npos)
         why += " (room left by the requests still arriving on this key's other connections, or on all: " + std::to_string(room) +
                " bytes)";
       return lose(c, why), false;

@@ -132,5 +132,8 @@ private:
 inline constexpr int kFramesPerPoll = 64;
 // Connections accepted per poll: a flood of them cannot hold up the requests of those in.
 inline constexpr int kAcceptsPerPoll = 32;
+// Frames of at most this much data are bounded by their key's share of frames in progress,
+// not by the total (FrontDoor::Events::max_partial_total).
+inline constexpr uint64_t kSmallFrame = 64 * 1024;
 
 }  // namespace xcargo::loader

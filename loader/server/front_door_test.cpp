@@ -271,6 +271,11 @@ TEST_CASE("front door: frames still arriving are bounded by key and in all, and 
   Stalled third(d.address, me, d.node, 16 << 20);
   REQUIRE(d.poll_until([&] { return third.done.load() && d.seen.lost == 3; }));
   CHECK(d.seen.why.find("8388608 bytes") != std::string::npos);
+  // A small frame passes however full the total is: others' large frames cannot stop it.
+  d.max_partial_total = 0;
+  Client small(d.address, me, d.node, text("abc"), Bytes(100, 1));
+  REQUIRE(d.poll_until([&] { return small.done.load(); }));
+  CHECK(small.result == "reply: cba 100");
 }
 
 TEST_CASE("front door: a connection it dials sends what waited for its handshake, and hears the answer", "[front_door]") {

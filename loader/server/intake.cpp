@@ -54,8 +54,8 @@ bool Intake::probe_hello(Client& c, ByteView header) {
 void Intake::greet(Connections::Ep ep, Client& c, ByteView header) {
   auto h = decode_hello(header);
   if (!h.ok()) return host_.send(ep, host_.bad_request(h.error().message()));
-  // A client names its own UCX worker; only the node makes relay addresses (4.13).
-  if (!relay_address_of(h->reply_address)) c.address = h->reply_address;
+  // The address a hello names is not used: a chain's result reaches the client through
+  // this node, by the relay address it makes (wire-protocol.md 4.13).
   if (host_.is_probe(*h)) {
     c.probe = true;
     host_.probe_greeted(c);

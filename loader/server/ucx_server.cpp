@@ -74,8 +74,7 @@ bool small_read(ByteView header) {
 
 std::string short_hex(const Digest& d) { return to_hex(ByteView(d).first(8)); }
 
-constexpr size_t kMaxClientEps = 1024;
-constexpr uint32_t kAmIds = 65536;  // UCX's Active Message ids are 16 bits  // endpoints to clients of forwarded chains, by address
+constexpr uint32_t kAmIds = 65536;  // UCX's Active Message ids are 16 bits
 
 }  // namespace
 
@@ -156,12 +155,6 @@ struct UcxServer::Impl : IntakeHost {
   static constexpr std::string_view kTlsScheme = "tls://";
   std::shared_ptr<tls::Context> peer_tls;  // this worker as a client of its peers' front doors
   std::unique_ptr<Peers> peers;
-  struct ClientEp {  // an endpoint to a client by its address, and its results not yet read
-    ucp_ep_h ep = nullptr;
-    std::shared_ptr<Usage> usage = std::make_shared<Usage>();
-  };
-  std::map<Bytes, ClientEp> client_eps;     // forwarded chains' results go through these
-  Tally unread_results;                     // forwarded results dropped: their client did not read
   // Clients of the front door by their relay id (their reply_address: wire-protocol.md 4.13);
   // an entry is good while eps has its connection with that id.
   std::map<uint64_t, Ep> relays;
@@ -434,8 +427,6 @@ struct UcxServer::Impl : IntakeHost {
       self->log("connection from " + c->peer + " closed without authenticating");
     bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
     if (self->peers->lost(ep)) known = true;
-    for (auto it = self->client_eps.begin(); it != self->client_eps.end();)
-      it = it->second.ep == ep ? (known = true, self->client_eps.erase(it)) : std::next(it);
     if (known) close_ep(ep);
   }
 
@@ -474,7 +465,9 @@ struct UcxServer::Impl : IntakeHost {
     if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
     if (restart) return unrun(ep, type, hv);  // this worker is ending
     if (type == MsgType::lane) return open_lane(ep, client, hv);
-    if (type == MsgType::relay) return relay_in(hv, data, length, owned);
+    // A relay's data at hand (TLS, a lane, UCX eager): sent on at once; UCX rendezvous data
+    // is fetched first, as a request's (execute()).
+    if (type == MsgType::relay && !rndv) return relay_in(hv, data, length, owned);
     if (type == MsgType::region && opt.one_sided_regions && !ep.is_tls()) return region(ep, hv);
     if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
       RequestOrigin origin(client ? client->origin.get() : nullptr);
@@ -631,13 +624,14 @@ struct UcxServer::Impl : IntakeHost {
     UCX->ucp_request_free(request);
   }
 
-  // Where a forwarded chain's result for ep's client goes: the UCX address from its hello,
-  // or for a client of the front door, a relay address naming this node and the connection.
+  // Where a forwarded chain's result for ep's client goes: a relay address naming this node
+  // and the connection (wire-protocol.md 4.13), made on its first invoke, whichever the
+  // transport; the address a client's hello names is not used.
   const Bytes& client_address(Ep ep) {
     static const Bytes none;
     Client* c = eps.find(ep);
     if (!c) return none;
-    if (c->address.empty() && ep.is_tls()) {
+    if (!c->relay) {
       if (relays.size() > 2 * eps.all().size() + 64)  // forget those whose connection is gone
         std::erase_if(relays, [this](const auto& r) { const Client* k = eps.find(r.second); return !k || k->relay != r.first; });
       auto n = auth::random_nonce();
@@ -681,14 +675,24 @@ struct UcxServer::Impl : IntakeHost {
   }
   // A relay from a peer node (intake screened it: a key with the verb forward).
   void relay_in(ByteView header, void* data, size_t length, Bytes* owned) {
-    auto m = decode_relay(header);
-    if (!m.ok() || !decode_result(m->result).ok()) {
-      if (relays_lost.due())
-        log("dropped a relay that does not decode: " + (m.ok() ? decode_result(m->result).error().message() : m.error().message()));
-      return;
-    }
+    auto m = relayed(header, length);
+    if (!m) return;
     Bytes d = owned && owned->data() == data ? std::move(*owned) : Bytes(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + length);
     deliver_relayed(m->relay_id, {MsgType::result, std::move(m->result), std::move(d)});
+  }
+  // A relay's header, if it decodes and its data is no larger than a reply may be (else
+  // dropped, counted in the log). Any thread: logged at the 1st, 2nd, 4th, 8th... such.
+  std::atomic<uint64_t> bad_relays{0};
+  std::optional<Relay> relayed(ByteView header, uint64_t length) {
+    std::string why;
+    auto m = decode_relay(header);
+    if (!m.ok()) why = m.error().message();
+    else if (auto r = decode_result(m->result); !r.ok()) why = r.error().message();
+    else if (length > handler->max_reply()) why = std::to_string(length) + " data bytes, over the largest reply (" + std::to_string(handler->max_reply()) + ")";
+    if (why.empty()) return std::move(*m);
+    const uint64_t n = ++bad_relays;
+    if ((n & (n - 1)) == 0) log("dropped a relay: " + why + " (" + std::to_string(n) + " such so far)");
+    return std::nullopt;
   }
 
   // Leader only, as everything that follows down to execute(). A reply on an accepted
@@ -821,48 +825,15 @@ struct UcxServer::Impl : IntakeHost {
     }
   }
 
-  // An endpoint to a client by its UCX address, for the result of a forwarded chain.
-  ClientEp* client_ep(const Bytes& address) {
-    if (auto it = client_eps.find(address); it != client_eps.end()) return &it->second;
-    if (client_eps.size() >= kMaxClientEps) close_ep(client_eps.begin()->second.ep), client_eps.erase(client_eps.begin());
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.err_handler.cb = &Impl::on_ep_error;
-    p.err_handler.arg = this;
-    ucp_ep_h ep = nullptr;
-    if (ucs_status_t s = UCX->ucp_ep_create(w->worker(), &p, &ep); s != UCS_OK) {
-      log(std::string("cannot reach a client for a forwarded result: ") + UCX->ucs_status_string(s));
-      return nullptr;
-    }
-    ClientEp& c = client_eps[address];
-    c.ep = ep;
-    return &c;
-  }
-
-  // A result for a client by its address (the end of a forwarded chain). A client that does
-  // not read them cannot make this node keep them without bound: past the limit in flight
-  // the result is dropped and the endpoint closed (which drops those still waiting).
+  // A result for a client by its address (the end of a forwarded chain): always a relay
+  // address its own node made (wire-protocol.md 4.13). Any other address is dropped: this
+  // node never creates an endpoint from bytes a client or a peer wrote (UCX aborts on a
+  // malformed worker address, and a valid one would have it dial whatever the writer chose).
   void send_to_address(const Bytes& address, Reply&& r) {
     if (auto relay = relay_address_of(address)) return relay_result(*relay, std::move(r));
-    if (address.empty()) {  // a client without an address: no way back to it
-      if (unread_results.due())
-        log("dropped a forwarded result: its client gave no address to send it to (it connected over TLS; " +
-            std::to_string(unread_results.count()) + " such so far)");
-      return;
-    }
-    ClientEp* c = client_ep(address);
-    if (!c) return;
-    if (std::string why = unread_over_limit(c->usage.get(), nullptr, unread_charge(r.header.size() + r.data.size()), largest()); !why.empty()) {
-      if (unread_results.due())
-        log("dropped forwarded results for a client that does not read them: " + why + " (" + std::to_string(unread_results.count()) +
-            " such so far)");
-      close_ep(c->ep);
-      client_eps.erase(address);
-      return;
-    }
-    send_on(c->ep, std::move(r), {}, 0, c->usage);
+    if (relays_lost.due())
+      log("dropped a forwarded result: its chain names no relay address for its client (" + std::to_string(relays_lost.count()) +
+          " such so far)");
   }
 
   // Messages of types no peer may send this node: dropped, and counted in the log.
@@ -1057,6 +1028,11 @@ struct UcxServer::Impl : IntakeHost {
                                                    std::to_string(kMaxHeader) + " header bytes, or the transfer failed)"),
                               reply_to_of(j.type, j.header)};
     RequestOrigin origin(j.origin.get());
+    if (j.type == MsgType::relay) {  // its data fetched: on to this node's connection (deliver, on the leader)
+      auto m = relayed(j.header, j.data.size());
+      if (!m) return Step{{}, {}, false};
+      return Step{{MsgType::result, std::move(m->result), std::move(j.data)}, encode(RelayAddress{opt.node_id, m->relay_id})};
+    }
     if (j.type != MsgType::invoke && j.type != MsgType::forward) return Step{handler->handle(j.type, j.header, j.data)};
     std::optional<Step> r;
     if (guarded(s, [&] {
@@ -1512,7 +1488,6 @@ UcxServer::~UcxServer() {
     if (ep.ucx()) Impl::close_ep(ep.ucx());
   for (const auto& [id, peer] : impl_->peers->all())
     if (peer.ep.ucx()) Impl::close_ep(peer.ep.ucx());  // TLS ones went with the front door
-  for (const auto& [address, c] : impl_->client_eps) Impl::close_ep(c.ep);
   for (ucp_ep_h ep : impl_->orphans) Impl::close_ep(ep);
   if (Regions* regions = impl_->handler->regions_if_open()) {
     for (const auto& [name, length] : regions->list())
@@ -1523,7 +1498,6 @@ UcxServer::~UcxServer() {
   }
   impl_->eps.clear();
   impl_->peers->clear();
-  impl_->client_eps.clear();
   if (impl_->listener) UCX->ucp_listener_destroy(impl_->listener);
   for (int i = 0; i < 100; ++i) UCX->ucp_worker_progress(impl_->w->worker());
 }

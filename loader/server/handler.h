@@ -34,7 +34,7 @@ private:
 // or moves on to another node (forward).
 struct Step {
   Reply reply;                           // a result, when send_reply
-  Bytes reply_to;                        // empty: to the requesting endpoint; else a client's UCX address
+  Bytes reply_to;                        // empty: to the requesting endpoint; else the relay address of a chain's client (wire-protocol.md 4.13)
   bool send_reply = true;
   std::optional<wire::Forward> forward;  // the next hop's header, cargo_size 0 (the transport adds the cargo)
   uint32_t forward_node = 0;
@@ -54,7 +54,7 @@ public:
 
   // Never throws; an undecodable request gets a result with status bad_request.
   Reply handle(wire::MsgType type, ByteView header, ByteView data);
-  // An invoke from a client whose UCX address (from its hello) is reply_address. quick_only:
+  // An invoke from a client whose chains' results go to reply_address (its relay address). quick_only:
   // run only a kernel known to be quick (Engine::invoke_if_quick); nullopt when not run.
   // owned: data's own buffer, if the caller can give it up: a kernel that replies with its
   // input gets it as its reply's (moved out; InvokeResult::reply_from_input). Else a copy.

@@ -138,6 +138,17 @@ struct Engine::Impl {
   mutable std::shared_mutex mu;  // guards cargos
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
   std::mutex load_mu;            // one load (or tier-up) at a time: loads are rare, invocations are not
+  std::function<void(bool)> on_load;  // Engine::on_load's
+  // Engine::on_load's calls around one load.
+  struct LoadTimer {
+    const std::function<void(bool)>& hook;
+    explicit LoadTimer(const std::function<void(bool)>& h) : hook(h) {
+      if (hook) hook(true);
+    }
+    ~LoadTimer() {
+      if (hook) hook(false);
+    }
+  };
   std::atomic<size_t> tier_ups{0};  // loaded cargos running their quick tier
   std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0};
   SpreadCounter invocations, invocations_failed;
@@ -408,6 +419,7 @@ void Engine::warm_up() {
 
 bool Engine::Impl::load_kept(const Digest& digest) {
   if (!kept) return false;
+  LoadTimer timer(on_load);
   std::lock_guard<std::mutex> lock(load_mu);
   // Tried once per worker: a kept entry that fails verification is not verified again at
   // every request that names it.
@@ -446,6 +458,7 @@ std::shared_ptr<const Bytes> Engine::cargo_bytes(const Digest& digest) const {
 }
 
 Result<LoadReport> Engine::load(Bytes bytes) {
+  Impl::LoadTimer timer(impl_->on_load);
   std::lock_guard<std::mutex> lock(impl_->load_mu);
   auto r = impl_->load(std::move(bytes));
   if (!r.ok()) impl_->loads_refused++;
@@ -478,6 +491,8 @@ size_t Engine::load_kept(size_t* refused, std::chrono::milliseconds budget) {
 }
 
 void Engine::keep_cargos(bool on) { impl_->keeping = on; }
+
+void Engine::on_load(std::function<void(bool)> hook) { impl_->on_load = std::move(hook); }
 
 size_t Engine::update_trust(TrustStore trust) {
   std::lock_guard<std::mutex> load_lock(impl_->load_mu);

@@ -130,6 +130,11 @@ public:
   size_t load_kept(size_t* refused, std::chrono::milliseconds budget);
   // Whether loads are kept: only by the worker that serves (a standby only reads).
   void keep_cargos(bool on);
+  // Called on the loading thread around each load (a push, a kept or a forwarded cargo):
+  // true before it waits for the load lock, false once it is done. The loader's worker times
+  // a load by its request limit, and a kernel's time limit starts after it. Set before any
+  // thread loads.
+  void on_load(std::function<void(bool loading)> hook);
   // The loaded cargo's LoadReport::signed_by (good for the engine's life), or null if it is not loaded.
   const std::string* signed_by(const Digest& digest) const;
   // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose

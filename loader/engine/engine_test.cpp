@@ -497,12 +497,18 @@ TEST_CASE("a cargo loaded by one engine is loaded from the kept cargos by the ne
     (*keeper)->keep_cargos(true);
     REQUIRE((*keeper)->load(cargo).ok());
   }
-  // Lazily, on first use...
+  // Lazily, on first use, between the load hook's calls (the worker's time limit for the
+  // kernel starts after them); the loaded cargo's next runs call it no more.
   auto next = Engine::create(c, test::vector_trust());
   REQUIRE(next.ok());
+  std::vector<bool> hook_calls;
+  (*next)->on_load([&](bool loading) { hook_calls.push_back(loading); });
   auto sum = (*next)->invoke(digest, "add", i64s(2, 40));
   REQUIRE(sum.status == wire::ReplyStatus::ok);
   CHECK(as_i64(sum.output) == 42);
+  CHECK(hook_calls == std::vector<bool>{true, false});
+  CHECK((*next)->invoke(digest, "add", i64s(1, 2)).status == wire::ReplyStatus::ok);
+  CHECK(hook_calls.size() == 2);
   // ... or all at once, before serving.
   auto standby = Engine::create(c, test::vector_trust());
   REQUIRE(standby.ok());

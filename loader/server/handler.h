@@ -66,6 +66,7 @@ public:
   // The node's memory regions (the UCX server registers them when one-sided reads are on).
   Regions& regions() { return engine_.regions(); }
   Regions* regions_if_open() { return engine_.regions_if_open(); }  // nullptr in a standby worker
+  void on_load(std::function<void(bool)> hook) { engine_.on_load(std::move(hook)); }  // Engine::on_load
   // For forwards to nodes that may lack the cargo (Engine::cargo_bytes).
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const { return engine_.cargo_bytes(digest); }
   // The limits a node announces in its hello_reply.

@@ -30,6 +30,7 @@ struct Slot {
   std::atomic<int> phase{0};
   std::atomic<int64_t> since{0};          // when its request started (steady clock, ns); 0 idle
   std::atomic<bool> kernel{false};        // that request runs a kernel (the time limit applies); stored before since
+  bool kernel_after_load = false;         // kernel, while a load (Engine::on_load) times the request by the request limit
   std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
   sigjmp_buf env;
   volatile sig_atomic_t in_kernel = 0;

@@ -1445,10 +1445,26 @@ struct UcxServer::Impl : IntakeHost {
     monitor->stop();
     if (monitor_thread.joinable()) monitor_thread.join();
   }
+  // The engine's load hook (Engine::on_load): a request that loads its cargo (kept by an
+  // earlier worker, or carried by a forward) is timed by the request limit while it loads,
+  // like a push; its kernel's time limit counts from the load's end. Inline runs never load.
+  void loading(bool starting) {
+    Slot* s = t_guarded_slot;
+    if (!s || s->phase.load() == 0 || s->phase.load() == 3) return;
+    if (starting) {  // the longer limit first: the monitor never sees the kernel's with the load's start
+      s->kernel_after_load = s->kernel.load();
+      s->kernel = false;
+      s->since = steady_ns();
+    } else {  // the new start first, for the same reason
+      s->since = steady_ns();
+      s->kernel = s->kernel_after_load;
+    }
+    monitor->started(*s);  // its deadline may now come before the monitor's next look
+  }
   // s ran past the limit: its client is told, then the worker restarts.
   void time_out(Slot& s) {
     const std::string what = s.kernel ? "the kernel ran past the time limit of " + limit_text()
-                                      : "the request (no kernel: a push waiting for its compile) ran past its limit of " +
+                                      : "the request (no kernel: a push, or a cargo loading before its kernel runs) ran past its limit of " +
                                             std::to_string(request_limit().count()) + " s";
     const bool inline_run = s.phase.load() == 3;
     set_incident(what);
@@ -1475,7 +1491,10 @@ struct UcxServer::Impl : IntakeHost {
 UcxServer::UcxServer() : impl_(std::make_unique<Impl>()) {}
 
 UcxServer::~UcxServer() {
-  if (impl_->handler) impl_->handler->set_transport_counters({});
+  if (impl_->handler) {
+    impl_->handler->set_transport_counters({});
+    impl_->handler->on_load({});
+  }
   if (!impl_->w) return;
   if (std::any_of(impl_->threads.begin(), impl_->threads.end(), [](const std::thread& t) { return t.joinable(); })) {
     impl_->stop_threads();  // started, but run() never came (a start-up failure)
@@ -1615,6 +1634,7 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
                                                          flush_log();  // the restart did not complete: force it
                                                          _exit(75);
                                                        }}, m.request_limit());
+  m.handler->on_load([&m](bool loading) { m.loading(loading); });
   install_fault_handlers();
   return s;
 }

@@ -32,7 +32,7 @@ Runner add_run(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Run an entry of a cargo on a node, or locally");
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--entry", o->entry, "Entry point to run")->required()->type_name("NAME");
-  cmd->add_option("--to", o->to, "The node to run on; without it, a private local loader runs the cargo")->type_name("HOST:PORT");
+  cmd->add_option("--to", o->to, "The node to run on: HOST:PORT (UCX on a loopback address, TLS to any other), tls://HOST:PORT or ucx://HOST:PORT; without it, a private local loader runs the cargo")->type_name("HOST:PORT");
   auto* cluster = cmd->add_option("--cluster", o->cluster, "A cluster file: run on the node --node names there")
                      ->type_name("FILE");
   cmd->add_option("--node", o->node, "With --cluster: the id of the node to run on")->needs(cluster)->capture_default_str();

@@ -604,8 +604,10 @@ int main(int argc, char** argv) {
     return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));
   // Host names are resolved here, once, before any sandbox: the worker reads no /etc/hosts
   // and asks no name server (Landlock, seccomp).
+  // Keeps tls://; drops ucx:// (UCX either way for a loader: it says so to clients).
   auto resolve = [](std::string& host_port, const std::string& where) -> Status {
     const std::string scheme = host_port.rfind("tls://", 0) == 0 ? "tls://" : "";
+    if (host_port.rfind("ucx://", 0) == 0) host_port.erase(0, 6);
     auto addr = net::parse_host_port(host_port.substr(scheme.size()));
     if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
     host_port = scheme + net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));

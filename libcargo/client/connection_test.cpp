@@ -354,3 +354,33 @@ TEST_CASE("pipelined: a lost connection tells every invocation not yet told, onc
   REQUIRE(s.ok());
   CHECK(serial.invokes == 5);
 }
+
+TEST_CASE("a bare address reaches a node over UCX only on loopback; a scheme says which transport", "[client][route]") {
+  auto route = [](const std::string& a) {
+    auto r = client::route_of(a);
+    REQUIRE(r.ok());
+    return std::make_pair(r->tls, r->host_port);
+  };
+  CHECK(route("127.0.0.1:7400") == std::make_pair(false, std::string("127.0.0.1:7400")));
+  CHECK(route("127.3.2.1:7400") == std::make_pair(false, std::string("127.3.2.1:7400")));
+  CHECK(route("localhost:7400") == std::make_pair(false, std::string("localhost:7400")));
+  CHECK(route("10.1.2.3:7401") == std::make_pair(true, std::string("10.1.2.3:7401")));  // another host: TLS
+  CHECK(route("tls://127.0.0.1:7401") == std::make_pair(true, std::string("127.0.0.1:7401")));
+  CHECK(route("ucx://10.1.2.3:7400") == std::make_pair(false, std::string("10.1.2.3:7400")));  // said on purpose
+  auto other = client::route_of("http://10.1.2.3:7400");
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message() == "http://10.1.2.3:7400: not an address a node serves");
+  CHECK_FALSE(client::route_of("10.1.2.3:notaport").ok());
+}
+
+TEST_CASE("a bare address of another host goes over TLS, and needs its node's key pinned", "[client][route]") {
+  client::ConnectOptions o;
+  o.known_nodes = "/nonexistent/known_nodes";
+  o.identity_key = nullptr;
+  auto c = client::connect("10.255.255.1:7401", o);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().code() == Errc::unauthenticated);
+  CHECK(c.error().message().find("tls://10.255.255.1:7401: this node's key is not known") == 0);
+  REQUIRE(c.error().hints().size() == 3);
+  CHECK(c.error().hints()[2].find("ucx://10.255.255.1:7401") != std::string::npos);
+}

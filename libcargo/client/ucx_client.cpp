@@ -23,7 +23,7 @@
 
 namespace xcargo::client {
 
-constexpr const char* kTlsScheme = "tls://";
+constexpr std::string_view kTlsScheme = "tls://", kUcxScheme = "ucx://";
 
 using namespace wire;
 using Clock = std::chrono::steady_clock;
@@ -712,6 +712,18 @@ private:
 
 }  // namespace
 
+Result<Route> route_of(const std::string& address) {
+  for (std::string_view scheme : {kTlsScheme, kUcxScheme})
+    if (address.rfind(scheme, 0) == 0) return Route{scheme == kTlsScheme, address.substr(scheme.size())};
+  if (address.find("://") != std::string::npos)
+    return Error(Errc::invalid_argument, address + ": not an address a node serves")
+        .hint("use HOST:PORT, tls://HOST:PORT (a node's TLS front door) or ucx://HOST:PORT (UCX, on a network whose "
+              "every host is trusted)");
+  auto a = net::parse_host_port(address);
+  XC_TRY(a);
+  return Route{!net::is_loopback(*a), address};
+}
+
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
   // A loader restarting after a kernel failure is back within a second: refused
   // connections are retried for options.retry_ms before the node counts as unreachable.
@@ -721,13 +733,19 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   XC_TRY(identity);
   ConnectOptions o = options;
   o.identity_key = *identity;
+  auto route = route_of(host_port);
+  XC_TRY(route);
   Attempt attempt = [&]() -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<UcxConnection>();
-    XC_TRY(c->open(host_port, o));
+    XC_TRY(c->open(route->host_port, o));
     return std::unique_ptr<Connection>(std::move(c));
   };
-  if (host_port.rfind(kTlsScheme, 0) == 0) {
-    auto a = tls_attempt(host_port.substr(std::strlen(kTlsScheme)), o);
+  if (route->tls) {
+    auto a = tls_attempt(route->host_port, o);
+    if (!a.ok() && route->host_port == host_port)  // a bare address: say why TLS
+      return Error(a.error())
+          .hint(host_port + " is not a loopback address: it is reached over TLS (its node's front door, --tls-listen); "
+                "ucx://" + host_port + " reaches a loader on a network whose every host is trusted");
     XC_TRY(a);
     attempt = std::move(*a);
   }

@@ -11,9 +11,10 @@ namespace xcargo {
 
 namespace {
 
-// HOST:PORT, or tls://HOST:PORT (the node's TLS front door).
+// HOST:PORT, tls://HOST:PORT (the node's TLS front door) or ucx://HOST:PORT (UCX on a
+// network whose every host is trusted).
 bool is_host_port(std::string s) {
-  if (s.rfind("tls://", 0) == 0) s.erase(0, 6);
+  if (s.rfind("tls://", 0) == 0 || s.rfind("ucx://", 0) == 0) s.erase(0, 6);
   const auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() > 300) return false;
   unsigned port = 0;
@@ -26,7 +27,7 @@ bool is_host_port(std::string s) {
 Result<Cluster> parse_cluster(std::string_view yaml, const std::string& origin) {
   auto bad = [&](const std::string& what) {
     return Error(Errc::invalid_argument, origin + ": " + what)
-        .hint("a cluster file is 'nodes:' followed by '- id: N' and 'address: HOST:PORT' (or tls://HOST:PORT) for N = 0, 1, ...");
+        .hint("a cluster file is 'nodes:' followed by '- id: N' and 'address: HOST:PORT' (or tls://HOST:PORT, ucx://HOST:PORT) for N = 0, 1, ...");
   };
   if (yaml.size() > kMaxClusterFileSize) return bad("over " + std::to_string(kMaxClusterFileSize) + " bytes");
   YAML::Node root;

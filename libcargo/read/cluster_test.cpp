@@ -14,6 +14,9 @@ TEST_CASE("a cluster file lists nodes 0 to N-1 by address", "[cluster]") {
   auto t = parse_cluster("nodes:\n  - {id: 0, address: 'tls://host:7401'}\n", "t.yaml");
   REQUIRE(t.ok());
   CHECK(t->find(0)->address == "tls://host:7401");
+  auto u = parse_cluster("nodes:\n  - {id: 0, address: 'ucx://10.0.0.1:7400'}\n", "t.yaml");
+  REQUIRE(u.ok());
+  CHECK(u->find(0)->address == "ucx://10.0.0.1:7400");
   CHECK(c->find(2) == nullptr);
 }
 

@@ -63,6 +63,11 @@ expect 2 'UCX_NET_DEVICES=eth0: UCX would open ports on network devices other ho
 # A node whose key is not pinned is refused before anything is sent; pinned, it serves.
 expect 5 "this node's key is not known" -- "$X" ls --to "$NODE"
 expect 5 'hint: pin it' -- "$X" ls --to "$NODE"
+# A bare address of another host is reached over TLS too (never UCX in clear): the same
+# refusal, before any connection (10.255.255.1 is nowhere this test reaches).
+expect 5 "tls://10\.255\.255\.1:7401: this node's key is not known" -- "$X" ls --to 10.255.255.1:7401
+expect 5 'hint: 10\.255\.255\.1:7401 is not a loopback address: it is reached over TLS' -- "$X" ls --to 10.255.255.1:7401
+expect 2 'http://127\.0\.0\.1:1: not an address a node serves' -- "$X" ls --to http://127.0.0.1:1
 expect 0 "pinned to key" -- "$X" known-nodes add "$HOSTPORT" node.pub
 expect 0 "$HOSTPORT" -- "$X" known-nodes list
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"

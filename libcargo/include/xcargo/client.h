@@ -220,10 +220,21 @@ struct ConnectOptions {
 // loaded with its passphrase; null when there is none. Errors (Errc::key) start "identity: ".
 Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& options);
 
-// Connects to an xcargo-loader listening at "HOST:PORT" over UCX (shared memory, TCP or
-// RDMA, as UCX chooses), or at "tls://HOST:PORT" over TLS 1.3 (its front door: both ends
-// prove their keys first, and everything travels encrypted; ConnectOptions::node_key), and
-// performs the version handshake. The identity is loaded first
+// How connect() reaches an address: "tls://HOST:PORT" over TLS 1.3 (a node's front door),
+// "ucx://HOST:PORT" over UCX (a network whose every host is trusted, such as an RDMA
+// fabric's), and a bare "HOST:PORT" over UCX when HOST is a loopback address (this host's
+// processes only) and over TLS anywhere else: nothing crosses a network in clear unless the
+// address says so. host_port is the address without its scheme.
+struct Route {
+  bool tls = false;
+  std::string host_port;
+};
+Result<Route> route_of(const std::string& address);
+
+// Connects to an xcargo-loader at an address (route_of): over UCX (shared memory, TCP or
+// RDMA, as UCX chooses), or over TLS 1.3 (its front door: both ends prove their keys first,
+// and everything travels encrypted; ConnectOptions::node_key), and performs the version
+// handshake. The identity is loaded first
 // (unless options.identity_key holds it), before the node's 10 s to authenticate start: a
 // passphrase typed on the terminal does not count against them.
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options = {});

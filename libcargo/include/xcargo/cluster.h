@@ -25,7 +25,7 @@ inline constexpr uint64_t kMaxClusterFileSize = 1 << 20;
 
 struct ClusterNode {
   uint32_t id = 0;
-  std::string address;  // HOST:PORT or tls://HOST:PORT
+  std::string address;  // HOST:PORT, tls://HOST:PORT or ucx://HOST:PORT (client::route_of)
 };
 
 struct Cluster {

@@ -1,0 +1,150 @@
+// A request's way into the worker (screened by Intake, run inline or queued, its data
+// fetched) and its reply's way out (a lane, UCX or TLS; unread replies bounded), and the
+// sweep that closes connections (UcxServer::Impl, server_impl.h).
+#include "server_impl.h"
+
+#include "xcargo/large_buffers.h"
+
+namespace xcargo::loader {
+
+using namespace wire;
+using namespace server_detail;
+
+namespace {
+// A region read small enough to copy inside the receive callback; larger ones are queued
+// like other requests so that the copy does not hold up progress.
+constexpr uint64_t kInlineReadBytes = 64 * 1024;
+bool small_read(ByteView header) {
+  auto q = wire::decode_region_read(header);
+  return !q.ok() || q->length <= kInlineReadBytes;  // one that does not decode is answered at once
+}
+}  // namespace
+
+void UcxServer::Impl::sweep() {
+  const auto now = Clock::now();
+  if (now < next_sweep) return;
+  next_sweep = now + timing::kSweepEvery;
+  handler->flush_runs();
+  (void)trim_large(timing::kKeepLargeBuffers);
+  for (std::shared_ptr<Job>& j : jobs.expire(now)) {
+    Client* c = eps.find(j->ep);
+    log("dropped a request of type " + std::to_string(int(j->type)) + " from " + (c ? c->peer : std::string("a peer")) +
+        ": its " + std::to_string(j->length) + " bytes did not arrive within " +
+        std::to_string(timing::transfer_deadline(j->length).count() / 1000) + " s; closing its connection");
+    if (c && c->serial == j->serial) {
+      close_conn(j->ep);  // completes the receive with an error (on_data), so the job stays alive until then
+      eps.erase(j->ep);
+    }
+    jobs.hold(std::move(j));
+  }
+  peers->sweep(now, opt.auth_deadline);
+  if (front) {
+    tls_refusals->flush();
+    front->sweep(now, opt.auth_deadline, timing::transfer_deadline);
+    if (now >= renew_tls_at) renew_tls(now);
+  }
+  reap_lanes();
+  std::vector<std::string> late;
+  for (Ep ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_conn(ep);
+  for (const std::string& peer : late)
+    log("closed the connection from " + peer + ": not authenticated within " + std::to_string(opt.auth_deadline.count() / 1000) + " s");
+}
+
+void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t header_length, void* data, size_t length, bool rndv,
+            const std::shared_ptr<Lane>* lane, Bytes* owned) {
+  ByteView hv(header, std::min(header_length, kMaxHeader));
+  Client* client = ep ? eps.find(ep) : nullptr;
+  if (!admission->screen(type, ep, client, &hv)) return;
+  if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
+  if (restart) return unrun(ep, type, hv);  // this worker is ending
+  if (type == MsgType::lane) return open_lane(ep, client, hv);
+  // A relay's data at hand (TLS, a lane, UCX eager): sent on at once; UCX rendezvous data
+  // is fetched first, as a request's (execute()).
+  if (type == MsgType::relay && !rndv) return relay_in(hv, data, length, owned);
+  if (type == MsgType::region && opt.one_sided_regions && !ep.is_tls()) return region(ep, hv);
+  if (type == MsgType::region || (type == MsgType::region_read && small_read(hv))) {  // answered at once
+    RequestOrigin origin(client ? client->origin.get() : nullptr);
+    return send(ep, handler->handle(type, hv, {}));
+  }
+  if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick && !jobs.any_ready() &&
+      !restart && !rndv && header_length <= kMaxHeader &&
+      length <= handler->max_input() &&
+      run_inline(type, ep, hv, ByteView(static_cast<const uint8_t*>(data), length)))
+    return;
+  auto job = std::make_shared<Job>();
+  if (!admission->admit(type, ep, client, hv, length, &job->charge)) return;
+  job->since = Clock::now();
+  job->length = length;
+  job->ep = ep;
+  if (client) job->serial = client->serial;
+  job->type = type;
+  job->header.assign(hv.begin(), hv.end());
+  if (client) job->origin = client->origin;
+  if (type == MsgType::invoke) job->reply_address = client_address(job->ep);
+  if (lane) (job->lane = *lane)->queued(1);
+  const uint64_t limit = type == MsgType::forward ? handler->max_cargo() + handler->max_input()
+                                                  : std::max(handler->max_cargo(), handler->max_input());
+  if (header_length > kMaxHeader) {
+    job->failed = true;
+    job->ready = true;
+  } else if (length > limit) {
+    job->ready = true;  // never fetched; the handler answers "limit" from the header
+  } else if (rndv) {
+    job->data = take_large(length);  // run only once UCX has written it whole (on_data)
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = &Impl::on_data;
+    p.user_data = job.get();
+    ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job->data.data(), length, &p);
+    if (UCS_PTR_IS_ERR(r)) job->failed = true, job->receive_status = int(UCS_PTR_STATUS(r)), job->ready = true;
+    else if (r == nullptr) job->ready = true;  // else on_data completes it
+  } else if (owned) {
+    job->data = std::move(*owned);
+    job->ready = true;
+  } else {
+    const auto* d = static_cast<const uint8_t*>(data);
+    job->data.assign(d, d + length);
+    job->ready = true;
+  }
+  jobs.push(std::move(job));
+}
+
+void UcxServer::Impl::send(Ep ep, Reply&& r) {
+  Client* c = ep ? eps.find(ep) : nullptr;
+  if (!c) return;
+  if (c->probe) return send_on(ep.ucx(), std::move(r));
+  if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
+  if (c->lane && r.type != MsgType::lane_reply &&  // the lane's offer goes before its client has the lane
+      c->lane->reply(r.type, r.header, r.data)) {
+    give_spare(std::move(r.header));  // copied into the lane: the next reply's
+    give_spare(std::move(r.data));
+    return;  // a kick, if its client sleeps, once the lane is empty (poll_lanes)
+  }
+  send_ucx(ep, *c, std::move(r));
+}
+
+void UcxServer::Impl::send_ucx(Ep ep, Client& c, Reply&& r) {
+  const uint64_t size = unread_charge(r.header.size() + r.data.size());
+  std::string why = ep.is_tls() ? tls_unread_over_limit(*ep.tls_conn(), size)
+                                : unread_over_limit(c.usage.get(), c.key_usage.get(), size, largest());
+  if (!why.empty()) {
+    if (c.closing) return;
+    log("closing the connection from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why);
+    c.closing = true;
+    Connections::doom(c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
+    return;
+  }
+  if (ep.is_tls()) {
+    front->send(*ep.tls_conn(), r.type, r.header, std::move(r.data));
+    give_spare(std::move(r.header));
+    return;
+  }
+  send_on(ep.ucx(), std::move(r), {}, 0, c.usage, c.key_usage);
+}
+
+void UcxServer::Impl::close_conn(Ep ep) {
+  if (TlsConn* t = ep.tls_conn()) return front->close(t);
+  close_ep(ep.ucx());
+}
+
+}  // namespace xcargo::loader

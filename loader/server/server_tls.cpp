@@ -1,0 +1,118 @@
+// The worker's TLS front door: its credentials (renewed), who may complete a handshake, and
+// how its connections' events reach the server (UcxServer::Impl, server_impl.h).
+#include "server_impl.h"
+
+namespace xcargo::loader {
+
+using namespace wire;
+using namespace server_detail;
+
+Result<std::shared_ptr<tls::Context>> UcxServer::Impl::tls_context() const {
+  auto credential = opt.gate->node_key().tls_credential();
+  XC_TRY(credential);
+  const AuthGate* gate = opt.gate;
+  return tls::Context::create(tls::Context::server, *credential, [gate](const tls::Peer& p, std::string* why) {
+    return gate->admits(p.identity, p.certified, why);
+  });
+}
+
+void UcxServer::Impl::renew_tls(Clock::time_point now) {
+  auto c = tls_context();
+  if (!c.ok()) {
+    log("tls: could not renew this worker's certificate (the old one serves on): " + c.error().message());
+    renew_tls_at = now + std::chrono::minutes(1);
+    return;
+  }
+  front->set_context(std::move(*c));
+  if (auto p = peer_tls_context(); p.ok()) peer_tls = std::move(*p);
+  renew_tls_at = now + timing::kRenewTls;
+}
+
+Result<std::shared_ptr<tls::Context>> UcxServer::Impl::peer_tls_context() const {
+  auto credential = opt.gate->node_key().tls_credential();
+  XC_TRY(credential);
+  const AuthGate* gate = opt.gate;
+  return tls::Context::create(tls::Context::client, *credential, [gate](const tls::Peer& p, std::string* why) {
+    if (p.certified && gate->is_peer_key(p.identity)) return true;
+    *why = "it proved key " + to_hex(key_id_of(p.identity)) + ", which is no node key of this cluster's (the authorized keys "
+           "with the verb forward)";
+    return false;
+  });
+}
+
+Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
+  auto context = tls_context();
+  XC_TRY(context);
+  auto peer_context = peer_tls_context();
+  XC_TRY(peer_context);
+  peer_tls = std::move(*peer_context);
+  tls_refusals = std::make_unique<LineLimit>([this](std::string_view l) { log(l); });
+  FrontDoor::Events ev;
+  ev.accepted = [this](TlsConn& c) {
+    const std::string host = c.peer.substr(0, c.peer.rfind(':'));
+    if (const std::string why = eps.admit(host, opt.gate->mode() == AuthMode::required); !why.empty()) {
+      if (rejected.due())
+        log("refused connections from " + host + ": " + why + " (" + std::to_string(rejected.count()) + " refused so far)");
+      return false;
+    }
+    eps.add(Ep::tls(&c), c.peer, Clock::now());
+    return true;
+  };
+  ev.ready = [this](TlsConn& c, const tls::Peer& p) {
+    if (Client* cl = eps.find(Ep::tls(&c))) cl->session.proven = p.identity;
+  };
+  ev.frame = [this](TlsConn& c, wire::Frame& f) {
+    const auto t = uint16_t(f.type);
+    if (c.dialed) {  // a peer node's answers to this node's greeting
+      if (!peer_reply(f.type, f.header) && tls_strays.due())
+        log("dropped a message of type " + std::to_string(t) + " from node at " + c.peer + " (not an answer to this node; " +
+            std::to_string(tls_strays.count()) + " such so far)");
+      return;
+    }
+    if (t > kMaxMsgType || t % 2 == 0) {  // a client sends requests only
+      if (tls_strays.due())
+        log("dropped a message of type " + std::to_string(t) + " from " + c.peer + " (not a request; " +
+            std::to_string(tls_strays.count()) + " such so far)");
+      return;
+    }
+    intake(f.type, Ep::tls(&c), f.header.data(), f.header.size(), f.data.data(), f.data.size(), false, nullptr, &f.data);
+  };
+  ev.lost = [this](TlsConn& c, const std::string& why, bool in_handshake) {
+    const Ep ep = Ep::tls(&c);
+    if (c.dialed) {
+      if (peers->lost(ep)) log("the TLS connection to node at " + c.peer + " ended: " + why);
+      return;
+    }
+    const Client* cl = eps.find(ep);
+    if (in_handshake && !(cl && cl->doomed)) {
+      const std::string host = "from " + c.peer.substr(0, c.peer.rfind(':'));
+      tls_refusals->line("refused a TLS connection from " + c.peer + ": " + why, &host);
+    } else if (cl && !cl->session.authenticated && !cl->doomed && opt.gate->mode() == AuthMode::required) {
+      log("connection from " + c.peer + " closed without authenticating");
+    } else if (cl && !cl->doomed && why != "closed by its client" && tls_errors.due()) {
+      log("closed the connection from " + c.peer + (cl->session.who.empty() ? "" : " (" + cl->session.who + ")") + ": " + why +
+          " (" + std::to_string(tls_errors.count()) + " such so far)");
+    }
+    eps.erase(ep);
+  };
+  ev.max_data = [this] { return std::max(handler->max_cargo() + handler->max_input(), handler->max_reply()); };
+  // As the bytes a key's requests may hold in flight (in_flight.h), and for all keys the
+  // same times kPartialKeys.
+  ev.max_partial_per_key = [this] { return kBytesInFlightPerKey * largest_request(); };
+  ev.max_partial_total = [this] { return kPartialKeys * kBytesInFlightPerKey * largest_request(); };
+  auto door = FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
+  XC_TRY(door);
+  XC_TRY(w->watch((*door)->fd()));
+  front = std::move(*door);
+  renew_tls_at = Clock::now() + timing::kRenewTls;
+  return {};
+}
+
+std::string UcxServer::Impl::tls_unread_over_limit(const TlsConn& c, uint64_t size) const {
+  const uint64_t queued = front->queued(c), limit = kBytesInFlightPerConnection * largest();
+  if (queued + size <= limit) return {};
+  return "its client has not read " + std::to_string(queued) + " bytes of replies, and " + std::to_string(size) +
+         " more would pass the limit of " + std::to_string(limit);
+}
+
+}  // namespace xcargo::loader

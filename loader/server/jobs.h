@@ -32,7 +32,7 @@ struct Job {
   std::shared_ptr<const std::string> origin;  // its connection's Client::origin, for log lines
   std::atomic<bool> ready{false};  // data complete (set by UCX's completion callback)
   bool failed = false;             // header too long, or the transfer failed
-  int receive_status = 0;          // the transfer's UCX status, when it failed (ucs_status_t)
+  const char* receive_error = nullptr;  // why the transfer failed, in its transport's words
   Clock::time_point since;         // when its header came (the transfer deadline)
   uint64_t length = 0;             // its data's length
   std::optional<Charge> charge;    // its share of its connection's and key's limits

@@ -61,7 +61,7 @@ void UcxServer::Impl::flush_and_quit() {
 }
 
 void UcxServer::Impl::end_in_order() {
-  if (!listener) return;  // never served (a standby told to stop): nobody to answer
+  if (!served) return;  // never served (a standby told to stop): nobody to answer
   ::prctl(PR_SET_NAME, "xcargo-ending");  // the main thread's name is the process's in ps and pgrep
   ending_why = "the node is stopping or replacing its worker; this request did not run: send it again";
   restart = true;  // on_request and the lanes answer `restarting` from now on
@@ -71,11 +71,8 @@ void UcxServer::Impl::end_in_order() {
 }
 
 void UcxServer::Impl::release_port() {
-  if (front) front->stop_listening();
-  if (!listener) return;
-  UCX->ucp_listener_destroy(listener);
-  listener = nullptr;
-  if (opt.on_port_released) opt.on_port_released();
+  if (tls_transport) tls_transport->stop_listening();
+  ucx_transport->stop_listening();
 }
 
 void UcxServer::Impl::answer_the_rest() {
@@ -96,7 +93,7 @@ void UcxServer::Impl::answer_the_rest() {
     if (!lanes.empty()) poll_lanes();
     flush_lanes();  // the replies just written, whether or not their clients sent more
     progress_all();
-  } while ((in_flight > 0 || tls_queued()) && Clock::now() < deadline);
+  } while (sending() && Clock::now() < deadline);
   // Linger until the clients answered have closed their connections: a reply sent is not
   // yet read, and a client that sees the connection drop first (UCX fails its endpoint on
   // the closed connection-manager socket before it reads the data socket) reports a lost
@@ -109,14 +106,14 @@ void UcxServer::Impl::answer_the_rest() {
   };
   while (true) {
     const auto now = Clock::now();
-    const bool wanted = now - start < timing::kLingerReplies || ((in_flight > 0 || tls_queued()) && now < deadline) ||
+    const bool wanted = now - start < timing::kLingerReplies || (sending() && now < deadline) ||
                         (open() && now - start < timing::kLingerForClose);
     if (!wanted) break;
     drain_outbox();
     if (!lanes.empty()) poll_lanes();
     flush_lanes();
-    if (front) front->poll();
-    w->progress_or_wait(1);
+    if (tls_transport) tls_transport->poll();
+    sleeper->wait(1);
   }
 }
 

@@ -22,14 +22,14 @@ void UcxServer::Impl::post(Ep ep, uint64_t serial, Step&& s) {
     outbox.push_back(Posted{ep, serial, std::move(s)});
     outbox_full = true;
   }
-  w->wake();
+  sleeper->wake();
 }
 
 Step UcxServer::Impl::execute(Slot& s, Job& j, bool* failed) {
   if (j.failed && receive_failures.due()) {  // leader only: a job is taken and this returns before any kernel
     const Client* c = eps.find(j.ep);
     log("could not receive a request of type " + std::to_string(int(j.type)) + " from " + (c ? c->peer : std::string("a peer")) +
-        ": " + (j.receive_status ? std::string("its data transfer failed (") + UCX->ucs_status_string(ucs_status_t(j.receive_status)) + ")"
+        ": " + (j.receive_error ? std::string("its data transfer failed (") + j.receive_error + ")"
                                  : "its header is over " + std::to_string(kMaxHeader) + " bytes") +
         " (" + std::to_string(receive_failures.count()) + " such so far)");
   }
@@ -233,7 +233,7 @@ void UcxServer::Impl::lead(Slot& me) {
     }
     if (!lanes_idle(true)) continue;
     turn_ns.store(0, std::memory_order_relaxed);  // asleep: a request it wakes for reads the clock
-    w->progress_or_wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
+    sleeper->wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
     lanes_idle(false);
   }
 }
@@ -276,7 +276,7 @@ void UcxServer::Impl::depose(Slot& s) {
 
 void UcxServer::Impl::stop_threads() {
   quit = true;
-  w->wake();
+  sleeper->wake();
   if (probe) probe->wake();
   lead_cv.notify_all();
 }
@@ -323,7 +323,7 @@ void UcxServer::Impl::time_out(Slot& s) {
   } else {
     log("failed invoke: " + what + "; restarting the worker");
   }
-  w->wake();
+  sleeper->wake();
 }
 
 }  // namespace xcargo::loader

@@ -1,37 +1,14 @@
 // Peer nodes and computations that hop between them: forwards sent on (with the cargo the
 // first time), their failures told to their clients, and chain results relayed to the node
-// the client is connected to (wire-protocol.md 4.12, 4.13).
+// the client is connected to (wire-protocol.md 4.9, 4.13).
 #include "server_impl.h"
 
 #include "xcargo/auth.h"
-#include "xcargo/large_buffers.h"
 
 namespace xcargo::loader {
 
 using namespace wire;
 using namespace server_detail;
-
-Ep UcxServer::Impl::Link::connect(const std::string& address, std::string* why) {
-  if (address.rfind(kTlsScheme, 0) == 0) {
-    if (!self->front || !self->peer_tls)
-      return *why = "it is reached over TLS, and this node has no TLS front door (tls-listen)", nullptr;
-    return Ep::tls(self->front->dial(address.substr(kTlsScheme.size()), self->peer_tls, why));
-  }
-  auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);
-  if (!ep.ok()) return *why = ep.error().message(), nullptr;
-  return *ep;
-}
-
-void UcxServer::Impl::Link::send(Ep ep, Reply&& r, Failed on_fail) {
-  if (TlsConn* c = ep.tls_conn()) {
-    if (!self->front->send(*c, r.type, r.header, std::move(r.data)) && on_fail) on_fail("the TLS connection failed");
-    give_spare(std::move(r.header));
-    return;
-  }
-  std::function<void(ucs_status_t)> failed;
-  if (on_fail) failed = [f = std::move(on_fail)](ucs_status_t st) { f(UCX->ucs_status_string(st)); };
-  self->send_on(ep.ucx(), std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
-}
 
 const Bytes& UcxServer::Impl::client_address(Ep ep) {
   static const Bytes none;
@@ -174,10 +151,7 @@ void UcxServer::Impl::forward_failed(uint64_t n, const std::string& why) {
     return;
   }
   const ForwardFate& r = fates[i];
-  if (peers->forget(r.node, r.ep)) {
-    if (r.ep.ucx()) orphans.insert(r.ep.ucx());  // closed by on_ep_error: closing it here cancels other sends
-    else close_conn(r.ep);
-  }
+  if (peers->forget(r.node, r.ep)) transport(r.ep).drop_failed(r.ep);
   undelivered(r.f, r.node, why);
 }
 

@@ -38,7 +38,9 @@
 #include "peers.h"
 #include "self_probe.h"
 #include "timing.h"
+#include "transport.h"
 #include "ucx_server.h"
+#include "xcargo/large_buffers.h"
 #include "xcargo/ucx.h"
 
 namespace xcargo::loader {
@@ -67,6 +69,20 @@ struct UcxServer::Impl : IntakeHost {
   std::unique_ptr<net::UcxWorker> w;
   Connections eps;  // clients of either transport; touched only by the leader
   JobQueue jobs;
+  // The transports: UCX, whose endpoints are the Ep that are not TLS (a test puts a fake in
+  // its place), and the TLS front door, if the loader has one. sleeper: UCX's, which also
+  // wakes for the front door's descriptor.
+  std::unique_ptr<Transport> ucx_transport, tls_transport;
+  Sleeper* sleeper = nullptr;
+  Transport& transport(Ep ep) { return ep.is_tls() ? *tls_transport : *ucx_transport; }
+  // One poll of each transport: whether any did anything.
+  bool progress_all() {
+    bool busy = ucx_transport->poll();
+    if (tls_transport && tls_transport->poll()) busy = true;
+    return busy;
+  }
+  bool sending() const { return ucx_transport->sending() || (tls_transport && tls_transport->sending()); }
+  bool served = false;  // it listened (a standby told to stop before it did has nobody to answer)
   std::atomic<bool> restart{false};  // this worker is ending: what comes from now on does not run
   std::atomic<bool> quit{false};
 
@@ -93,6 +109,9 @@ struct UcxServer::Impl : IntakeHost {
     std::memcpy(incident, what.data(), n);
     incident[n] = '\0';
   }
+  // What start() does that needs no transport: the rules of intake, the peers, the executors'
+  // slots, the monitor and the engine's load hook (its options, handler and log set).
+  void init_parts();
   // A count only the leader adds to: a plain load and store, not a locked add (a barrier).
   static void bump(std::atomic<uint64_t>& count) {
     count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -153,8 +172,9 @@ struct UcxServer::Impl : IntakeHost {
   static void close_ep(ucp_ep_h ep);
   // Where a region is, with its remote key: registered with UCX on first request.
   void region(Ep ep, ByteView header);
-  // One progress call of UCX, and one poll of the front door: whether either did anything.
-  bool progress_all();
+  // A request's data sent by rendezvous: fetched into job's buffer, which is ready once it
+  // has arrived whole (on_data).
+  void fetch(Job& job, void* data, size_t length);
 
   // ---- The TLS front door, if the loader has one (server_tls.cpp, front_door.h): its
   // connections are clients like UCX's, in eps under Ep::tls.
@@ -184,7 +204,6 @@ struct UcxServer::Impl : IntakeHost {
   // Why a reply of `size` bytes would pass c's limit of unread replies (what its socket has
   // not taken); empty if it would not.
   std::string tls_unread_over_limit(const TlsConn& c, uint64_t size) const;
-  bool tls_queued() const { return front && front->queued_total() > 0; }
 
   // ---- A request's way in, and its reply's way out (server_requests.cpp). Leader only.
   Clock::time_point next_sweep{};
@@ -200,9 +219,8 @@ struct UcxServer::Impl : IntakeHost {
   // take its replies cannot make the worker keep them without bound: past the limits in
   // flight its connection is closed.
   void send(Ep ep, Reply&& r) override;
-  // A reply through UCX, counted among its client's unread replies until UCX has sent it,
-  // or through TLS, where what its socket has not taken counts.
-  void send_ucx(Ep ep, Client& c, Reply&& r);
+  // A reply counted among its client's unread replies until its transport has taken it.
+  void send_counted(Ep ep, Client& c, Reply&& r);
   // Closes a client's connection, whichever transport carries it.
   void close_conn(Ep ep);
   // Closes connections that were refused, that did not authenticate in time, or whose
@@ -263,10 +281,8 @@ struct UcxServer::Impl : IntakeHost {
   struct Link : PeerLink {
     Impl* self;
     explicit Link(Impl* s) : self(s) {}
-    Ep connect(const std::string& address, std::string* why) override;
-    // Over TLS, a message fails here only if its connection already had: one queued when the
-    // connection is lost later is not reported (its client waits out its time-out).
-    void send(Ep ep, Reply&& r, Failed on_fail) override;
+    Ep connect(const std::string& address, std::string* why) override;  // ucx_server.cpp
+    void send(Ep ep, Reply&& r, Failed on_fail) override { self->transport(ep).send_peer(ep, std::move(r), std::move(on_fail)); }
     void close(Ep ep) override { self->close_conn(ep); }
   } link{this};
   static constexpr std::string_view kTlsScheme = "tls://";

@@ -96,7 +96,7 @@ bool UcxServer::Impl::lanes_idle(bool idle) {
 
 void UcxServer::Impl::flush_lane(const std::shared_ptr<Lane>& l) {
   Client* c = eps.find(l->ep());
-  if (l->flush() && c && c->lane == l) send_ucx(l->ep(), *c, Reply{MsgType::kick, {}, {}});
+  if (l->flush() && c && c->lane == l) send_counted(l->ep(), *c, Reply{MsgType::kick, {}, {}});
 }
 
 void UcxServer::Impl::flush_lanes() {

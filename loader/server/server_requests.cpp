@@ -3,8 +3,6 @@
 // sweep that closes connections (UcxServer::Impl, server_impl.h).
 #include "server_impl.h"
 
-#include "xcargo/large_buffers.h"
-
 namespace xcargo::loader {
 
 using namespace wire;
@@ -38,11 +36,8 @@ void UcxServer::Impl::sweep() {
     jobs.hold(std::move(j));
   }
   peers->sweep(now, opt.auth_deadline);
-  if (front) {
-    tls_refusals->flush();
-    front->sweep(now, opt.auth_deadline, timing::transfer_deadline);
-    if (now >= renew_tls_at) renew_tls(now);
-  }
+  ucx_transport->sweep(now);
+  if (tls_transport) tls_transport->sweep(now);
   reap_lanes();
   std::vector<std::string> late;
   for (Ep ep : eps.sweep(now, opt.gate->mode() == AuthMode::required, opt.auth_deadline, &late)) close_conn(ep);
@@ -90,14 +85,7 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
   } else if (length > limit) {
     job->ready = true;  // never fetched; the handler answers "limit" from the header
   } else if (rndv) {
-    job->data = take_large(length);  // run only once UCX has written it whole (on_data)
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.recv_am = &Impl::on_data;
-    p.user_data = job.get();
-    ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job->data.data(), length, &p);
-    if (UCS_PTR_IS_ERR(r)) job->failed = true, job->receive_status = int(UCS_PTR_STATUS(r)), job->ready = true;
-    else if (r == nullptr) job->ready = true;  // else on_data completes it
+    fetch(*job, data, length);  // run only once its transport has written it whole
   } else if (owned) {
     job->data = std::move(*owned);
     job->ready = true;
@@ -112,7 +100,7 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
 void UcxServer::Impl::send(Ep ep, Reply&& r) {
   Client* c = ep ? eps.find(ep) : nullptr;
   if (!c) return;
-  if (c->probe) return send_on(ep.ucx(), std::move(r));
+  if (c->probe) return transport(ep).send(ep, std::move(r), nullptr);
   if (restart) answered_ending.insert(ep);  // flush_and_quit waits for its client to close it
   if (c->lane && r.type != MsgType::lane_reply &&  // the lane's offer goes before its client has the lane
       c->lane->reply(r.type, r.header, r.data)) {
@@ -120,31 +108,21 @@ void UcxServer::Impl::send(Ep ep, Reply&& r) {
     give_spare(std::move(r.data));
     return;  // a kick, if its client sleeps, once the lane is empty (poll_lanes)
   }
-  send_ucx(ep, *c, std::move(r));
+  send_counted(ep, *c, std::move(r));
 }
 
-void UcxServer::Impl::send_ucx(Ep ep, Client& c, Reply&& r) {
-  const uint64_t size = unread_charge(r.header.size() + r.data.size());
-  std::string why = ep.is_tls() ? tls_unread_over_limit(*ep.tls_conn(), size)
-                                : unread_over_limit(c.usage.get(), c.key_usage.get(), size, largest());
-  if (!why.empty()) {
+void UcxServer::Impl::send_counted(Ep ep, Client& c, Reply&& r) {
+  Transport& t = transport(ep);
+  if (std::string why = t.unread_over_limit(ep, c, unread_charge(r.header.size() + r.data.size())); !why.empty()) {
     if (c.closing) return;
     log("closing the connection from " + c.peer + (c.session.who.empty() ? "" : " (" + c.session.who + ")") + ": " + why);
     c.closing = true;
     Connections::doom(c, Clock::now() - timing::kRefusalLinger);  // closed at the next sweep
     return;
   }
-  if (ep.is_tls()) {
-    front->send(*ep.tls_conn(), r.type, r.header, std::move(r.data));
-    give_spare(std::move(r.header));
-    return;
-  }
-  send_on(ep.ucx(), std::move(r), {}, 0, c.usage, c.key_usage);
+  t.send(ep, std::move(r), &c);
 }
 
-void UcxServer::Impl::close_conn(Ep ep) {
-  if (TlsConn* t = ep.tls_conn()) return front->close(t);
-  close_ep(ep.ucx());
-}
+void UcxServer::Impl::close_conn(Ep ep) { transport(ep).close(ep); }
 
 }  // namespace xcargo::loader

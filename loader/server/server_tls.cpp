@@ -7,6 +7,42 @@ namespace xcargo::loader {
 using namespace wire;
 using namespace server_detail;
 
+namespace {
+
+// The front door as the server's transport (transport.h): its connections are the Ep that
+// are TLS. It never sleeps for the server: UCX's worker watches its descriptor.
+class TlsTransport final : public Transport {
+public:
+  explicit TlsTransport(UcxServer::Impl& m) : m_(m) {}
+  std::string unread_over_limit(Ep ep, const Client&, uint64_t size) const override {
+    return m_.tls_unread_over_limit(*ep.tls_conn(), size);
+  }
+  void send(Ep ep, Reply&& r, Client*) override {
+    m_.front->send(*ep.tls_conn(), r.type, r.header, std::move(r.data));
+    give_spare(std::move(r.header));
+  }
+  // A message fails here only if its connection already had: one queued when the connection
+  // is lost later is not reported (its client waits out its time-out).
+  void send_peer(Ep ep, Reply&& r, Failed on_fail) override {
+    if (!m_.front->send(*ep.tls_conn(), r.type, r.header, std::move(r.data)) && on_fail) on_fail("the TLS connection failed");
+    give_spare(std::move(r.header));
+  }
+  void close(Ep ep) override { m_.front->close(ep.tls_conn()); }
+  bool poll() override { return m_.front->poll(); }
+  bool sending() const override { return m_.front->queued_total() > 0; }
+  void sweep(Clock::time_point now) override {
+    m_.tls_refusals->flush();
+    m_.front->sweep(now, m_.opt.auth_deadline, timing::transfer_deadline);
+    if (now >= m_.renew_tls_at) m_.renew_tls(now);
+  }
+  void stop_listening() override { m_.front->stop_listening(); }
+
+private:
+  UcxServer::Impl& m_;
+};
+
+}  // namespace
+
 Result<std::shared_ptr<tls::Context>> UcxServer::Impl::tls_context() const {
   auto credential = opt.gate->node_key().tls_credential();
   XC_TRY(credential);
@@ -104,6 +140,7 @@ Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
   XC_TRY(door);
   XC_TRY(w->watch((*door)->fd()));
   front = std::move(*door);
+  tls_transport = std::make_unique<TlsTransport>(*this);
   renew_tls_at = Clock::now() + timing::kRenewTls;
   return {};
 }

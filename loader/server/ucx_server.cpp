@@ -23,7 +23,65 @@ struct Sending {
   ~Sending() { release_large(std::move(data)); }  // a large reply's pages serve the next one
 };
 
+// UCX as the server's transport (transport.h): its endpoints are the Ep that are not TLS.
+class UcxTransport final : public Transport, public Sleeper {
+public:
+  explicit UcxTransport(UcxServer::Impl& m) : m_(m) {}
+  std::string unread_over_limit(Ep, const Client& c, uint64_t size) const override {
+    return loader::unread_over_limit(c.usage.get(), c.key_usage.get(), size, m_.largest());
+  }
+  void send(Ep ep, Reply&& r, Client* unread) override {
+    if (!unread) return m_.send_on(ep.ucx(), std::move(r));
+    m_.send_on(ep.ucx(), std::move(r), {}, 0, unread->usage, unread->key_usage);
+  }
+  void send_peer(Ep ep, Reply&& r, Failed on_fail) override {
+    std::function<void(ucs_status_t)> failed;
+    if (on_fail) failed = [f = std::move(on_fail)](ucs_status_t st) { f(UCX->ucs_status_string(st)); };
+    m_.send_on(ep.ucx(), std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
+  }
+  void close(Ep ep) override { UcxServer::Impl::close_ep(ep.ucx()); }
+  // Closed by on_ep_error, which comes once UCX has failed every send on it: closing it
+  // here would cancel the others, whose failures must still reach their clients.
+  void drop_failed(Ep ep) override { m_.orphans.insert(ep.ucx()); }
+  bool poll() override { return UCX->ucp_worker_progress(m_.w->worker()) != 0; }
+  bool sending() const override { return m_.in_flight > 0; }
+  void stop_listening() override {
+    if (!m_.listener) return;
+    UCX->ucp_listener_destroy(m_.listener);
+    m_.listener = nullptr;
+    if (m_.opt.on_port_released) m_.opt.on_port_released();
+  }
+  void wait(int ms) override { m_.w->progress_or_wait(ms); }
+  void wake() override { m_.w->wake(); }
+
+private:
+  UcxServer::Impl& m_;
+};
+
 }  // namespace
+
+void UcxServer::Impl::fetch(Job& job, void* data, size_t length) {
+  job.data = take_large(length);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = &Impl::on_data;
+  p.user_data = &job;
+  ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job.data.data(), length, &p);
+  if (UCS_PTR_IS_ERR(r)) job.failed = true, job.receive_error = UCX->ucs_status_string(UCS_PTR_STATUS(r)), job.ready = true;
+  else if (r == nullptr) job.ready = true;  // else on_data completes it
+}
+
+// A peer's address: UCX's HOST:PORT, or tls://HOST:PORT, dialed through the front door.
+Ep UcxServer::Impl::Link::connect(const std::string& address, std::string* why) {
+  if (address.rfind(kTlsScheme, 0) == 0) {
+    if (!self->front || !self->peer_tls)
+      return *why = "it is reached over TLS, and this node has no TLS front door (tls-listen)", nullptr;
+    return Ep::tls(self->front->dial(address.substr(kTlsScheme.size()), self->peer_tls, why));
+  }
+  auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);
+  if (!ep.ok()) return *why = ep.error().message(), nullptr;
+  return *ep;
+}
 
 void UcxServer::Impl::on_conn(ucp_conn_request_h req, void* arg) {
   auto* self = static_cast<Impl*>(arg);
@@ -54,12 +112,6 @@ void UcxServer::Impl::on_conn(ucp_conn_request_h req, void* arg) {
     self->log("refused connections from " + host + ": " + why + " (" + std::to_string(self->rejected.count()) + " refused so far)");
 }
 
-bool UcxServer::Impl::progress_all() {
-  bool busy = UCX->ucp_worker_progress(w->worker()) != 0;
-  if (front && front->poll()) busy = true;
-  return busy;
-}
-
 void UcxServer::Impl::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
   auto* self = static_cast<Impl*>(arg);  // a client or a peer going away is normal
   if (const Client* c = self->eps.find(ep);
@@ -72,7 +124,7 @@ void UcxServer::Impl::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
 
 void UcxServer::Impl::on_data(void* request, ucs_status_t status, size_t, void* user) {
   auto* job = static_cast<Job*>(user);
-  if (status != UCS_OK) job->failed = true, job->receive_status = int(status);
+  if (status != UCS_OK) job->failed = true, job->receive_error = UCX->ucs_status_string(status);
   job->ready = true;
   UCX->ucp_request_free(request);
 }
@@ -241,6 +293,7 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
     auto listener = net::listen(m.w->worker(), m.opt.listen, &Impl::on_conn, &m, &m.address);
     if (listener.ok()) {
       m.listener = *listener;
+      m.served = true;
       break;
     }
     if (Clock::now() >= deadline) {
@@ -272,22 +325,16 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   m.log = std::move(log);
   m.incident = incident;
   m.incident_size = incident_size;
-  const char* lanes = std::getenv("XCARGO_LANES");  // 0: peers' forwards through UCX only, as clients'
-  Peers::LaneTo lane_to;
-  if (!(lanes && std::string(lanes) == "0"))
-    lane_to = [](const std::string& address) {
-      auto a = net::parse_host_port(address);
-      return a.ok() && net::on_this_host(*a);
-    };
-  m.admission = std::make_unique<Intake>(m.eps, *m.opt.gate, m, m.log, m.largest_request(), m.largest());
-  m.peers = std::make_unique<Peers>(m.opt.cluster, m.opt.gate->node_key(), m.link, m.log, std::move(lane_to),
-                                    [gate = m.opt.gate](const RawKey& key) { return gate->is_peer_key(key); });
+  m.init_parts();
   if (auto addr = net::parse_host_port(options.listen); !addr.ok()) return addr.take_error();  // before UCX starts
   // Without trusted-network, UCX takes no connection from another host (main.cpp refuses a
   // listen address that is not loopback then): its own tcp ports stay on loopback too.
   auto w = net::UcxWorker::create(true, options.one_sided_regions, !options.trusted_network);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
+  auto ucx = std::make_unique<UcxTransport>(m);
+  m.sleeper = ucx.get();
+  m.ucx_transport = std::move(ucx);
   if (options.one_sided_regions) {
     std::string soft;
     for (const std::string& tl : m.w->transports())
@@ -331,17 +378,30 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   XC_TRY(probe);
   m.probe = std::move(*probe);
   if (options.listen_at_start) XC_TRY(s->listen());
-  for (unsigned i = 0; i < m.opt.executors; ++i) m.slots.push_back(std::make_unique<Slot>());
-  m.monitor = std::make_unique<Monitor>(m.slots, m.opt.promote_after, std::chrono::nanoseconds(int64_t(m.opt.timeout_s * 1e9)),
-                                        Monitor::Hooks{[&m](Slot& s) { m.depose(s); }, [&m](Slot& s) { m.time_out(s); }, [&m] {
-                                                         m.end_lanes_at_forced_end();
-                                                         m.handler->flush_runs(true);
-                                                         flush_log();  // the restart did not complete: force it
-                                                         _exit(75);
-                                                       }}, m.request_limit());
-  m.handler->on_load([&m](bool loading) { m.loading(loading); });
   install_fault_handlers();
   return s;
+}
+
+void UcxServer::Impl::init_parts() {
+  const char* lanes = std::getenv("XCARGO_LANES");  // 0: peers' forwards through UCX only, as clients'
+  Peers::LaneTo lane_to;
+  if (!(lanes && std::string(lanes) == "0"))
+    lane_to = [](const std::string& address) {
+      auto a = net::parse_host_port(address);
+      return a.ok() && net::on_this_host(*a);
+    };
+  admission = std::make_unique<Intake>(eps, *opt.gate, *this, log, largest_request(), largest());
+  peers = std::make_unique<Peers>(opt.cluster, opt.gate->node_key(), link, log, std::move(lane_to),
+                                  [gate = opt.gate](const RawKey& key) { return gate->is_peer_key(key); });
+  for (unsigned i = 0; i < opt.executors; ++i) slots.push_back(std::make_unique<Slot>());
+  monitor = std::make_unique<Monitor>(slots, opt.promote_after, std::chrono::nanoseconds(int64_t(opt.timeout_s * 1e9)),
+                                      Monitor::Hooks{[this](Slot& s) { depose(s); }, [this](Slot& s) { time_out(s); }, [this] {
+                                                       end_lanes_at_forced_end();
+                                                       handler->flush_runs(true);
+                                                       flush_log();  // the restart did not complete: force it
+                                                       _exit(75);
+                                                     }}, request_limit());
+  handler->on_load([this](bool loading) { this->loading(loading); });
 }
 
 void UcxServer::start_threads(const std::atomic<bool>& stop) {

@@ -70,9 +70,12 @@ public:
   // sandbox can refuse new threads afterwards; run() then starts none. Call at most once.
   void start_threads(const std::atomic<bool>& stop);
 
+  // The serving state the server's parts share (server_impl.h): named here for those parts'
+  // unit tests, which drive it through a fake transport.
+  struct Impl;
+
 private:
   UcxServer();
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

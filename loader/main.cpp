@@ -35,6 +35,7 @@
 #include "supervisor.h"
 #include "timing.h"
 #include "ucx_server.h"
+#include "xcargo/cluster.h"
 #include "xcargo/file.h"
 #include "xcargo/ucx.h"
 #include "xcargo/version.h"
@@ -591,8 +592,8 @@ int main(int argc, char** argv) {
                       .hint("pass --node-id with one of the ids 0 to " + std::to_string(c->size() - 1)));
     // Its address there is where it serves: a tls:// one is its front door, with UCX for
     // this host beside it (a free loopback port).
-    if (me->address.rfind("tls://", 0) == 0) {
-      if (cfg.tls_listen.empty() && !exec) cfg.tls_listen = me->address.substr(6);
+    if (const NodeAddress a = split_scheme(me->address); a.scheme == NodeAddress::Scheme::tls) {
+      if (cfg.tls_listen.empty() && !exec) cfg.tls_listen = a.host_port;
       if (cfg.listen.empty() && !exec) cfg.listen = "127.0.0.1:0";
     } else if (cfg.listen.empty() && !exec) {
       cfg.listen = me->address;
@@ -606,9 +607,9 @@ int main(int argc, char** argv) {
   // and asks no name server (Landlock, seccomp).
   // Keeps tls://; drops ucx:// (UCX either way for a loader: it says so to clients).
   auto resolve = [](std::string& host_port, const std::string& where) -> Status {
-    const std::string scheme = host_port.rfind("tls://", 0) == 0 ? "tls://" : "";
-    if (host_port.rfind("ucx://", 0) == 0) host_port.erase(0, 6);
-    auto addr = net::parse_host_port(host_port.substr(scheme.size()));
+    const NodeAddress a = split_scheme(host_port);
+    const std::string scheme = a.scheme == NodeAddress::Scheme::tls ? "tls://" : "";
+    auto addr = net::parse_host_port(a.host_port);
     if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
     host_port = scheme + net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     return {};

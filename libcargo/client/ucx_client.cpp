@@ -17,13 +17,13 @@
 #include "tls_client.h"
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
+#include "xcargo/cluster.h"
 #include "xcargo/client.h"
 #include "xcargo/lane.h"
 #include "xcargo/large_buffers.h"
 
 namespace xcargo::client {
 
-constexpr std::string_view kTlsScheme = "tls://", kUcxScheme = "ucx://";
 
 using namespace wire;
 using Clock = std::chrono::steady_clock;
@@ -713,15 +713,16 @@ private:
 }  // namespace
 
 Result<Route> route_of(const std::string& address) {
-  for (std::string_view scheme : {kTlsScheme, kUcxScheme})
-    if (address.rfind(scheme, 0) == 0) return Route{scheme == kTlsScheme, address.substr(scheme.size())};
-  if (address.find("://") != std::string::npos)
+  NodeAddress a = split_scheme(address);
+  if (a.scheme == NodeAddress::Scheme::tls || a.scheme == NodeAddress::Scheme::ucx)
+    return Route{a.scheme == NodeAddress::Scheme::tls, std::move(a.host_port)};
+  if (a.scheme == NodeAddress::Scheme::other)
     return Error(Errc::invalid_argument, address + ": not an address a node serves")
         .hint("use HOST:PORT, tls://HOST:PORT (a node's TLS front door) or ucx://HOST:PORT (UCX, on a network whose "
               "every host is trusted)");
-  auto a = net::parse_host_port(address);
-  XC_TRY(a);
-  return Route{!net::is_loopback(*a), address};
+  auto ip = net::parse_host_port(address);
+  XC_TRY(ip);
+  return Route{!net::is_loopback(*ip), address};
 }
 
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {

@@ -13,8 +13,10 @@ namespace {
 
 // HOST:PORT, tls://HOST:PORT (the node's TLS front door) or ucx://HOST:PORT (UCX on a
 // network whose every host is trusted).
-bool is_host_port(std::string s) {
-  if (s.rfind("tls://", 0) == 0 || s.rfind("ucx://", 0) == 0) s.erase(0, 6);
+bool is_host_port(const std::string& address) {
+  const NodeAddress a = split_scheme(address);
+  if (a.scheme == NodeAddress::Scheme::other) return false;
+  const std::string& s = a.host_port;
   const auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.size() > 300) return false;
   unsigned port = 0;

@@ -20,6 +20,21 @@ TEST_CASE("a cluster file lists nodes 0 to N-1 by address", "[cluster]") {
   CHECK(c->find(2) == nullptr);
 }
 
+TEST_CASE("an address's scheme names its transport", "[cluster]") {
+  using S = NodeAddress::Scheme;
+  CHECK(split_scheme("tls://host:7401").scheme == S::tls);
+  CHECK(split_scheme("tls://host:7401").host_port == "host:7401");
+  CHECK(split_scheme("ucx://10.0.0.1:7400").scheme == S::ucx);
+  CHECK(split_scheme("ucx://10.0.0.1:7400").host_port == "10.0.0.1:7400");
+  CHECK(split_scheme("127.0.0.1:7400").scheme == S::none);
+  CHECK(split_scheme("127.0.0.1:7400").host_port == "127.0.0.1:7400");
+  CHECK(split_scheme("http://host:80").scheme == S::other);
+  CHECK(split_scheme("TLS://host:7401").scheme == S::other);  // schemes are lower case
+  CHECK(split_scheme("tls:/host:7401").scheme == S::none);    // not a scheme: parse_host_port refuses it
+  auto c = parse_cluster("nodes:\n  - {id: 0, address: 'http://host:7400'}\n", "c.yaml");
+  CHECK_FALSE(c.ok());
+}
+
 TEST_CASE("cluster file mistakes are refused with what is wrong", "[cluster]") {
   auto refused = [](const std::string& yaml, const std::string& why) {
     auto c = parse_cluster(yaml, "c.yaml");

@@ -285,7 +285,6 @@ struct UcxServer::Impl : IntakeHost {
     void send(Ep ep, Reply&& r, Failed on_fail) override { self->transport(ep).send_peer(ep, std::move(r), std::move(on_fail)); }
     void close(Ep ep) override { self->close_conn(ep); }
   } link{this};
-  static constexpr std::string_view kTlsScheme = "tls://";
   std::unique_ptr<Peers> peers;
   // Clients by their relay id (their reply_address: wire-protocol.md 4.13); an entry is good
   // while eps has its connection with that id.

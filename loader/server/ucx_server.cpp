@@ -73,10 +73,10 @@ void UcxServer::Impl::fetch(Job& job, void* data, size_t length) {
 
 // A peer's address: UCX's HOST:PORT, or tls://HOST:PORT, dialed through the front door.
 Ep UcxServer::Impl::Link::connect(const std::string& address, std::string* why) {
-  if (address.rfind(kTlsScheme, 0) == 0) {
+  if (const NodeAddress a = split_scheme(address); a.scheme == NodeAddress::Scheme::tls) {
     if (!self->front || !self->peer_tls)
       return *why = "it is reached over TLS, and this node has no TLS front door (tls-listen)", nullptr;
-    return Ep::tls(self->front->dial(address.substr(kTlsScheme.size()), self->peer_tls, why));
+    return Ep::tls(self->front->dial(a.host_port, self->peer_tls, why));
   }
   auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);
   if (!ep.ok()) return *why = ep.error().message(), nullptr;

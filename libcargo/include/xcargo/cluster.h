@@ -21,6 +21,20 @@
 namespace xcargo {
 
 inline constexpr uint32_t kMaxClusterNodes = 4096;
+
+// A node's address split at its scheme, which names the transport that reaches it: tls://
+// (the node's TLS front door), ucx:// (UCX, on a network whose every host is trusted), none
+// (HOST:PORT: client::route_of decides), or another, which no node serves.
+struct NodeAddress {
+  enum class Scheme { none, tls, ucx, other } scheme = Scheme::none;
+  std::string host_port;  // the address without its scheme ("other": the whole address)
+};
+inline NodeAddress split_scheme(std::string_view address) {
+  if (address.substr(0, 6) == "tls://") return {NodeAddress::Scheme::tls, std::string(address.substr(6))};
+  if (address.substr(0, 6) == "ucx://") return {NodeAddress::Scheme::ucx, std::string(address.substr(6))};
+  if (address.find("://") != std::string_view::npos) return {NodeAddress::Scheme::other, std::string(address)};
+  return {NodeAddress::Scheme::none, std::string(address)};
+}
 inline constexpr uint64_t kMaxClusterFileSize = 1 << 20;
 
 struct ClusterNode {

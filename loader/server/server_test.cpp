@@ -37,14 +37,16 @@ struct Msg {
   Bytes header, data;
 };
 
-// A transport in memory: what a test puts in reaches the server's intake inside poll(), on
-// the leader's thread, as UCX's callbacks do; what the server sends is kept for the test.
+// A transport in memory: the connections a test opens and the messages it puts in reach the
+// server inside poll(), on the leader's thread, as UCX's callbacks do; what the server sends
+// is kept for the test.
 struct FakeTransport final : Transport, Sleeper {
+  std::function<void(Ep)> accept;     // the server's table of connections
   std::function<void(Msg&)> deliver;  // the server's intake
   std::string over_limit;             // unread_over_limit's answer
   mutable std::mutex mu;
   std::condition_variable cv;
-  std::deque<Msg> inbox;
+  std::deque<Msg> inbox;  // a message of type 0: a new connection
   std::vector<Msg> sent;
   std::set<Ep> closed;
   bool woken = false, listening = true;
@@ -63,7 +65,7 @@ struct FakeTransport final : Transport, Sleeper {
       std::lock_guard<std::mutex> l(mu);
       in.swap(inbox);
     }
-    for (Msg& m : in) deliver(m);
+    for (Msg& m : in) m.type == MsgType{} ? accept(m.ep) : deliver(m);
     return !in.empty();
   }
   bool sending() const override { return false; }
@@ -170,6 +172,7 @@ struct Worker {
     };
     auto f = std::make_unique<FakeTransport>();
     fake = f.get();
+    fake->accept = [this](Ep ep) { m.eps.add(ep, "10.0.0.9:4000", Clock::now()); };
     fake->deliver = [this](Msg& x) {
       m.intake(x.type, x.ep, x.header.data(), x.header.size(), x.data.data(), x.data.size(), false);
     };
@@ -198,7 +201,7 @@ struct Worker {
 
   // A connection that says hello and proves the client's key (the leader running): its token.
   SessionToken connect(Ep ep) {
-    m.eps.add(ep, "10.0.0.9:4000", Clock::now());  // before the leader runs, or from its thread
+    fake->put(ep, MsgType{}, {});  // the connection, made on the leader's thread
     Hello h;
     auto n = auth::random_nonce();
     REQUIRE(n.ok());

@@ -120,7 +120,7 @@ void UcxServer::Impl::lead(Slot& me) {
     ~EndTurn() { t.store(0, std::memory_order_relaxed); }
   } end_turn{turn_ns};
   int batch = 0;  // quick requests run since the last progress call (timing::kReadyBatch)
-  // The clock, read once per turn of the loop (a read costs 25 to 70 ns on this VM, and a
+  // The clock, read once per turn of the loop (a clock read costs 25 to 70 ns on a VM, and a
   // turn without a UCX progress call, polling lanes, takes about as long).
   Clock::time_point now = Clock::now();
   while (!quit) {

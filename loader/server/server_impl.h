@@ -345,7 +345,7 @@ struct UcxServer::Impl : IntakeHost {
   // The leader's clock reading at the start of its current turn (steady ns), refreshed by
   // each kernel's end: the start a request it runs inline is stamped with (for the monitor, a
   // few microseconds early at most). 0 outside a turn (asleep, not leading): then run_inline
-  // reads the clock. A read costs 25 to 70 ns on this VM: this one, of the three on an
+  // reads the clock. A read costs 25 to 70 ns on a VM: this one, of the three on an
   // inline invocation's path, was 4 % of a lane round trip in a quick phase.
   std::atomic<int64_t> turn_ns{0};
   std::atomic<uint64_t> progress_calls{0};  // the leader's, for the probe

@@ -1,0 +1,68 @@
+// The same-host door (format-spec/wire-protocol.md section 2.4): a Unix socket through which a
+// process of the loader's own user trades UCX worker addresses with a loader, the kernel
+// vouching for both ends' user ids (SO_PEERCRED) before either reads a byte. The connection
+// stays open as the session's lifeline: either end closing it ends the session.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "xcargo/error.h"
+#include "xcargo/types.h"
+
+namespace xcargo::door {
+
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 12;
+// A UCX worker address: about 100 bytes with shared memory, a few hundred with every
+// network device of a large host; 16 KiB leaves room for RDMA devices.
+constexpr size_t kMaxBody = 16 * 1024;
+
+enum class Kind : uint8_t {
+  address = 1,  // the body is the sender's UCX worker address
+  refused = 2,  // the body says why the door will not open (UTF-8), with a hint after a '\n'
+};
+
+struct Frame {
+  Kind kind = Kind::address;
+  Bytes body;
+};
+
+// The socket's name in the abstract namespace (no leading NUL): one per loader listen
+// address, within a network namespace, as a port is.
+std::string socket_name(const std::string& host_port);
+
+Bytes encode(const Frame& f);
+// Checks a frame's header (magic, version, kind, reserved, length within kMaxBody); returns
+// the body's length.
+Result<size_t> decode_header(ByteView header);
+
+struct Credentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+};
+// The process at the other end of a Unix socket, as the kernel saw it connect or listen.
+Result<Credentials> peer_of(int fd);
+
+// A listening socket (non-blocking, close-on-exec) named for host_port.
+Result<int> listen(const std::string& host_port);
+
+// Reads one frame within `limit`, its header checked before its body is read (fd may be
+// non-blocking). `from` names the other end in errors.
+Result<Frame> read_frame(int fd, std::chrono::milliseconds limit, const std::string& from);
+// Writes one frame whole within `limit`.
+Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit);
+
+// A client's side: connects to host_port's door, refuses an end that is not this process's
+// own user, sends own_address and returns the loader's, with the connection (the lifeline,
+// close-on-exec, owned by the caller).
+struct Opened {
+  int fd = -1;
+  Bytes address;
+};
+Result<Opened> open(const std::string& host_port, ByteView own_address, std::chrono::milliseconds limit);
+
+}  // namespace xcargo::door

@@ -1,0 +1,191 @@
+// The same-host door: abstract Unix sockets, SO_PEERCRED, and the one frame each end sends.
+#include "xcargo/door.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace xcargo::door {
+
+namespace {
+
+constexpr uint8_t kMagic[4] = {'X', 'C', 'D', 'R'};
+
+using Clock = std::chrono::steady_clock;
+
+sockaddr_un address_of(const std::string& host_port, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = socket_name(host_port);
+  const size_t n = std::min(name.size(), sizeof a.sun_path - 1);
+  std::memcpy(a.sun_path + 1, name.data(), n);  // sun_path[0] == 0: the abstract namespace
+  *len = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left > 0 ? int(left) : 0;
+}
+
+// Waits until fd is ready for `events` or the deadline passes.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, ms_left(deadline));
+    if (n > 0) return true;
+    if (n == 0 || errno != EINTR) return false;
+  }
+}
+
+// Reads exactly size bytes by the deadline: "" or why not.
+std::string read_all(int fd, uint8_t* to, size_t size, Clock::time_point deadline) {
+  for (size_t got = 0; got < size;) {
+    const ssize_t n = ::recv(fd, to + got, size - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += size_t(n);
+      continue;
+    }
+    if (n == 0) return "closed the connection";
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return std::strerror(errno);
+    if (!wait_for(fd, POLLIN, deadline)) return "sent nothing in time";
+  }
+  return {};
+}
+
+void put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+
+}  // namespace
+
+std::string socket_name(const std::string& host_port) { return "xcargo-door:" + host_port; }
+
+Bytes encode(const Frame& f) {
+  Bytes out(kHeaderSize + f.body.size());
+  std::memcpy(out.data(), kMagic, 4);
+  out[4] = kVersion;
+  out[5] = uint8_t(f.kind);
+  put32(out.data() + 8, uint32_t(f.body.size()));
+  std::memcpy(out.data() + kHeaderSize, f.body.data(), f.body.size());
+  return out;
+}
+
+Result<size_t> decode_header(ByteView h) {
+  if (h.size() < kHeaderSize) return Error(Errc::malformed, "a door frame's header is 12 bytes");
+  if (std::memcmp(h.data(), kMagic, 4) != 0) return Error(Errc::malformed, "not a door frame (bad magic)");
+  if (h[4] != kVersion)
+    return Error(Errc::unsupported, "door version " + std::to_string(h[4]) + " (this side speaks " +
+                                        std::to_string(kVersion) + ")");
+  if (h[5] != uint8_t(Kind::address) && h[5] != uint8_t(Kind::refused))
+    return Error(Errc::malformed, "unknown door frame kind " + std::to_string(h[5]));
+  if (h[6] != 0 || h[7] != 0) return Error(Errc::malformed, "a door frame's reserved bytes are not 0");
+  const uint32_t len = uint32_t(h[8]) | uint32_t(h[9]) << 8 | uint32_t(h[10]) << 16 | uint32_t(h[11]) << 24;
+  if (len > kMaxBody)
+    return Error(Errc::limit, "a door frame of " + std::to_string(len) + " bytes (at most " + std::to_string(kMaxBody) + ")");
+  if (h[5] == uint8_t(Kind::address) && len == 0) return Error(Errc::malformed, "an empty worker address");
+  return size_t(len);
+}
+
+Result<Credentials> peer_of(int fd) {
+  ucred c{};
+  socklen_t len = sizeof c;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
+    return Error(Errc::io, std::string("cannot tell who is at the door's other end: ") + std::strerror(errno));
+  return Credentials{c.pid, c.uid};
+}
+
+Result<int> listen(const std::string& host_port) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error(Errc::io, std::string("cannot open the same-host door: ") + std::strerror(errno));
+  socklen_t len = 0;
+  const sockaddr_un a = address_of(host_port, &len);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0 || ::listen(fd, 128) != 0) {
+    const int e = errno;
+    ::close(fd);
+    Error err(Errc::io, "cannot open the same-host door of " + host_port + ": " + std::strerror(e));
+    if (e == EADDRINUSE) err.hint("another loader listens on " + host_port + " on this host (in this network namespace)");
+    return err;
+  }
+  return fd;
+}
+
+Result<Frame> read_frame(int fd, std::chrono::milliseconds limit, const std::string& from) {
+  const auto deadline = Clock::now() + limit;
+  uint8_t h[kHeaderSize];
+  if (std::string why = read_all(fd, h, sizeof h, deadline); !why.empty())
+    return Error(Errc::unreachable, from + ": " + why + " at the same-host door");
+  auto len = decode_header(ByteView(h, sizeof h));
+  if (!len.ok()) return Error(len.error().code(), from + ": " + len.error().message());
+  Frame f;
+  f.kind = Kind(h[5]);
+  f.body.resize(*len);
+  if (std::string why = read_all(fd, f.body.data(), f.body.size(), deadline); !why.empty())
+    return Error(Errc::unreachable, from + ": " + why + " in the middle of a door frame");
+  return f;
+}
+
+Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit) {
+  if (f.body.size() > kMaxBody) return Error(Errc::limit, "a door frame over " + std::to_string(kMaxBody) + " bytes");
+  const auto deadline = Clock::now() + limit;
+  const Bytes bytes = encode(f);
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return Error(Errc::unreachable, std::string("the same-host door: ") + std::strerror(errno));
+    if (!wait_for(fd, POLLOUT, deadline)) return Error(Errc::unreachable, "the same-host door: the other end reads nothing");
+  }
+  return {};
+}
+
+Result<Opened> open(const std::string& host_port, ByteView own_address, std::chrono::milliseconds limit) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error(Errc::io, std::string("cannot open a Unix socket: ") + std::strerror(errno));
+  auto fail = [fd](Error e) -> Result<Opened> {
+    ::close(fd);
+    return e;
+  };
+  socklen_t len = 0;
+  const sockaddr_un a = address_of(host_port, &len);
+  while (::connect(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    if (errno == EINTR) continue;
+    const int e = errno;
+    Error err(Errc::unreachable, "could not reach " + host_port + ": no loader listens there on this host (" + std::strerror(e) + ")");
+    err.hint("is xcargo-loader running there? Its first log line says where it listens");
+    if (e == EAGAIN) err = Error(Errc::unreachable, "could not reach " + host_port + ": its same-host door is full (too many connections at once)");
+    return fail(std::move(err));
+  }
+  auto who = peer_of(fd);
+  if (!who.ok()) return fail(who.take_error());
+  if (who->uid != ::geteuid())
+    return fail(Error(Errc::unauthenticated, host_port + ": the process at its same-host door runs as uid " + std::to_string(who->uid) +
+                                                 ", not as this user (uid " + std::to_string(::geteuid()) + ")")
+                    .hint("shared memory is for the loader's own user; reach another user's loader over TLS: tls://HOST:PORT of its "
+                          "tls-listen"));
+  if (own_address.size() > kMaxBody) return fail(Error(Errc::limit, "this process's UCX address is over the door's limit"));
+  if (auto s = write_frame(fd, Frame{Kind::address, Bytes(own_address.begin(), own_address.end())}, limit); !s.ok())
+    return fail(Error(s.error().code(), host_port + ": " + s.error().message()));
+  auto f = read_frame(fd, limit, host_port);
+  if (!f.ok()) return fail(f.take_error());
+  if (f->kind == Kind::refused) {
+    const std::string text(f->body.begin(), f->body.end());
+    const size_t nl = text.find('\n');
+    Error e(Errc::unauthenticated, host_port + ": " + text.substr(0, nl));
+    if (nl != std::string::npos) e.hint(text.substr(nl + 1));
+    return fail(std::move(e));
+  }
+  return Opened{fd, std::move(f->body)};
+}
+
+}  // namespace xcargo::door

@@ -1,0 +1,158 @@
+// Tests of the same-host door: its frame (one case per failure class), the exchange, the
+// refusals, and the user-id checks of both ends.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "xcargo/door.h"
+
+using namespace xcargo;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A name no other test or loader uses.
+std::string unique_address(const char* what) { return std::string("door-test-") + what + ":" + std::to_string(::getpid()); }
+
+int accept_one(int listener) {
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    std::this_thread::sleep_for(10ms);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("door frames: each malformed header is refused before its body is read", "[door]") {
+  const Bytes ok = door::encode(door::Frame{door::Kind::address, Bytes{1, 2, 3}});
+  REQUIRE(ok.size() == door::kHeaderSize + 3);
+  auto len = door::decode_header(ok);
+  REQUIRE(len.ok());
+  CHECK(*len == 3);
+  auto broken = [&](size_t at, uint8_t v) {
+    Bytes b = ok;
+    b[at] = v;
+    auto r = door::decode_header(b);
+    REQUIRE_FALSE(r.ok());
+    return r.error();
+  };
+  CHECK(broken(0, 'Y').message().find("bad magic") != std::string::npos);
+  CHECK(broken(4, 2).code() == Errc::unsupported);
+  CHECK(broken(5, 9).message().find("unknown door frame kind 9") != std::string::npos);
+  CHECK(broken(6, 1).message().find("reserved") != std::string::npos);
+  CHECK(broken(11, 1).code() == Errc::limit);  // 16 MiB and more
+  Bytes over = door::encode(door::Frame{door::Kind::refused, {}});
+  over[8] = uint8_t((door::kMaxBody + 1) & 0xff), over[9] = uint8_t((door::kMaxBody + 1) >> 8);
+  CHECK(door::decode_header(over).error().code() == Errc::limit);
+  CHECK(door::decode_header(door::encode(door::Frame{door::Kind::address, {}})).error().message().find("empty") != std::string::npos);
+  CHECK(door::decode_header(door::encode(door::Frame{door::Kind::refused, {}})).ok());
+  CHECK_FALSE(door::decode_header(ByteView(ok.data(), 11)).ok());
+}
+
+TEST_CASE("door: addresses are traded, and the connection stays as the lifeline", "[door]") {
+  const std::string at = unique_address("trade");
+  auto listener = door::listen(at);
+  REQUIRE(listener.ok());
+  auto again = door::listen(at);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().hints().size() == 1);
+
+  std::string server_saw;
+  std::thread server([&] {
+    const int fd = accept_one(*listener);
+    if (fd < 0) return;
+    auto who = door::peer_of(fd);
+    if (who.ok() && who->uid == ::geteuid() && who->pid == ::getpid()) server_saw = "me";
+    auto f = door::read_frame(fd, 10s, "client");
+    if (f.ok()) server_saw += " " + std::string(f->body.begin(), f->body.end());
+    (void)door::write_frame(fd, door::Frame{door::Kind::address, Bytes{'s', 'r', 'v'}}, 10s);
+    char c;
+    (void)!::read(fd, &c, 1);  // until the client hangs up
+    ::close(fd);
+  });
+  const std::string mine = "client-address";
+  auto opened = door::open(at, as_bytes(mine), 10s);
+  REQUIRE(opened.ok());
+  CHECK(std::string(opened->address.begin(), opened->address.end()) == "srv");
+  ::close(opened->fd);
+  server.join();
+  CHECK(server_saw == "me client-address");
+  ::close(*listener);
+}
+
+TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door]") {
+  const std::string at = unique_address("refuse");
+  auto listener = door::listen(at);
+  REQUIRE(listener.ok());
+  std::thread server([&] {
+    const int fd = accept_one(*listener);
+    if (fd < 0) return;
+    const std::string why = "this loader serves only its own user here\nuse tls://127.0.0.1:7401";
+    (void)door::write_frame(fd, door::Frame{door::Kind::refused, Bytes(why.begin(), why.end())}, 10s);
+    ::close(fd);
+  });
+  auto opened = door::open(at, as_bytes(std::string("x")), 10s);
+  server.join();
+  REQUIRE_FALSE(opened.ok());
+  CHECK(opened.error().code() == Errc::unauthenticated);
+  CHECK(opened.error().message() == at + ": this loader serves only its own user here");
+  REQUIRE(opened.error().hints().size() == 1);
+  CHECK(opened.error().hints()[0] == "use tls://127.0.0.1:7401");
+  ::close(*listener);
+}
+
+TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
+  auto none = door::open(unique_address("nobody"), as_bytes(std::string("x")), 10s);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code() == Errc::unreachable);
+  CHECK(none.error().message().find("no loader listens there") != std::string::npos);
+
+  const std::string at = unique_address("silent");
+  auto listener = door::listen(at);
+  REQUIRE(listener.ok());
+  // Never accepted: the client's frame fits the socket's buffer, the answer never comes.
+  auto silent = door::open(at, as_bytes(std::string("x")), 200ms);
+  REQUIRE_FALSE(silent.ok());
+  CHECK(silent.error().message().find("sent nothing in time") != std::string::npos);
+  ::close(*listener);
+}
+
+TEST_CASE("door: both ends see the other's user id; a client refuses another user's door", "[door]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot run a process as another user here");
+    return;
+  }
+  const std::string at = unique_address("uid");
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // another user's process holding the door
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    auto l = door::listen(at);
+    if (!l.ok()) ::_exit(3);
+    (void)!::write(ready[1], "r", 1);
+    const int fd = accept_one(*l);
+    char c;
+    if (fd >= 0) (void)!::read(fd, &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  auto opened = door::open(at, as_bytes(std::string("root's address")), 10s);
+  REQUIRE_FALSE(opened.ok());
+  CHECK(opened.error().code() == Errc::unauthenticated);
+  CHECK(opened.error().message().find("runs as uid 65534, not as this user (uid 0)") != std::string::npos);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -83,14 +84,20 @@ Result<size_t> decode_header(ByteView h) {
   if (h[4] != kVersion)
     return Error(Errc::unsupported, "door version " + std::to_string(h[4]) + " (this side speaks " +
                                         std::to_string(kVersion) + ")");
-  if (h[5] != uint8_t(Kind::address) && h[5] != uint8_t(Kind::refused))
+  if (h[5] != uint8_t(Kind::offer) && h[5] != uint8_t(Kind::refused))
     return Error(Errc::malformed, "unknown door frame kind " + std::to_string(h[5]));
   if (h[6] != 0 || h[7] != 0) return Error(Errc::malformed, "a door frame's reserved bytes are not 0");
   const uint32_t len = uint32_t(h[8]) | uint32_t(h[9]) << 8 | uint32_t(h[10]) << 16 | uint32_t(h[11]) << 24;
   if (len > kMaxBody)
     return Error(Errc::limit, "a door frame of " + std::to_string(len) + " bytes (at most " + std::to_string(kMaxBody) + ")");
-  if (h[5] == uint8_t(Kind::address) && len == 0) return Error(Errc::malformed, "an empty worker address");
+  if (h[5] == uint8_t(Kind::offer) && len <= sizeof(Ticket)) return Error(Errc::malformed, "an offer without a worker address");
   return size_t(len);
+}
+
+Frame offer(const Ticket& ticket, ByteView worker_address) {
+  Frame f{Kind::offer, Bytes(ticket.begin(), ticket.end())};
+  f.body.insert(f.body.end(), worker_address.begin(), worker_address.end());
+  return f;
 }
 
 Result<Credentials> peer_of(int fd) {
@@ -149,7 +156,7 @@ Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit) {
   return {};
 }
 
-Result<Opened> open(const std::string& host_port, ByteView own_address, std::chrono::milliseconds limit) {
+Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Errc::io, std::string("cannot open a Unix socket: ") + std::strerror(errno));
   auto fail = [fd](Error e) -> Result<Opened> {
@@ -173,9 +180,6 @@ Result<Opened> open(const std::string& host_port, ByteView own_address, std::chr
                                                  ", not as this user (uid " + std::to_string(::geteuid()) + ")")
                     .hint("shared memory is for the loader's own user; reach another user's loader over TLS: tls://HOST:PORT of its "
                           "tls-listen"));
-  if (own_address.size() > kMaxBody) return fail(Error(Errc::limit, "this process's UCX address is over the door's limit"));
-  if (auto s = write_frame(fd, Frame{Kind::address, Bytes(own_address.begin(), own_address.end())}, limit); !s.ok())
-    return fail(Error(s.error().code(), host_port + ": " + s.error().message()));
   auto f = read_frame(fd, limit, host_port);
   if (!f.ok()) return fail(f.take_error());
   if (f->kind == Kind::refused) {
@@ -185,7 +189,11 @@ Result<Opened> open(const std::string& host_port, ByteView own_address, std::chr
     if (nl != std::string::npos) e.hint(text.substr(nl + 1));
     return fail(std::move(e));
   }
-  return Opened{fd, std::move(f->body)};
+  Opened o;
+  o.fd = fd;
+  std::copy_n(f->body.begin(), o.ticket.size(), o.ticket.begin());
+  o.address.assign(f->body.begin() + long(o.ticket.size()), f->body.end());
+  return o;
 }
 
 }  // namespace xcargo::door

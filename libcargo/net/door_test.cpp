@@ -30,11 +30,12 @@ int accept_one(int listener) {
 }  // namespace
 
 TEST_CASE("door frames: each malformed header is refused before its body is read", "[door]") {
-  const Bytes ok = door::encode(door::Frame{door::Kind::address, Bytes{1, 2, 3}});
-  REQUIRE(ok.size() == door::kHeaderSize + 3);
+  const door::Ticket ticket{};
+  const Bytes ok = door::encode(door::offer(ticket, Bytes{1, 2, 3}));
+  REQUIRE(ok.size() == door::kHeaderSize + 16 + 3);
   auto len = door::decode_header(ok);
   REQUIRE(len.ok());
-  CHECK(*len == 3);
+  CHECK(*len == 19);
   auto broken = [&](size_t at, uint8_t v) {
     Bytes b = ok;
     b[at] = v;
@@ -50,12 +51,13 @@ TEST_CASE("door frames: each malformed header is refused before its body is read
   Bytes over = door::encode(door::Frame{door::Kind::refused, {}});
   over[8] = uint8_t((door::kMaxBody + 1) & 0xff), over[9] = uint8_t((door::kMaxBody + 1) >> 8);
   CHECK(door::decode_header(over).error().code() == Errc::limit);
-  CHECK(door::decode_header(door::encode(door::Frame{door::Kind::address, {}})).error().message().find("empty") != std::string::npos);
+  CHECK(door::decode_header(door::encode(door::offer(ticket, {}))).error().message().find("without a worker address") !=
+        std::string::npos);
   CHECK(door::decode_header(door::encode(door::Frame{door::Kind::refused, {}})).ok());
   CHECK_FALSE(door::decode_header(ByteView(ok.data(), 11)).ok());
 }
 
-TEST_CASE("door: addresses are traded, and the connection stays as the lifeline", "[door]") {
+TEST_CASE("door: the loader's offer reaches its own user, and the connection stays as the lifeline", "[door]") {
   const std::string at = unique_address("trade");
   auto listener = door::listen(at);
   REQUIRE(listener.ok());
@@ -69,20 +71,21 @@ TEST_CASE("door: addresses are traded, and the connection stays as the lifeline"
     if (fd < 0) return;
     auto who = door::peer_of(fd);
     if (who.ok() && who->uid == ::geteuid() && who->pid == ::getpid()) server_saw = "me";
-    auto f = door::read_frame(fd, 10s, "client");
-    if (f.ok()) server_saw += " " + std::string(f->body.begin(), f->body.end());
-    (void)door::write_frame(fd, door::Frame{door::Kind::address, Bytes{'s', 'r', 'v'}}, 10s);
+    door::Ticket t;
+    for (size_t i = 0; i < t.size(); ++i) t[i] = uint8_t(i + 1);
+    (void)door::write_frame(fd, door::offer(t, Bytes{'s', 'r', 'v'}), 10s);
     char c;
-    (void)!::read(fd, &c, 1);  // until the client hangs up
+    if (::read(fd, &c, 1) == 0) server_saw += " hung up";  // the client's end of the lifeline
     ::close(fd);
   });
-  const std::string mine = "client-address";
-  auto opened = door::open(at, as_bytes(mine), 10s);
+  auto opened = door::open(at, 10s);
   REQUIRE(opened.ok());
   CHECK(std::string(opened->address.begin(), opened->address.end()) == "srv");
+  CHECK(opened->ticket[0] == 1);
+  CHECK(opened->ticket[15] == 16);
   ::close(opened->fd);
   server.join();
-  CHECK(server_saw == "me client-address");
+  CHECK(server_saw == "me hung up");
   ::close(*listener);
 }
 
@@ -97,7 +100,7 @@ TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door
     (void)door::write_frame(fd, door::Frame{door::Kind::refused, Bytes(why.begin(), why.end())}, 10s);
     ::close(fd);
   });
-  auto opened = door::open(at, as_bytes(std::string("x")), 10s);
+  auto opened = door::open(at, 10s);
   server.join();
   REQUIRE_FALSE(opened.ok());
   CHECK(opened.error().code() == Errc::unauthenticated);
@@ -108,7 +111,7 @@ TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door
 }
 
 TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
-  auto none = door::open(unique_address("nobody"), as_bytes(std::string("x")), 10s);
+  auto none = door::open(unique_address("nobody"), 10s);
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().code() == Errc::unreachable);
   CHECK(none.error().message().find("no loader listens there") != std::string::npos);
@@ -116,8 +119,8 @@ TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
   const std::string at = unique_address("silent");
   auto listener = door::listen(at);
   REQUIRE(listener.ok());
-  // Never accepted: the client's frame fits the socket's buffer, the answer never comes.
-  auto silent = door::open(at, as_bytes(std::string("x")), 200ms);
+  // Never accepted: connected (the listener's backlog), the offer never comes.
+  auto silent = door::open(at, 200ms);
   REQUIRE_FALSE(silent.ok());
   CHECK(silent.error().message().find("sent nothing in time") != std::string::npos);
   ::close(*listener);
@@ -145,7 +148,7 @@ TEST_CASE("door: both ends see the other's user id; a client refuses another use
   }
   char c = 0;
   REQUIRE(::read(ready[0], &c, 1) == 1);
-  auto opened = door::open(at, as_bytes(std::string("root's address")), 10s);
+  auto opened = door::open(at, 10s);
   REQUIRE_FALSE(opened.ok());
   CHECK(opened.error().code() == Errc::unauthenticated);
   CHECK(opened.error().message().find("runs as uid 65534, not as this user (uid 0)") != std::string::npos);

@@ -1,11 +1,13 @@
 // The same-host door (format-spec/wire-protocol.md section 2.4): a Unix socket through which a
-// process of the loader's own user trades UCX worker addresses with a loader, the kernel
-// vouching for both ends' user ids (SO_PEERCRED) before either reads a byte. The connection
-// stays open as the session's lifeline: either end closing it ends the session.
+// loader hands a process of its own user its UCX worker address and a ticket, the kernel
+// vouching for both ends' user ids (SO_PEERCRED) before a byte is sent. The loader reads
+// nothing from it. The connection stays open as the session's lifeline: either end closing
+// it ends the session.
 #pragma once
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -22,14 +24,18 @@ constexpr size_t kHeaderSize = 12;
 constexpr size_t kMaxBody = 16 * 1024;
 
 enum class Kind : uint8_t {
-  address = 1,  // the body is the sender's UCX worker address
+  offer = 1,    // the body is a ticket, then the loader's UCX worker address
   refused = 2,  // the body says why the door will not open (UTF-8), with a hint after a '\n'
 };
 
 struct Frame {
-  Kind kind = Kind::address;
+  Kind kind = Kind::offer;
   Bytes body;
 };
+
+// What a client presents first over UCX (the `door` message) to claim its door connection.
+using Ticket = std::array<uint8_t, 16>;
+Frame offer(const Ticket& ticket, ByteView worker_address);
 
 // The socket's name in the abstract namespace (no leading NUL): one per loader listen
 // address, within a network namespace, as a port is.
@@ -57,12 +63,13 @@ Result<Frame> read_frame(int fd, std::chrono::milliseconds limit, const std::str
 Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit);
 
 // A client's side: connects to host_port's door, refuses an end that is not this process's
-// own user, sends own_address and returns the loader's, with the connection (the lifeline,
-// close-on-exec, owned by the caller).
+// own user, and returns the loader's offer with the connection (the lifeline, close-on-exec,
+// owned by the caller).
 struct Opened {
   int fd = -1;
-  Bytes address;
+  Ticket ticket{};
+  Bytes address;  // the loader's UCX worker address
 };
-Result<Opened> open(const std::string& host_port, ByteView own_address, std::chrono::milliseconds limit);
+Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit);
 
 }  // namespace xcargo::door

@@ -156,44 +156,60 @@ Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit) {
   return {};
 }
 
-Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit) {
+Result<int> connect(const std::string& host_port) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Errc::io, std::string("cannot open a Unix socket: ") + std::strerror(errno));
-  auto fail = [fd](Error e) -> Result<Opened> {
-    ::close(fd);
-    return e;
-  };
   socklen_t len = 0;
   const sockaddr_un a = address_of(host_port, &len);
   while (::connect(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
     if (errno == EINTR) continue;
     const int e = errno;
-    Error err(Errc::unreachable, "could not reach " + host_port + ": no loader listens there on this host (" + std::strerror(e) + ")");
-    err.hint("is xcargo-loader running there? Its first log line says where it listens");
-    if (e == EAGAIN) err = Error(Errc::unreachable, "could not reach " + host_port + ": its same-host door is full (too many connections at once)");
-    return fail(std::move(err));
+    ::close(fd);
+    if (e == EAGAIN)
+      return Error(Errc::unreachable, "could not reach " + host_port + ": its same-host door is full (too many connections at once)");
+    return Error(Errc::unreachable, "could not reach " + host_port + ": no loader listens there on this host (" + std::strerror(e) + ")")
+        .hint("is xcargo-loader running there? Its first log line says where it listens");
   }
   auto who = peer_of(fd);
-  if (!who.ok()) return fail(who.take_error());
-  if (who->uid != ::geteuid())
-    return fail(Error(Errc::unauthenticated, host_port + ": the process at its same-host door runs as uid " + std::to_string(who->uid) +
-                                                 ", not as this user (uid " + std::to_string(::geteuid()) + ")")
-                    .hint("shared memory is for the loader's own user; reach another user's loader over TLS: tls://HOST:PORT of its "
-                          "tls-listen"));
+  if (!who.ok()) {
+    ::close(fd);
+    return who.take_error();
+  }
+  if (who->uid != ::geteuid()) {
+    ::close(fd);
+    return Error(Errc::unauthenticated, host_port + ": the process at its same-host door runs as uid " + std::to_string(who->uid) +
+                                            ", not as this user (uid " + std::to_string(::geteuid()) + ")")
+        .hint("shared memory is for the loader's own user; reach another user's loader over TLS: tls://HOST:PORT of its "
+              "tls-listen");
+  }
+  return fd;
+}
+
+Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit) {
   auto f = read_frame(fd, limit, host_port);
-  if (!f.ok()) return fail(f.take_error());
+  if (!f.ok()) {
+    ::close(fd);
+    return f.take_error();
+  }
   if (f->kind == Kind::refused) {
+    ::close(fd);
     const std::string text(f->body.begin(), f->body.end());
     const size_t nl = text.find('\n');
     Error e(Errc::unauthenticated, host_port + ": " + text.substr(0, nl));
     if (nl != std::string::npos) e.hint(text.substr(nl + 1));
-    return fail(std::move(e));
+    return e;
   }
   Opened o;
   o.fd = fd;
   std::copy_n(f->body.begin(), o.ticket.size(), o.ticket.begin());
   o.address.assign(f->body.begin() + long(o.ticket.size()), f->body.end());
   return o;
+}
+
+Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit) {
+  auto fd = connect(host_port);
+  XC_TRY(fd);
+  return read_offer(*fd, host_port, limit);
 }
 
 }  // namespace xcargo::door

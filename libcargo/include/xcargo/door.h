@@ -71,5 +71,10 @@ struct Opened {
   Bytes address;  // the loader's UCX worker address
 };
 Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit);
+// open() in two steps, for a caller that waits for many things at once: the connection
+// (made at once while the loader's backlog has room; its user id checked), then, once it is
+// readable, the offer (or the refusal, as an error). read_offer closes fd on failure.
+Result<int> connect(const std::string& host_port);
+Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit);
 
 }  // namespace xcargo::door

@@ -1,0 +1,342 @@
+// The door keeper: one thread of the supervisor, polling the door, its worker's channel, the
+// lifelines it holds and the peers' doors it is opening.
+#include "door_keeper.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "door_channel.h"
+#include "xcargo/door.h"
+
+namespace xcargo::loader {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Message = door_channel::Message;
+using MsgKind = door_channel::Kind;
+
+// How long a connection waits for a worker's address (between workers), and a peer's door
+// for its offer: the client library's own limit.
+constexpr auto kOfferLimit = std::chrono::milliseconds(2000);
+// Connections held at once (lifelines, waiting, dialing): each is a descriptor of the
+// supervisor's, whose limit is 1024 by default.
+constexpr size_t kMaxHeld = 512;
+
+struct Lifeline {
+  int fd = -1;
+  uint64_t id = 0;
+  bool dialed = false;  // opened for the worker (a peer's door), not accepted
+};
+struct Waiting {
+  int fd = -1;
+  door::Credentials who;
+  Clock::time_point until;
+};
+struct Dialing {
+  int fd = -1;
+  uint64_t id = 0;  // the worker's number for the dial
+  std::string to;
+  Clock::time_point until;
+};
+
+}  // namespace
+
+struct DoorKeeper::Impl {
+  Options o;
+  int listener = -1, wake = -1;
+  std::thread thread;
+
+  std::mutex m;  // guards the three below, set by serve() and the destructor
+  int next_channel = -1;
+  bool changed = false, stop = false;
+
+  int channel = -1;
+  Bytes address;  // the serving worker's, once it said it
+  std::vector<Lifeline> lines;
+  std::vector<Waiting> waiting;
+  std::vector<Dialing> dialing;
+  uint64_t next_id = 1;
+  Clock::time_point quiet_until{};  // refusals are logged at most once a second
+  uint64_t refused = 0, malformed = 0;
+
+  size_t held() const { return lines.size() + waiting.size() + dialing.size(); }
+
+  void tell(const Message& msg) {
+    if (channel < 0) return;
+    const Bytes b = door_channel::encode(msg);
+    (void)!::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+  void refuse(int fd, const std::string& why, const std::string& hint) {
+    const std::string text = hint.empty() ? why : why + "\n" + hint;
+    (void)door::write_frame(fd, door::Frame{door::Kind::refused, Bytes(text.begin(), text.end())}, std::chrono::milliseconds(100));
+    ::close(fd);
+  }
+
+  void note_refusal(const std::string& what) {
+    ++refused;
+    if (Clock::now() < quiet_until) return;
+    quiet_until = Clock::now() + std::chrono::seconds(1);
+    o.log("same-host door: " + what + " (" + std::to_string(refused) + " refused so far)");
+  }
+
+  // Offers the serving worker to fd, telling the worker the ticket first: its `door`
+  // message can only come after the worker has read it.
+  void offer(int fd, const door::Credentials& who) {
+    Message msg;
+    msg.kind = MsgKind::client;
+    msg.id = next_id++;
+    msg.pid = uint32_t(who.pid);
+    msg.uid = uint32_t(who.uid);
+    if (::getrandom(msg.ticket.data(), msg.ticket.size(), 0) != ssize_t(msg.ticket.size())) {
+      refuse(fd, "the loader could not make a ticket", "try again");
+      return;
+    }
+    const Bytes b = door_channel::encode(msg);
+    if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(b.size())) {
+      refuse(fd, "the loader is busy (its worker reads no new connections now)", "try again in a moment");
+      return;
+    }
+    if (!door::write_frame(fd, door::offer(msg.ticket, address), std::chrono::milliseconds(100)).ok()) {
+      ::close(fd);
+      tell(Message{MsgKind::gone, msg.id, {}, 0, 0, {}});
+      return;
+    }
+    lines.push_back(Lifeline{fd, msg.id, false});
+  }
+
+  void accept_all() {
+    for (int i = 0; i < 64; ++i) {
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      auto who = door::peer_of(fd);
+      if (!who.ok()) {
+        ::close(fd);
+        continue;
+      }
+      if (who->uid != ::geteuid()) {
+        refuse(fd, "this loader's same-host door serves only its own user (uid " + std::to_string(::geteuid()) + ")", o.other_users);
+        note_refusal("refused a process of uid " + std::to_string(who->uid));
+        continue;
+      }
+      if (held() >= kMaxHeld) {
+        refuse(fd, "the loader holds " + std::to_string(kMaxHeld) + " same-host connections already", "close some, or try again later");
+        note_refusal("full");
+        continue;
+      }
+      if (channel < 0 || address.empty()) waiting.push_back(Waiting{fd, *who, Clock::now() + kOfferLimit});
+      else offer(fd, *who);
+    }
+  }
+
+  void from_worker(const Message& msg) {
+    switch (msg.kind) {
+      case MsgKind::address:
+        if (address.empty()) address = msg.bytes;  // once per worker: said before any kernel ran
+        break;
+      case MsgKind::close:
+        for (size_t i = 0; i < lines.size(); ++i)
+          if (lines[i].id == msg.id) {
+            ::close(lines[i].fd);
+            lines.erase(lines.begin() + long(i));
+            break;
+          }
+        break;
+      case MsgKind::dial: {
+        const std::string to(msg.bytes.begin(), msg.bytes.end());
+        if (held() >= kMaxHeld) {
+          tell(Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy("the supervisor holds too many connections")});
+          break;
+        }
+        auto fd = door::connect(to);
+        if (!fd.ok()) {
+          tell(Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy(fd.error().message())});
+          break;
+        }
+        dialing.push_back(Dialing{*fd, msg.id, to, Clock::now() + kOfferLimit});
+        break;
+      }
+      default:
+        ++malformed;  // a kind only the keeper sends
+        break;
+    }
+  }
+
+  static Bytes as_bytes_copy(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+  void read_channel() {
+    static thread_local uint8_t buf[door_channel::kMaxMessage + 1];
+    for (int i = 0; i < 64 && channel >= 0; ++i) {
+      const ssize_t n = ::recv(channel, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (n == 0) {  // an empty datagram, or the end: only the end sets POLLHUP
+        pollfd p{channel, POLLIN, 0};
+        if (::poll(&p, 1, 0) == 1 && !(p.revents & POLLHUP)) {
+          ++malformed;
+          continue;
+        }
+      }
+      if (n <= 0) {  // the worker's end closed: it is ending; serve() names the next
+        close_all();
+        ::close(channel);
+        channel = -1;
+        return;
+      }
+      auto msg = size_t(n) <= door_channel::kMaxMessage ? door_channel::decode(ByteView(buf, size_t(n))) : std::nullopt;
+      if (!msg) {
+        if (malformed++ == 0) o.log("same-host door: the worker sent a malformed message (dropped; counted from here on)");
+        continue;
+      }
+      from_worker(*msg);
+    }
+  }
+
+  // The worker is gone or replaced: its clients' sessions end with it.
+  void close_all() {
+    for (auto& l : lines) ::close(l.fd);
+    for (auto& d : dialing) ::close(d.fd);
+    lines.clear();
+    dialing.clear();
+    address.clear();
+  }
+
+  void run() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> g(m);
+        if (stop) break;
+        if (changed) {  // the keeper owns its copies of the channels (serve() dups them)
+          close_all();
+          if (channel >= 0) ::close(channel);
+          channel = std::exchange(next_channel, -1);
+          changed = false;
+        }
+      }
+      const auto now = Clock::now();
+      if (channel >= 0 && !address.empty()) {
+        for (auto& w : waiting) offer(w.fd, w.who);
+        waiting.clear();
+      }
+      for (size_t i = 0; i < waiting.size();)
+        if (now > waiting[i].until) {
+          refuse(waiting[i].fd, "the loader is restarting its worker", "try again in a moment");
+          waiting.erase(waiting.begin() + long(i));
+        } else {
+          ++i;
+        }
+      for (size_t i = 0; i < dialing.size();)
+        if (now > dialing[i].until) {
+          ::close(dialing[i].fd);
+          tell(Message{MsgKind::dial_failed, dialing[i].id, {}, 0, 0, as_bytes_copy(dialing[i].to + ": no offer from its door in time")});
+          dialing.erase(dialing.begin() + long(i));
+        } else {
+          ++i;
+        }
+
+      fds.clear();
+      fds.push_back({wake, POLLIN, 0});
+      fds.push_back({listener, POLLIN, 0});
+      fds.push_back({channel, POLLIN, 0});  // -1: ignored by poll
+      for (auto& l : lines) fds.push_back({l.fd, POLLIN | POLLRDHUP, 0});
+      for (auto& d : dialing) fds.push_back({d.fd, POLLIN, 0});
+      const int timeout = waiting.empty() && dialing.empty() ? -1 : 100;
+      if (::poll(fds.data(), fds.size(), timeout) < 0) continue;
+
+      if (fds[0].revents) {
+        uint64_t v;
+        (void)!::read(wake, &v, sizeof v);
+      }
+      // Lifelines and dials first: their indices are those polled.
+      std::vector<size_t> ended;
+      for (size_t i = 0; i < lines.size(); ++i)
+        if (fds[3 + i].revents) ended.push_back(i);
+      std::vector<size_t> answered;
+      for (size_t i = 0; i < dialing.size(); ++i)
+        if (fds[3 + lines.size() + i].revents) answered.push_back(i);
+      for (auto it = answered.rbegin(); it != answered.rend(); ++it) {
+        Dialing d = dialing[*it];
+        dialing.erase(dialing.begin() + long(*it));
+        auto offer = door::read_offer(d.fd, d.to, std::chrono::milliseconds(100));  // closes d.fd on failure
+        if (!offer.ok()) {
+          tell(Message{MsgKind::dial_failed, d.id, {}, 0, 0, as_bytes_copy(offer.error().message())});
+          continue;
+        }
+        tell(Message{MsgKind::dialed, d.id, offer->ticket, 0, 0, offer->address});
+        lines.push_back(Lifeline{offer->fd, d.id, true});
+      }
+      for (auto it = ended.rbegin(); it != ended.rend(); ++it) {
+        const Lifeline l = lines[*it];
+        lines.erase(lines.begin() + long(*it));
+        ::close(l.fd);  // a byte on a lifeline ends it too: nothing else is sent there
+        tell(Message{l.dialed ? MsgKind::lost : MsgKind::gone, l.id, {}, 0, 0, {}});
+      }
+      if (fds[2].revents && channel >= 0) read_channel();
+      if (fds[1].revents) accept_all();
+    }
+    close_all();
+    for (auto& w : waiting) ::close(w.fd);
+    waiting.clear();
+  }
+};
+
+DoorKeeper::DoorKeeper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<DoorKeeper>> DoorKeeper::open(Options options) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = std::move(options);
+  if (!impl->o.log) impl->o.log = [](const std::string&) {};
+  auto fd = door::listen(impl->o.host_port);
+  XC_TRY(fd);
+  impl->listener = *fd;
+  impl->wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake < 0) {
+    ::close(impl->listener);
+    return Error(Errc::io, std::string("eventfd failed: ") + std::strerror(errno));
+  }
+  Impl* p = impl.get();
+  impl->thread = std::thread([p] { p->run(); });
+  return std::unique_ptr<DoorKeeper>(new DoorKeeper(std::move(impl)));
+}
+
+void DoorKeeper::serve(int channel_fd) {
+  const int copy = channel_fd >= 0 ? ::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0) : -1;
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    if (impl_->next_channel >= 0) ::close(impl_->next_channel);
+    impl_->next_channel = copy;
+    impl_->changed = true;
+  }
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake, &one, sizeof one);
+}
+
+DoorKeeper::~DoorKeeper() {
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    impl_->stop = true;
+  }
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake, &one, sizeof one);
+  impl_->thread.join();
+  for (int fd : {impl_->channel, impl_->next_channel})
+    if (fd >= 0) ::close(fd);
+  ::close(impl_->listener);
+  ::close(impl_->wake);
+}
+
+}  // namespace xcargo::loader

@@ -1,0 +1,40 @@
+// The same-host door (wire protocol 2.4), kept by the supervisor: no process that runs
+// kernels holds a socket that others connect to, nor a connection to a process outside the
+// loader that it could pass descriptors through. The keeper offers each connection of the
+// loader's own user its serving worker's UCX address and a ticket (telling the worker the
+// ticket first), refuses other users without reading a byte, holds every lifeline, and opens
+// peers' doors for its worker.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "xcargo/error.h"
+
+namespace xcargo::loader {
+
+class DoorKeeper {
+public:
+  struct Options {
+    std::string host_port;     // the loader's bound listen address: the door's name
+    std::string other_users;   // the refusal's hint for other users (the TLS front door, if any)
+    std::function<void(const std::string&)> log;
+  };
+  // Opens the door (refusing if another loader has it) and starts the keeper's thread.
+  [[nodiscard]] static Result<std::unique_ptr<DoorKeeper>> open(Options options);
+  ~DoorKeeper();  // closes the door and every lifeline
+
+  // The worker that serves from now on, by the keeper's end of its channel (-1: none, between
+  // workers). Every lifeline of the one before is closed; connections wait (up to the
+  // client's limit) for the new one's address.
+  void serve(int channel_fd);
+
+  struct Impl;
+
+private:
+  explicit DoorKeeper(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xcargo::loader

@@ -382,7 +382,7 @@ bool wait_for_go(int go_fd) {
 }
 
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-               int compiler_fd, int key_fd) {
+               int compiler_fd, int key_fd, int door_fd) {
   // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
   // quietly (the serving worker logs what changed).
   static std::atomic<bool> serving{false};
@@ -391,7 +391,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (serving) log_line(line);
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
@@ -417,6 +417,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   ServerOptions so;
   so.listen = cfg.listen;
   so.tls_listen = cfg.tls_listen;
+  so.door_fd = door_fd;
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
   so.inline_quick = cfg.inline_us > 0;
@@ -667,11 +668,12 @@ int main(int argc, char** argv) {
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     auto rc = supervise(
         so, g_stop,
-        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd) {
+        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
+            int door_fd) {
           LoaderConfig wc = cfg;
           wc.listen = listen.ucx;
           wc.tls_listen = listen.tls;
-          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd);
+          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
     close_log();

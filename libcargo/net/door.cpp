@@ -195,7 +195,7 @@ Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::mil
     ::close(fd);
     const std::string text(f->body.begin(), f->body.end());
     const size_t nl = text.find('\n');
-    Error e(Errc::unauthenticated, host_port + ": " + text.substr(0, nl));
+    Error e(Errc::unreachable, host_port + ": " + text.substr(0, nl));
     if (nl != std::string::npos) e.hint(text.substr(nl + 1));
     return e;
   }

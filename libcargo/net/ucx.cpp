@@ -137,8 +137,7 @@ std::string to_host_port(const sockaddr* addr) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-// Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
-static bool shm_enabled() {
+bool shm_enabled() {
   const char* tls = std::getenv("UCX_TLS");
   if (!tls || !*tls) return true;
   std::string t = tls;
@@ -212,6 +211,8 @@ Status UcxWorker::watch(int fd) {
   return {};
 }
 
+void UcxWorker::unwatch(int fd) { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+
 bool UcxWorker::progress_or_wait(int timeout_ms) {
   while (UCX->ucp_worker_progress(worker_) != 0) {
   }
@@ -254,6 +255,17 @@ Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, u
   ucp_ep_h ep = nullptr;
   if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
     return Error(Errc::unreachable, "could not reach " + host_port + ": " + UCX->ucs_status_string(s));
+  return ep;
+}
+
+Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_handler_cb_t on_error, void* arg) {
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ucp_ep_h ep = nullptr;
+  if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
+    return Error(Errc::unreachable, std::string("no UCX transport reaches the loader's worker: ") + UCX->ucs_status_string(s))
+        .hint("the same-host door offers shared memory: let UCX use it (UCX_TLS with shm or sysv, or unset)");
   return ep;
 }
 

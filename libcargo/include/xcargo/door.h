@@ -33,6 +33,9 @@ struct Frame {
   Bytes body;
 };
 
+// The UCX Active Message id of `door` (wire-protocol.md 4.14): a client's first message on an
+// endpoint made from an offer, its header the offer's ticket. UCX only (no stream carries it).
+constexpr uint16_t kClaimMessage = 26;
 // What a client presents first over UCX (the `door` message) to claim its door connection.
 using Ticket = std::array<uint8_t, 16>;
 Frame offer(const Ticket& ticket, ByteView worker_address);

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -539,6 +540,13 @@ int main(int argc, char** argv) {
   // UCX writes a warning per failed connection, unlimited: a flood of connections would fill
   // the log. Its errors stay; an admin who wants its warnings sets UCX_LOG_LEVEL.
   ::setenv("UCX_LOG_LEVEL", "error", 0);
+  // Every connection holds a descriptor (UCX's, the door's lifelines, TLS): the soft limit,
+  // often 1024, goes up to the hard one (at most 65536), as services' do, so that a flood of
+  // connections meets the per-host limits before the descriptor limit stops new ones.
+  if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < std::min<rlim_t>(r.rlim_max, 65536)) {
+    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
+    (void)::setrlimit(RLIMIT_NOFILE, &r);
+  }
   CLI::App app{"xcargo-loader: verifies cargos against trusted keys, compiles or links them for this CPU, runs them"};
   app.name("xcargo-loader");
   app.set_version_flag("--version", std::string("xcargo-loader ") + XCARGO_VERSION_STRING);

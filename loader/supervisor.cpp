@@ -429,13 +429,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         continue;
       }
       failed_starts = 0;
-      if (first) {
-        if (!options.ready_file.empty())
-          if (auto s = write_file(options.ready_file, as_bytes(Listen{addr, tls}.ready_text())); !s.ok()) {
-            w.reap(true);
-            return Error(Errc::io, options.ready_file + ": " + s.error().message());
-          }
-        listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
+      if (first) {  // the door opens before the ready file says the loader serves
         DoorKeeper::Options d;
         d.host_port = addr;
         d.other_users = tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
@@ -447,6 +441,12 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
           return k.take_error();
         }
         door = std::move(*k);
+        if (!options.ready_file.empty())
+          if (auto s = write_file(options.ready_file, as_bytes(Listen{addr, tls}.ready_text())); !s.ok()) {
+            w.reap(true);
+            return Error(Errc::io, options.ready_file + ": " + s.error().message());
+          }
+        listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
         log_line("listening on " + listen.text() + options.started + (confined.empty() ? "" : "; worker " + confined));
         first = false;
         standby_at = Clock::now() + timing::kFirstStandbyAfter;

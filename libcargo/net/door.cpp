@@ -117,8 +117,19 @@ Result<int> listen(const std::string& host_port) {
     const int e = errno;
     ::close(fd);
     Error err(Errc::io, "cannot open the same-host door of " + host_port + ": " + std::strerror(e));
-    if (e == EADDRINUSE) err.hint("another loader listens on " + host_port + " on this host (in this network namespace)");
-    return err;
+    if (e != EADDRINUSE) return err;
+    // Who holds the name: another loader of this user's, or another user's process.
+    std::string holder;
+    if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); probe >= 0) {
+      if (::connect(probe, reinterpret_cast<const sockaddr*>(&a), len) == 0)
+        if (auto who = peer_of(probe); who.ok() && who->uid != ::geteuid())
+          holder = "uid " + std::to_string(who->uid) + " (pid " + std::to_string(who->pid) + ")";
+      ::close(probe);
+    }
+    if (holder.empty()) return err.hint("another loader listens on " + host_port + " on this host (in this network namespace)");
+    return Error(Errc::io, "cannot open the same-host door of " + host_port + ": its name (@" + socket_name(host_port) +
+                               ") is held by a process of " + holder + ", not of this user")
+        .hint("another user's process took this loader's door name; listen on another port, and have the admin look at that process");
   }
   return fd;
 }

@@ -64,6 +64,7 @@ TEST_CASE("door: the loader's offer reaches its own user, and the connection sta
   auto again = door::listen(at);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().hints().size() == 1);
+  ::close(accept_one(*listener));  // its check of who holds the name connected once
 
   std::string server_saw;
   std::thread server([&] {
@@ -132,8 +133,9 @@ TEST_CASE("door: both ends see the other's user id; a client refuses another use
     return;
   }
   const std::string at = unique_address("uid");
-  int ready[2];
+  int ready[2], done[2];
   REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(done) == 0);
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {  // another user's process holding the door
@@ -141,9 +143,8 @@ TEST_CASE("door: both ends see the other's user id; a client refuses another use
     auto l = door::listen(at);
     if (!l.ok()) ::_exit(3);
     (void)!::write(ready[1], "r", 1);
-    const int fd = accept_one(*l);
     char c;
-    if (fd >= 0) (void)!::read(fd, &c, 1);
+    (void)!::read(done[0], &c, 1);  // holds the name until the parent is done
     ::_exit(0);
   }
   char c = 0;
@@ -152,10 +153,14 @@ TEST_CASE("door: both ends see the other's user id; a client refuses another use
   REQUIRE_FALSE(opened.ok());
   CHECK(opened.error().code() == Errc::unauthenticated);
   CHECK(opened.error().message().find("runs as uid 65534, not as this user (uid 0)") != std::string::npos);
+  auto squatted = door::listen(at);  // a loader whose door name another user took says who
+  REQUIRE_FALSE(squatted.ok());
+  CHECK(squatted.error().message().find("is held by a process of uid 65534 (pid " + std::to_string(child) + "), not of this user") !=
+        std::string::npos);
+  REQUIRE(::write(done[1], "d", 1) == 1);
   int status = 0;
   ::waitpid(child, &status, 0);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  ::close(ready[0]);
-  ::close(ready[1]);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
 }

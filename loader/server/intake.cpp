@@ -101,8 +101,13 @@ void Intake::authenticate(Connections::Ep ep, Client& c, ByteView header) {
 void Intake::deny(Connections::Ep ep, Client* c, MsgType type, ByteView header) {
   const std::string why = gate_.refusal(AuthGate::session_of(c ? &c->session : nullptr), type);
   bool closing = false;
-  if (!c || eps_.refused(*c, Clock::now(), &closing))  // a flood of refusals must not fill the log
-    log_("refused request type " + std::to_string(int(type)) + " from " + (c ? c->peer : std::string("a peer")) + ": " + why);
+  // A flood of refusals must not fill the log: a connection's are counted against it (and
+  // close it); those on an endpoint that is no connection are logged once a second.
+  if (!c && strangers_.due())
+    log_("refused request type " + std::to_string(int(type)) + " from a peer that is no connection: " + why + " (" +
+         std::to_string(strangers_.count()) + " such so far)");
+  if (c && eps_.refused(*c, Clock::now(), &closing))
+    log_("refused request type " + std::to_string(int(type)) + " from " + c->peer + ": " + why);
   if (closing) log_("closing the connection from " + c->peer + ": " + std::to_string(c->refusals) + " requests before authenticating");
   if (!ep) return;  // a forward without a reply endpoint: nobody to tell
   ResultMsg m;

@@ -74,6 +74,7 @@ private:
   const uint64_t largest_request_, largest_;
   Tally unsealed_;  // messages on authenticated connections without their token
   Tally limited_;   // requests refused for a connection's or a key's requests in flight
+  Tally strangers_; // requests on an endpoint that is no connection (a peer nobody accepted)
 };
 
 // The request id a reply to this request carries (0: none, or a hello).

@@ -130,6 +130,16 @@ TEST_CASE("nothing but hello and auth goes on before a key is proved", "[intake]
   CHECK(n.server.lines.back().find("refused client from 10.0.0.9:2") != std::string::npos);
 }
 
+TEST_CASE("requests on an endpoint that is no connection are refused, and logged once a second", "[intake]") {
+  Node n;  // a peer that made its endpoint from a worker address it forged, say
+  for (uint64_t i = 0; i < 5000; ++i) CHECK_FALSE(n.deliver(ep(99), MsgType::list, Node::invoke(i, {})));
+  CHECK(n.server.sent.size() == 5000);  // each answered unauthenticated
+  CHECK(n.server.last_result().status == ReplyStatus::unauthenticated);
+  CHECK(n.server.lines.size() <= 2);  // the first, and at most one more if a second went by
+  REQUIRE_FALSE(n.server.lines.empty());
+  CHECK(n.server.lines[0].find("from a peer that is no connection") != std::string::npos);
+}
+
 TEST_CASE("over TLS, a connection authenticates only as the key its handshake proved", "[intake]") {
   Node n;
   CHECK(n.connect(ep(1), n.client_key, &n.stranger) == SessionToken{});

@@ -140,17 +140,21 @@ std::string to_host_port(const sockaddr* addr) {
 bool shm_enabled() {
   const char* tls = std::getenv("UCX_TLS");
   if (!tls || !*tls) return true;
-  std::string t = tls;
-  for (const char* name : {"all", "sm", "shm", "posix", "sysv", "mm"}) {
-    size_t pos = 0;
-    while ((pos = t.find(name, pos)) != std::string::npos) {
-      const size_t end = pos + std::strlen(name);
-      const bool starts = pos == 0 || t[pos - 1] == ',' || t[pos - 1] == '^';
-      if (starts && (end == t.size() || t[end] == ',')) return t[0] != '^';
-      pos = end;
-    }
+  const std::string_view all(tls);
+  const bool exclusion = all[0] == '^';
+  bool posix = false, sysv = false;  // named in the list
+  std::string_view rest = exclusion ? all.substr(1) : all;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view t = rest.substr(0, comma);
+    if (t.ends_with(":aux")) t.remove_suffix(4);
+    if (t == "all" || t == "sm" || t == "shm" || t == "mm") posix = sysv = true;
+    if (t == "posix") posix = true;
+    if (t == "sysv") sysv = true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
-  return t[0] == '^';
+  // A list of transports to use: one of them is shared memory. A list to leave out: not both.
+  return exclusion ? !(posix && sysv) : (posix || sysv);
 }
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bool loopback_only) {

@@ -185,7 +185,7 @@ struct DoorKeeper::Impl {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (n == 0) {  // an empty datagram, or the end: only the end sets POLLHUP
         pollfd p{channel, POLLIN, 0};
-        if (::poll(&p, 1, 0) == 1 && !(p.revents & POLLHUP)) {
+        if (::poll(&p, 1, 0) != 1 || !(p.revents & POLLHUP)) {
           ++malformed;
           continue;
         }

@@ -95,7 +95,6 @@ public:
   // progress_or_wait() also returns when fd is readable (another transport's events, such
   // as an epoll descriptor of its own). The caller keeps fd open while this worker lives.
   [[nodiscard]] Status watch(int fd);
-  void unwatch(int fd);
   // This worker's UCX address, for peers to create endpoints to it (ucp_worker_get_address).
   Result<Bytes> address() const;
   // The transports the context may use ("tcp", "posix", "rc_mlx5", ...), once each.
@@ -127,13 +126,6 @@ bool enforces_memory_keys(const std::string& transport);
 // The connection completes in the background; sends wait for it.
 Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error = nullptr,
                             void* arg = nullptr);
-
-// An endpoint to a worker by its UCX address (a same-host door's offer, wire-protocol.md 2.4),
-// with peer failure detection as for connect_ep.
-Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_handler_cb_t on_error = nullptr,
-                                 void* arg = nullptr);
-// Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
-bool shm_enabled();
 
 // A UCX listener at HOST:PORT: on_conn(request, arg) runs for each connection request, and
 // usually accepts it with accept_ep. *bound receives the HOST:PORT it listens on (port 0

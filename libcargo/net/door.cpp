@@ -74,7 +74,7 @@ Bytes encode(const Frame& f) {
   out[4] = kVersion;
   out[5] = uint8_t(f.kind);
   put32(out.data() + 8, uint32_t(f.body.size()));
-  std::memcpy(out.data() + kHeaderSize, f.body.data(), f.body.size());
+  std::copy(f.body.begin(), f.body.end(), out.begin() + long(kHeaderSize));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The door keeper's messages with its worker: a fixed head, then the kind's variable bytes.
 #include "door_channel.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace xcargo::loader::door_channel {
@@ -19,7 +20,7 @@ Bytes encode(const Message& m) {
   std::memcpy(out.data() + 8, &m.uid, 4);
   std::memcpy(out.data() + 16, &m.id, 8);
   std::memcpy(out.data() + 24, m.ticket.data(), m.ticket.size());
-  std::memcpy(out.data() + kHead, m.bytes.data(), m.bytes.size());
+  std::copy(m.bytes.begin(), m.bytes.end(), out.begin() + long(kHead));
   return out;
 }
 

@@ -78,7 +78,17 @@ struct DoorKeeper::Impl {
   void tell(const Message& msg) {
     if (channel < 0) return;
     const Bytes b = door_channel::encode(msg);
-    (void)!::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE) lose_channel();
+  }
+
+  // The worker's channel ended while it serves (shut down by a kernel, say): its clients'
+  // sessions end, and the channel is shut down both ways so that the worker and the
+  // supervisor (which hold the other end and a copy of this one) see it ended.
+  void lose_channel() {
+    close_all();
+    ::shutdown(channel, SHUT_RDWR);
+    ::close(channel);
+    channel = -1;
   }
 
   void refuse(int fd, const std::string& why, const std::string& hint) {
@@ -95,8 +105,13 @@ struct DoorKeeper::Impl {
   }
 
   // Offers the serving worker to fd, telling the worker the ticket first: its `door`
-  // message can only come after the worker has read it.
+  // message can only come after the worker has read it. Without a worker's address (between
+  // workers) fd waits for the next, up to kOfferLimit.
   void offer(int fd, const door::Credentials& who) {
+    if (channel < 0 || address.empty()) {
+      waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit});
+      return;
+    }
     Message msg;
     msg.kind = MsgKind::client;
     msg.id = next_id++;
@@ -108,6 +123,11 @@ struct DoorKeeper::Impl {
     }
     const Bytes b = door_channel::encode(msg);
     if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(b.size())) {
+      if (errno == EPIPE) {
+        lose_channel();
+        waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit});  // offered by the next worker
+        return;
+      }
       refuse(fd, "the loader is busy (its worker reads no new connections now)", "try again in a moment");
       return;
     }
@@ -138,8 +158,7 @@ struct DoorKeeper::Impl {
         note_refusal("full");
         continue;
       }
-      if (channel < 0 || address.empty()) waiting.push_back(Waiting{fd, *who, Clock::now() + kOfferLimit});
-      else offer(fd, *who);
+      offer(fd, *who);  // or keeps it waiting for a worker's address
     }
   }
 
@@ -183,17 +202,15 @@ struct DoorKeeper::Impl {
     for (int i = 0; i < 64 && channel >= 0; ++i) {
       const ssize_t n = ::recv(channel, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-      if (n == 0) {  // an empty datagram, or the end: only the end sets POLLHUP
-        pollfd p{channel, POLLIN, 0};
-        if (::poll(&p, 1, 0) != 1 || !(p.revents & POLLHUP)) {
+      if (n == 0) {  // an empty datagram, or the end: only the end sets POLLHUP or POLLRDHUP
+        pollfd p{channel, POLLIN | POLLRDHUP, 0};
+        if (::poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLRDHUP))) {
           ++malformed;
           continue;
         }
       }
-      if (n <= 0) {  // the worker's end closed: it is ending; serve() names the next
-        close_all();
-        ::close(channel);
-        channel = -1;
+      if (n <= 0) {  // the worker's end closed or shut down: serve() names the next
+        lose_channel();
         return;
       }
       auto msg = size_t(n) <= door_channel::kMaxMessage ? door_channel::decode(ByteView(buf, size_t(n))) : std::nullopt;
@@ -229,8 +246,9 @@ struct DoorKeeper::Impl {
       }
       const auto now = Clock::now();
       if (channel >= 0 && !address.empty()) {
-        for (auto& w : waiting) offer(w.fd, w.who);
-        waiting.clear();
+        std::vector<Waiting> now_served;
+        now_served.swap(waiting);  // offer() may put one back (the channel ended meanwhile)
+        for (auto& w : now_served) offer(w.fd, w.who);
       }
       for (size_t i = 0; i < waiting.size();)
         if (now > waiting[i].until) {

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <ctime>
 
 #include "door_channel.h"
 #include "door_keeper.h"
@@ -131,6 +133,37 @@ TEST_CASE("door keeper: a connection between workers waits for the next; a worke
   REQUIRE(told);
   CHECK(told->ticket == b->ticket);
   ::close(b->fd);
+}
+
+TEST_CASE("door keeper: a worker's channel shut down while it serves ends its lifelines, without a spin", "[door]") {
+  const int how = GENERATE(int(SHUT_WR), int(SHUT_RD), int(SHUT_RDWR));  // as a kernel in the worker could
+  const std::string at = unique_address("shut");
+  auto keeper = keeper_at(at);
+  FakeWorker w;
+  keeper->serve(w.keepers);
+  w.say_address("worker");
+  auto a = door::open(at, 10s);
+  REQUIRE(a.ok());
+  REQUIRE(w.hear());
+
+  REQUIRE(::shutdown(w.mine, how) == 0);
+  if (how == SHUT_RD) {  // seen when the keeper next tells the worker something: a client
+    auto fd = door::connect(at);
+    REQUIRE(fd.ok());
+    ::close(*fd);
+  }
+  CHECK(hung_up(a->fd));
+  ::close(a->fd);
+  // The keeper shut its end both ways: what the supervisor watches reads as hung up.
+  pollfd p{w.keepers, POLLRDHUP, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  CHECK((p.revents & POLLHUP) != 0);
+  // An ended channel is not read again and again.
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  std::this_thread::sleep_for(300ms);
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 150);  // a spin takes 300
 }
 
 TEST_CASE("door keeper: dials a peer's door for its worker and holds that lifeline", "[door]") {

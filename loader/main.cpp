@@ -195,10 +195,13 @@ sandbox::Options key_service_sandbox(const LoaderConfig& cfg) {
 // attaches a peer's segment through /proc/PID/fd (ptrace rights, which the worker does not
 // have): local peers meet it over sysv shared memory. Running as another user than its
 // local clients, it cannot attach their segments either: tcp then.
-Status set_worker_transports(bool other_user) {
+Result<std::string> worker_transports(bool other_user) {
   std::vector<std::string> drop = {"cma", "knem", "xpmem", "posix"};
   if (other_user) drop.push_back("sysv");
-  auto tls = net::tls_without(std::getenv("UCX_TLS"), drop);
+  return net::tls_without(std::getenv("UCX_TLS"), drop);
+}
+Status set_worker_transports(bool other_user) {
+  auto tls = worker_transports(other_user);
   XC_TRY(tls);
   ::setenv("UCX_TLS", tls->c_str(), 1);
   return {};
@@ -383,7 +386,7 @@ bool wait_for_go(int go_fd) {
 }
 
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-               int compiler_fd, int key_fd) {
+               int compiler_fd, int key_fd, int door_fd) {
   // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
   // quietly (the serving worker logs what changed).
   static std::atomic<bool> serving{false};
@@ -392,7 +395,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (serving) log_line(line);
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox)
     if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
@@ -418,6 +421,11 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   ServerOptions so;
   so.listen = cfg.listen;
   so.tls_listen = cfg.tls_listen;
+  so.door_fd = door_fd;
+  so.on_door_lost = [end_in_order] {
+    end_in_order("the same-host door's channel is gone (no new same-host client would reach this worker); ending this "
+                 "worker in order: its standby has a channel of its own");
+  };
   so.executors = cfg.executors;
   so.timeout_s = cfg.timeout_s;
   so.inline_quick = cfg.inline_us > 0;
@@ -539,9 +547,9 @@ int main(int argc, char** argv) {
   // UCX writes a warning per failed connection, unlimited: a flood of connections would fill
   // the log. Its errors stay; an admin who wants its warnings sets UCX_LOG_LEVEL.
   ::setenv("UCX_LOG_LEVEL", "error", 0);
-  // Every connection holds a descriptor (UCX's, TLS's): the soft limit, often 1024, goes up
-  // to the hard one (at most 65536), as services' do, so that a flood of connections meets
-  // the per-host limits before the descriptor limit stops new ones.
+  // Every connection holds a descriptor (UCX's, the door's lifelines, TLS): the soft limit,
+  // often 1024, goes up to the hard one (at most 65536), as services' do, so that a flood of
+  // connections meets the per-host limits before the descriptor limit stops new ones.
   if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < std::min<rlim_t>(r.rlim_max, 65536)) {
     r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
     (void)::setrlimit(RLIMIT_NOFILE, &r);
@@ -658,6 +666,9 @@ int main(int argc, char** argv) {
     cfg.kept_cargos_fd = *kept;
     SupervisorOptions so;
     so.listen = Listen{cfg.listen, cfg.tls_listen};
+    // The door offers a worker's System V shared memory; a worker without it opens none
+    // (its clients take the listener).
+    if (auto t = worker_transports(access->user.has_value()); t.ok()) so.door = net::sysv_enabled(t->c_str());
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
     so.standby = cfg.standby;
@@ -675,11 +686,12 @@ int main(int argc, char** argv) {
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     auto rc = supervise(
         so, g_stop,
-        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd) {
+        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
+            int door_fd) {
           LoaderConfig wc = cfg;
           wc.listen = listen.ucx;
           wc.tls_listen = listen.tls;
-          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd);
+          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
     close_log();

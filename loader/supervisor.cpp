@@ -25,6 +25,7 @@
 #include <thread>
 #include <utility>
 
+#include "door_keeper.h"
 #include "log.h"
 #include "timing.h"
 #include "xcargo/file.h"
@@ -103,6 +104,7 @@ void end_process(pid_t pid) {
 struct Child {
   pid_t pid = -1, compiler = -1;
   int from = -1, go = -1;
+  int door = -1;  // the keeper's end of its door channel
   char* incident = nullptr;  // its own page: a line saying why it is about to stop
   std::string buf;           // what `from` gave that is not yet a whole line
   bool ready = false;        // said "standby"
@@ -110,6 +112,7 @@ struct Child {
   bool killed = false;            // the supervisor sent it SIGKILL (stopped, or stuck after a failure)
   Clock::time_point started{}, ending_since{};
   Clock::time_point incident_at{};  // when the supervisor first saw its incident line
+  Clock::time_point door_lost_at{};  // when the supervisor first saw its door channel ended
   std::function<void()> forget_key;  // closes its connection to the key service
 
   explicit operator bool() const { return pid > 0; }
@@ -166,6 +169,7 @@ struct Child {
     if (compiler > 0) end_process(compiler);
     if (from >= 0) ::close(from);
     if (go >= 0) ::close(go);
+    if (door >= 0) ::close(door);
     if (incident) ::munmap(incident, kIncidentSize);
     *this = Child();
   }
@@ -200,12 +204,19 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     for (int fd : {compiler_fd, key_fd}) ::close(fd);
     return Error(Errc::io, std::string("pipe failed: ") + std::strerror(errno));
   }
+  int door[2] = {-1, -1};  // its channel to the door keeper, if the loader has a door
+  if (options.door && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, door) != 0) {
+    for (int fd : {from[0], from[1], go[0], go[1], compiler_fd, key_fd}) ::close(fd);
+    c.release();
+    return Error(Errc::io, std::string("socketpair failed: ") + std::strerror(errno));
+  }
+  c.door = door[0];
   c.from = from[0];
   c.go = go[1];
   c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (c.incident == MAP_FAILED) {
     c.incident = nullptr;
-    for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, "cannot map an incident page");
   }
@@ -214,7 +225,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
   const pid_t pid = ::fork();
   if (pid < 0) {
     parent_done(child_log);
-    for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
   }
@@ -223,6 +234,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     ::dup2(2, 1);  // its stdout is its log too: the loader's own stdout (a file, say) is out of a kernel's reach
     ::close(from[0]);
     ::close(go[1]);
+    if (door[0] >= 0) ::close(door[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
     // Told apart in ps and pgrep: xcargo-standby until it takes over, then xcargo-loader
     // (and xcargo-ending once it is about to end).
@@ -231,10 +243,10 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
     ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (::getppid() == 1) _exit(1);
-    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd));
+    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd, door[1]));
   }
   parent_done(child_log);
-  for (int fd : {from[1], go[0], compiler_fd, key_fd}) ::close(fd);
+  for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
   ::fcntl(c.from, F_SETFL, ::fcntl(c.from, F_GETFL) | O_NONBLOCK);
   c.pid = pid;
   c.started = Clock::now();
@@ -280,6 +292,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   bool first = true;
   int failed_starts = 0, standby_failures = 0;
   Child cur, standby;
+  std::unique_ptr<DoorKeeper> door;  // the same-host door, once the first worker has bound its address
   std::vector<Child> ending;          // ended or ending, not yet reaped
   Clock::time_point gap_since{};      // when the last serving worker began to end
   Clock::time_point standby_at{};     // no new standby before this (after one failed)
@@ -417,6 +430,19 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         continue;
       }
       failed_starts = 0;
+      if (first && options.door) {  // the door opens before the ready file says the loader serves
+        DoorKeeper::Options d;
+        d.host_port = addr;
+        d.other_users = tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
+                                    : "reach it over TLS: tls://" + tls;
+        d.log = [](const std::string& line) { log_line(line); };
+        auto k = DoorKeeper::open(std::move(d));
+        if (!k.ok()) {
+          w.reap(true);
+          return k.take_error();
+        }
+        door = std::move(*k);
+      }
       if (first) {
         if (!options.ready_file.empty())
           if (auto s = write_file(options.ready_file, as_bytes(Listen{addr, tls}.ready_text())); !s.ok()) {
@@ -433,6 +459,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       }
       flush_log();  // lifecycle lines are rare: write them at once
       cur = std::move(w);
+      if (door) door->serve(cur.door);
     }
     // 2. A standby, started once the serving worker serves (they do not compete to start; the
     //    first a second later: kFirstStandbyAfter).
@@ -493,6 +520,23 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         cur.killed = true;
       }
     }
+    // A worker whose door channel ended (shut down by a kernel, say) serves no new same-host
+    // client: it ends in order when it sees that, and one still serving kEndingGrace later
+    // (its descriptor closed, so it cannot see it) is killed.
+    if (door && cur.door >= 0 && !cur.killed) {
+      pollfd p{cur.door, POLLRDHUP, 0};
+      if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+        const auto now = Clock::now();
+        if (cur.door_lost_at == Clock::time_point{}) {
+          cur.door_lost_at = now;
+        } else if (now - cur.door_lost_at > timing::kEndingGrace) {
+          log_line("worker's channel to the same-host door ended " + ms_since(cur.door_lost_at) + " ms ago and it still serves; killing it");
+          flush_log();
+          ::kill(cur.pid, SIGKILL);
+          cur.killed = true;
+        }
+      }
+    }
     if (r > 0 && fds[1].revents) {
       if (!standby.fill(false)) {
         const int ws = standby.reap(false);
@@ -519,6 +563,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       // which needs a request each time) is in a crash loop: slow down.
       if (!cur.incident[0]) restarts.push_back(gap_since);
       while (!restarts.empty() && gap_since - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
+      if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
       ending.push_back(std::move(cur));
       cur = Child();
       if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));

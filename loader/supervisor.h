@@ -30,6 +30,8 @@ struct SupervisorOptions {
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
   // moment the serving one ends: a restart then costs milliseconds instead of a start.
   bool standby = true;
+  // Open the same-host door (door_keeper.h) once the first worker has bound its address.
+  bool door = true;
   // The node key's service (loader/keys/key_service.h): a connection for each worker, made
   // before its fork (none: the worker gets -1), and whether the service still runs. Without
   // it no worker can prove the node's key: the loader stops, saying why.
@@ -47,8 +49,9 @@ struct SupervisorOptions {
 // listener is closed for good (it is about to end) it writes another line. It may leave a line
 // in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
 // connection to its compile service, key_fd its connection to the key service (or -1).
+// door_fd is its end of the channel to the same-host door's keeper (door_keeper.h).
 using WorkerMain = std::function<int(const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
-                                     int compiler_fd, int key_fd)>;
+                                     int compiler_fd, int key_fd, int door_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.
 using CompilerMain = std::function<int(int fd)>;

@@ -13,12 +13,15 @@
 #include <thread>
 
 #include <netinet/in.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include "tls_client.h"
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
 #include "xcargo/cluster.h"
 #include "xcargo/client.h"
+#include "xcargo/door.h"
 #include "xcargo/lane.h"
 #include "xcargo/large_buffers.h"
 
@@ -32,7 +35,10 @@ namespace {
 
 class UcxConnection final : public Connection {
 public:
-  ~UcxConnection() override { close(); }
+  ~UcxConnection() override {
+    close();
+    if (door_first_ >= 0) ::close(door_first_);  // open() failed after it
+  }
   std::string peer() const override { return peer_; }
   bool can_get_one_sided() const override { return one_sided_; }
   // Bounds were checked by Connection::get against the length the node announced.
@@ -82,8 +88,14 @@ public:
     // who wants UCX's lines sets UCX_LOG_LEVEL.
     net::default_ucx_log_level("fatal");
     // To a node on this host, UCX's own ports stay on loopback: no other host reaches this
-    // process through them (UCX trusts every peer that does).
-    auto w = net::UcxWorker::create(false, one_sided_, net::is_loopback(*addr));
+    // process through them (UCX trusts every peer that does). Shared memory only through the
+    // same-host door, whose loader is of this user: through the listener the worker may be
+    // another user's, which could not attach this process's segments (nor it the worker's).
+    const bool local = net::is_loopback(*addr);
+    if (local && net::sysv_enabled(std::getenv("UCX_TLS")))
+      if (auto fd = door::connect(peer_); fd.ok()) door_first_ = *fd;
+    via_door_ = door_first_ >= 0;
+    auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
     XC_TRY(w);
     w_ = std::move(*w);
     // Every id up to the highest gets a handler, replies or a drop: UCX 1.13 jumps through
@@ -142,7 +154,7 @@ private:
     failed_ = unanswered_ = false;
     fail_status_ = UCS_OK;
     awaited_.clear();  // a new connection: nothing of the old one's is answered here
-    auto ep = net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
+    auto ep = open_endpoint();
     XC_TRY(ep);
     ep_ = *ep;
     attached_at_ = Clock::now();
@@ -150,6 +162,56 @@ private:
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
     return hs;
+  }
+
+  // Through the loader's same-host door (wire-protocol.md 2.4) when open() found one of this
+  // user's (then every reconnection too: this worker's endpoints may need shared memory);
+  // else through its UCX listener.
+  Result<ucp_ep_h> open_endpoint() {
+    if (via_door_) {
+      int fd = std::exchange(door_first_, -1);
+      if (fd < 0) {
+        auto c = door::connect(peer_);
+        XC_TRY(c);
+        fd = *c;
+      }
+      {
+        auto offer = door::read_offer(fd, peer_, kDoorLimit);  // closes fd if there is none
+        XC_TRY(offer);
+        auto ep = net::connect_address(w_->worker(), offer->address, &UcxConnection::on_error, this);
+        if (!ep.ok()) {
+          ::close(offer->fd);
+          return ep.take_error();
+        }
+        lifeline_ = offer->fd;
+        (void)w_->watch(lifeline_);  // its end wakes a sleeping wait
+        ticket_ = offer->ticket;     // sent first, before hello (UCX keeps an endpoint's order)
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_AM_SEND_FLAG_REPLY;
+        ucs_status_ptr_t r = UCX->ucp_am_send_nbx(*ep, door::kClaimMessage, ticket_.data(), ticket_.size(), nullptr, 0, &p);
+        if (UCS_PTR_IS_ERR(r)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(r)));
+        if (r) UCX->ucp_request_free(r);  // completes on its own; ticket_ outlives it
+        return ep;
+      }
+    }
+    return net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
+  }
+  // The door's connection ended (the loader closed this session, or its worker ended): the
+  // endpoint is lost, as when UCX reports it.
+  void check_lifeline() {
+    if (lifeline_ < 0) return;
+    pollfd p{lifeline_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) != 1) return;
+    close_lifeline();
+    failed_ = true;
+    if (fail_status_ == UCS_OK) fail_status_ = UCS_ERR_CONNECTION_RESET;
+  }
+  void close_lifeline() {
+    if (lifeline_ < 0) return;
+    w_->unwatch(lifeline_);
+    ::close(lifeline_);
+    lifeline_ = -1;
   }
 
 public:
@@ -324,6 +386,7 @@ private:
       if (lane_.replies().ready(lane_read_)) return lane_.set_client_idle(false);
     }
     w_->progress_or_wait(ms);
+    check_lifeline();
     if (lane_) lane_.set_client_idle(false);
   }
   // Sends a request through the lane if it has one, the request fits a slot and a slot is free.
@@ -650,6 +713,7 @@ private:
       UCX->ucp_request_free(r);
     }
     ep_ = nullptr;
+    close_lifeline();  // after the endpoint: the loader then closes its own
     failed_ = true;
     fail_status_ = UCS_ERR_NOT_CONNECTED;
   }
@@ -657,6 +721,11 @@ private:
   std::unique_ptr<net::UcxWorker> w_;
   ConnectOptions o_;  // for reconnect()
   ucp_ep_h ep_ = nullptr;
+  int lifeline_ = -1;     // the same-host door's connection, when the endpoint came through it
+  bool via_door_ = false;  // endpoints come through the door (open() found one of this user's)
+  int door_first_ = -1;    // the door's connection open() made, for the first endpoint
+  door::Ticket ticket_{};
+  static constexpr std::chrono::milliseconds kDoorLimit{2000};  // the loader's keeper answers at once
   std::string peer_;
   int timeout_ms_ = 5000;
   Clock::time_point attached_at_{};  // the endpoint's connection (Waiting sleeps 1 ms at a time for a while)

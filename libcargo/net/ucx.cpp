@@ -137,24 +137,40 @@ std::string to_host_port(const sockaddr* addr) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-// Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
-static bool shm_enabled() {
-  const char* tls = std::getenv("UCX_TLS");
-  if (!tls || !*tls) return true;
-  std::string t = tls;
-  for (const char* name : {"all", "sm", "shm", "posix", "sysv", "mm"}) {
-    size_t pos = 0;
-    while ((pos = t.find(name, pos)) != std::string::npos) {
-      const size_t end = pos + std::strlen(name);
-      const bool starts = pos == 0 || t[pos - 1] == ',' || t[pos - 1] == '^';
-      if (starts && (end == t.size() || t[end] == ',')) return t[0] != '^';
-      pos = end;
-    }
+namespace {
+// Which shared-memory transports a UCX_TLS value (null or empty: UCX's default, all) lets
+// UCX use.
+struct ShmTransports {
+  bool posix = true, sysv = true;
+};
+ShmTransports shm_transports(const char* tls) {
+  if (!tls || !*tls) return {};
+  const std::string_view all(tls);
+  const bool exclusion = all[0] == '^';
+  bool posix = false, sysv = false;  // named in the list
+  std::string_view rest = exclusion ? all.substr(1) : all;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view t = rest.substr(0, comma);
+    if (t.ends_with(":aux")) t.remove_suffix(4);
+    if (t == "all" || t == "sm" || t == "shm" || t == "mm") posix = sysv = true;
+    if (t == "posix") posix = true;
+    if (t == "sysv") sysv = true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
-  return t[0] == '^';
+  if (exclusion) return {!posix, !sysv};
+  return {posix, sysv};
+}
+}  // namespace
+
+bool shm_enabled() {
+  const ShmTransports t = shm_transports(std::getenv("UCX_TLS"));
+  return t.posix || t.sysv;
 }
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bool loopback_only) {
+bool sysv_enabled(const char* ucx_tls) { return shm_transports(ucx_tls).sysv; }
+
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bool loopback_only, bool shm) {
   const char* why = nullptr;
   if (!ucx_api(&why)) return Error(Errc::unreachable, why).hint("install UCX (Debian package libucx0)");
   auto w = std::unique_ptr<UcxWorker>(new UcxWorker());
@@ -168,7 +184,9 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bo
   if (auto s = UCX->ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("UCX configuration", s);
   // Endpoints ask for peer-failure detection; without this UCX leaves the shared-memory
   // transports out of such endpoints (openucx/ucx#8477) and same-host peers talk over TCP.
-  if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+  // Off, that leaves shared memory out of every endpoint (the `shm` argument).
+  if (!shm) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "n");
+  else if (!std::getenv("UCX_MM_ERROR_HANDLING") && shm_enabled()) UCX->ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   if (const char* d = std::getenv("UCX_NET_DEVICES"); loopback_only && !(d && *d))
     if (auto s = UCX->ucp_config_modify(config, "NET_DEVICES", "lo"); s != UCS_OK) {
       UCX->ucp_config_release(config);
@@ -212,6 +230,8 @@ Status UcxWorker::watch(int fd) {
   return {};
 }
 
+void UcxWorker::unwatch(int fd) { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+
 bool UcxWorker::progress_or_wait(int timeout_ms) {
   while (UCX->ucp_worker_progress(worker_) != 0) {
   }
@@ -254,6 +274,17 @@ Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, u
   ucp_ep_h ep = nullptr;
   if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
     return Error(Errc::unreachable, "could not reach " + host_port + ": " + UCX->ucs_status_string(s));
+  return ep;
+}
+
+Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_handler_cb_t on_error, void* arg) {
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ucp_ep_h ep = nullptr;
+  if (ucs_status_t s = create_ep(worker, p, on_error, arg, &ep); s != UCS_OK)
+    return Error(Errc::unreachable, std::string("no UCX transport reaches the loader's worker: ") + UCX->ucs_status_string(s))
+        .hint("the same-host door offers shared memory: let UCX use it (UCX_TLS with shm or sysv, or unset)");
   return ep;
 }
 

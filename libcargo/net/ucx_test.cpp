@@ -28,6 +28,29 @@ TEST_CASE("transports are left out of any UCX_TLS", "[ucx]") {
   CHECK(none.error().message().find("UCX_TLS=cma") != std::string::npos);
 }
 
+TEST_CASE("whether UCX_TLS leaves UCX a shared-memory transport", "[ucx]") {
+  auto with = [](const char* v) {
+    ::setenv("UCX_TLS", v, 1);
+    const bool on = net::shm_enabled();
+    ::unsetenv("UCX_TLS");
+    return on;
+  };
+  CHECK(with("shm,tcp"));
+  CHECK(with("sysv,tcp"));
+  CHECK(with("all"));
+  CHECK(with("^cma,knem,xpmem,posix"));  // a worker's: sysv stays
+  CHECK_FALSE(with("tcp"));
+  CHECK_FALSE(with("^posix,sysv"));
+  CHECK_FALSE(with("^shm"));
+  CHECK_FALSE(with("tcp,self"));
+  CHECK(net::sysv_enabled(nullptr));
+  CHECK(net::sysv_enabled("^cma,knem,xpmem,posix"));
+  CHECK(net::sysv_enabled("shm,tcp"));
+  CHECK_FALSE(net::sysv_enabled("posix,tcp"));
+  CHECK_FALSE(net::sysv_enabled("^sysv"));
+  CHECK_FALSE(net::sysv_enabled("tcp"));
+}
+
 TEST_CASE("addresses: HOST:PORT, HOST alone for the default port, IPv6 refused with its reason", "[ucx]") {
   auto port_of = [](const std::string& hp) -> int {
     auto a = net::parse_host_port(hp);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "connections.h"
+#include "door_channel.h"
 #include "front_door.h"
 #include "intake.h"
 #include "jobs.h"
@@ -175,6 +176,32 @@ struct UcxServer::Impl : IntakeHost {
   // A request's data sent by rendezvous: fetched into job's buffer, which is ready once it
   // has arrived whole (on_data).
   void fetch(Job& job, void* data, size_t length);
+
+  // ---- The same-host door's worker side (server_door.cpp, wire-protocol.md 2.4): the
+  // supervisor's keeper offers clients this worker's address with a ticket and tells it here
+  // first; a client's `door` message with that ticket makes the endpoint it came on a client
+  // connection. Those endpoints have no error callback: the keeper's `gone` ends them.
+  int door_fd = -1;  // this worker's end of the keeper's channel (-1: no door)
+  struct DoorTicket {
+    uint64_t id = 0;
+    uint32_t pid = 0, uid = 0;
+    Clock::time_point at{};
+  };
+  std::map<door::Ticket, DoorTicket> door_tickets;  // offered, not yet claimed
+  std::map<Ep, uint64_t> door_ids;                  // claimed: the keeper's id of each
+  Tally door_strays;  // `door` messages with no ticket of ours, or on a known endpoint
+  void door_tell(const door_channel::Message& m) const;
+  // Reads what the keeper said (new tickets, clients gone). Leader only, as all below.
+  void door_read();
+  // The channel ended: no more tickets come, so no new same-host client (opt.on_door_lost).
+  void door_lost();
+  void door_claim(ucp_ep_h ep, ByteView header);
+  // c's connection closes here: the keeper closes its lifeline, and its client knows.
+  void door_forget(Ep ep);
+  // Unclaimed tickets older than the authentication deadline go, and their lifelines.
+  void door_sweep(Clock::time_point now);
+  static ucs_status_t on_door(void* arg, const void* header, size_t header_length, void*, size_t,
+                              const ucp_am_recv_param_t* param);
 
   // ---- The TLS front door, if the loader has one (server_tls.cpp, front_door.h): its
   // connections are clients like UCX's, in eps under Ep::tls.

@@ -39,7 +39,11 @@ public:
     if (on_fail) failed = [f = std::move(on_fail)](ucs_status_t st) { f(UCX->ucs_status_string(st)); };
     m_.send_on(ep.ucx(), std::move(r), std::move(failed), UCP_AM_SEND_FLAG_REPLY);
   }
-  void close(Ep ep) override { UcxServer::Impl::close_ep(ep.ucx()); }
+  void close(Ep ep) override {
+    m_.door_forget(ep);
+    UcxServer::Impl::close_ep(ep.ucx());
+  }
+  void sweep(std::chrono::steady_clock::time_point now) override { m_.door_sweep(now); }
   // Closed by on_ep_error, which comes once UCX has failed every send on it: closing it
   // here would cancel the others, whose failures must still reach their clients.
   void drop_failed(Ep ep) override { m_.orphans.insert(ep.ucx()); }
@@ -51,7 +55,10 @@ public:
     m_.listener = nullptr;
     if (m_.opt.on_port_released) m_.opt.on_port_released();
   }
-  void wait(int ms) override { m_.w->progress_or_wait(ms); }
+  void wait(int ms) override {
+    m_.w->progress_or_wait(ms);
+    m_.door_read();  // what woke it may be the keeper's word, which stays readable until read
+  }
   void wake() override { m_.w->wake(); }
 
 private:
@@ -309,6 +316,11 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
   if (!m.opt.tls_listen.empty() && !m.front)
     XC_TRY(m.open_front_door(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(deadline - Clock::now(), Clock::duration::zero()))));
   if (m.probe) m.probe->aim(m.address);
+  if (m.door_fd >= 0) {  // the keeper offers this worker from now on (said once, before any kernel runs)
+    auto a = m.w->address();
+    XC_TRY(a);
+    m.door_tell(door_channel::Message{door_channel::Kind::address, 0, {}, 0, 0, std::move(*a)});
+  }
   return {};
 }
 
@@ -332,6 +344,10 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
   auto w = net::UcxWorker::create(true, options.one_sided_regions, !options.trusted_network);  // one thread at a time: the leader
   XC_TRY(w);
   m.w = std::move(*w);
+  if (options.door_fd >= 0) {
+    XC_TRY(m.w->watch(options.door_fd));  // a sleeping leader wakes for the keeper's word
+    m.door_fd = options.door_fd;
+  }
   auto ucx = std::make_unique<UcxTransport>(m);
   m.sleeper = ucx.get();
   m.ucx_transport = std::move(ucx);
@@ -369,7 +385,8 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     const bool ours = t <= kMaxMsgType, request = ours && t % 2 == 1;
     const bool greeting =
         t == uint16_t(MsgType::hello_reply) || t == uint16_t(MsgType::auth_reply) || t == uint16_t(MsgType::lane_reply);
-    if (auto st = handle(uint16_t(t), request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray); st != UCS_OK)
+    const auto cb = t == door::kClaimMessage ? &Impl::on_door : request ? &Impl::on_request : greeting ? &Impl::on_peer_reply : &Impl::on_stray;
+    if (auto st = handle(uint16_t(t), cb); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
   SelfProbe::Options po;  // aimed at the listener once there is one

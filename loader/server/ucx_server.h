@@ -23,6 +23,12 @@ struct ServerOptions {
   // The TLS front door's HOST:PORT (front_door.h); empty: none. Its connections prove a key
   // in the handshake: an authorized client's, or a cluster node's (AuthGate::admits).
   std::string tls_listen;
+  // This worker's end of the channel to the supervisor's same-host door keeper
+  // (door_keeper.h); -1: no door.
+  int door_fd = -1;
+  // Called (by the leader) when that channel ends while this worker serves: it hears of no
+  // new same-host client any more, and should end in order so that its standby serves.
+  std::function<void()> on_door_lost;
   unsigned executors = 4;                            // threads that can run requests at once
   double timeout_s = 10;                             // per invocation, in seconds
   std::chrono::microseconds promote_after{1000};     // a leader busy this long hands progress on

@@ -129,9 +129,14 @@ check "without its terminal control" bash -c "grep 'xcargo-terminal-marker' '$XC
 expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_find_key --arg "u64:$SYSCALL" --input masked.key --result i64 --to "$NODE"
 KEYS=$(pgrep -x xcargo-keys -P "$SUPERVISOR")
 check "the key service runs beside the workers" test -n "$KEYS"
+# The worker's SOCK_SEQPACKET sockets: its connection to the key service, and with shared
+# memory its channel to the same-host door's keeper (a loader whose UCX has no System V
+# shared memory opens no door).
+SEQPACKETS=1
+[ "$TLS" = shm ] && SEQPACKETS=2
 # A kernel that shuts the connection down for writing: the service drops it instead of
 # spinning (it is idle: a few ticks of CPU at most in 2 s, not 200).
-expect 0 '^1$' -- "$X" run adv.xcargo --entry escape_shutwr_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+expect 0 "^$SEQPACKETS\$" -- "$X" run adv.xcargo --entry escape_shutwr_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 ticks0=$(cpu_ticks "$KEYS")
 sleep 2
@@ -265,15 +270,19 @@ eventually 60 "a bitcode push compiles after a kernel cut the compile service's 
 # when the standby already serves (a busy machine: CI run of 2026-11-27).
 # The node's lines about its workers, after a failed check of their ends.
 worker_ends() { grep -E "worker|ending|gone|standby|took over" "$XCARGO_CLUSTER_DIR/node-0.log" | tail -"${1:-15}" | sed 's/^/    | /'; }
-eventually 20 "the worker said why it ended" grep -Eq "the (compile|key) service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log" ||
+GONE="the (compile service's connection|key service's connection|same-host door's channel) is gone"
+eventually 20 "the worker said why it ended" grep -Eq "$GONE" "$XCARGO_CLUSTER_DIR/node-0.log" ||
   worker_ends
-# The key service's connection alone: the next hello ends the worker in order, and the
-# standby, with a connection of its own, answers from then on.
-before=$(grep -c "the key service's connection is gone" "$XCARGO_CLUSTER_DIR/node-0.log")
-expect 0 '^1$' -- "$X" run adv.xcargo --entry escape_cut_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+# The key service's connection (and the door's channel, if any) alone: the next hello, or
+# at once the door's channel, ends the worker in order, and the standby, with connections of
+# its own, answers from then on.
+WHY="the key service's connection is gone"
+[ "$SEQPACKETS" = 2 ] && WHY="the same-host door's channel is gone"
+before=$(grep -c "$WHY" "$XCARGO_CLUSTER_DIR/node-0.log")
+expect 0 "^$SEQPACKETS\$" -- "$X" run adv.xcargo --entry escape_cut_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 eventually 30 "a client is served after a kernel cut the key service's connection" \
   "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
-eventually 20 "the worker said why it ended (the key service)" bash -c "test \"\$(grep -c \"the key service's connection is gone\" '$XCARGO_CLUSTER_DIR/node-0.log')\" -gt $before" ||
+eventually 20 "the worker said why it ended ($WHY)" bash -c "test \"\$(grep -c \"$WHY\" '$XCARGO_CLUSTER_DIR/node-0.log')\" -gt $before" ||
   worker_ends
 # A System V segment a kernel made and left (it outlived the loader, outside every memory
 # limit): the supervisor removes it within seconds.

@@ -35,7 +35,9 @@ wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)
 node=$(cat node.addr)
 
 TIME='20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z xcargo-loader\[[0-9]+\]: '
-WHO="from 127\.0\.0\.1:[0-9]+ key $me_id \(me\)"
+# A client is named by its address, or (through the same-host door, with shared memory) by
+# its process.
+WHO="from (127\.0\.0\.1:[0-9]+|pid [0-9]+ on this host \(uid [0-9]+\)) key $me_id \(me\)"
 SIGNER="signed by $k_id[0-9a-f]* \(k\.pub\)"
 
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$node"

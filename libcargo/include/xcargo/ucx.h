@@ -82,7 +82,11 @@ public:
   // loopback_only: unless UCX_NET_DEVICES names devices, UCX's network transports use the
   // loopback device alone, so the ports UCX opens for them take no connection from another
   // host (UCX trusts every peer that reaches them).
-  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false, bool rma = false, bool loopback_only = false);
+  // shm: endpoints (all of which detect peer failure) may use shared memory, when UCX_TLS
+  // lets UCX use it; off, they keep to network transports (a peer of another user could not
+  // attach this process's segments, nor this process its peer's).
+  static Result<std::unique_ptr<UcxWorker>> create(bool listener = false, bool rma = false, bool loopback_only = false,
+                                                   bool shm = true);
   ~UcxWorker();
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
@@ -95,6 +99,7 @@ public:
   // progress_or_wait() also returns when fd is readable (another transport's events, such
   // as an epoll descriptor of its own). The caller keeps fd open while this worker lives.
   [[nodiscard]] Status watch(int fd);
+  void unwatch(int fd);
   // This worker's UCX address, for peers to create endpoints to it (ucp_worker_get_address).
   Result<Bytes> address() const;
   // The transports the context may use ("tcp", "posix", "rc_mlx5", ...), once each.
@@ -126,6 +131,17 @@ bool enforces_memory_keys(const std::string& transport);
 // The connection completes in the background; sends wait for it.
 Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, ucp_err_handler_cb_t on_error = nullptr,
                             void* arg = nullptr);
+
+// An endpoint to a worker by its UCX address (a same-host door's offer, wire-protocol.md 2.4),
+// with peer failure detection as for connect_ep.
+Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_handler_cb_t on_error = nullptr,
+                                 void* arg = nullptr);
+// Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
+bool shm_enabled();
+// Whether a UCX_TLS value (null: unset) lets UCX use System V shared memory, the one a
+// loader's worker uses (posix needs what its sandbox refuses): what the same-host door
+// offers, so both of its ends must have it.
+bool sysv_enabled(const char* ucx_tls);
 
 // A UCX listener at HOST:PORT: on_conn(request, arg) runs for each connection request, and
 // usually accepts it with accept_ep. *bound receives the HOST:PORT it listens on (port 0

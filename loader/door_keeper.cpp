@@ -35,6 +35,9 @@ constexpr auto kOfferLimit = std::chrono::milliseconds(2000);
 // Connections held at once (lifelines, waiting, dialing): each is a descriptor of the
 // supervisor's, whose limit is 1024 by default.
 constexpr size_t kMaxHeld = 512;
+// Out of descriptors, the door takes no connection for this long: the pending ones keep it
+// readable, and accepting again at once would spin.
+constexpr auto kFullPause = std::chrono::milliseconds(100);
 
 struct Lifeline {
   int fd = -1;
@@ -72,6 +75,7 @@ struct DoorKeeper::Impl {
   uint64_t next_id = 1;
   Clock::time_point quiet_until{};  // refusals are logged at most once a second
   uint64_t refused = 0, malformed = 0;
+  Clock::time_point accept_after{};  // out of descriptors: no accept before this
 
   size_t held() const { return lines.size() + waiting.size() + dialing.size(); }
 
@@ -142,7 +146,17 @@ struct DoorKeeper::Impl {
   void accept_all() {
     for (int i = 0; i < 64; ++i) {
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          accept_after = Clock::now() + kFullPause;
+          if (Clock::now() >= quiet_until) {
+            quiet_until = Clock::now() + std::chrono::seconds(1);
+            o.log(std::string("same-host door: the supervisor is out of descriptors (") + std::strerror(errno) +
+                  "); new connections wait");
+          }
+        }
+        return;
+      }
       auto who = door::peer_of(fd);
       if (!who.ok()) {
         ::close(fd);
@@ -268,11 +282,12 @@ struct DoorKeeper::Impl {
 
       fds.clear();
       fds.push_back({wake, POLLIN, 0});
-      fds.push_back({listener, POLLIN, 0});
+      const bool paused = now < accept_after;
+      fds.push_back({listener, short(paused ? 0 : POLLIN), 0});
       fds.push_back({channel, POLLIN, 0});  // -1: ignored by poll
       for (auto& l : lines) fds.push_back({l.fd, POLLIN | POLLRDHUP, 0});
       for (auto& d : dialing) fds.push_back({d.fd, POLLIN, 0});
-      const int timeout = waiting.empty() && dialing.empty() ? -1 : 100;
+      const int timeout = waiting.empty() && dialing.empty() && !paused ? -1 : 100;
       if (::poll(fds.data(), fds.size(), timeout) < 0) continue;
 
       if (fds[0].revents) {

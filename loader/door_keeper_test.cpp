@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <vector>
 #include <ctime>
 
 #include "door_channel.h"
@@ -164,6 +166,38 @@ TEST_CASE("door keeper: a worker's channel shut down while it serves ends its li
   std::this_thread::sleep_for(300ms);
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
   CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 150);  // a spin takes 300
+}
+
+TEST_CASE("door keeper: out of descriptors, connections wait without a spin", "[door]") {
+  const std::string at = unique_address("emfile");
+  auto keeper = keeper_at(at);
+  FakeWorker w;
+  keeper->serve(w.keepers);
+  w.say_address("worker");
+  rlimit was{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &was) == 0);
+  rlimit low = was;
+  low.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> fillers;  // every descriptor below the limit taken but the client's
+  for (int fd; (fd = ::dup(0)) >= 0;) fillers.push_back(fd);
+  REQUIRE(!fillers.empty());
+  ::close(fillers.back());
+  fillers.pop_back();
+  auto client = door::connect(at);  // its socket takes the last descriptor: the keeper's accept fails
+  REQUIRE(client.ok());
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  std::this_thread::sleep_for(300ms);
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  const long cpu_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  for (int fd : fillers) ::close(fd);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &was) == 0);
+  CHECK(cpu_ms < 150);  // a spin takes 300
+  auto offer = door::read_offer(*client, at, 10s);  // accepted once descriptors are free
+  REQUIRE(offer.ok());
+  CHECK(std::string(offer->address.begin(), offer->address.end()) == "worker");
+  ::close(offer->fd);
 }
 
 TEST_CASE("door keeper: dials a peer's door for its worker and holds that lifeline", "[door]") {

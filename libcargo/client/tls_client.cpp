@@ -37,7 +37,10 @@ public:
   ~TlsConnection() override { close(); }
   std::string peer() const override { return "tls://" + address_; }
   void close() override {
-    if (channel_) channel_->close();
+    if (channel_) {
+      if (channel_->queued() && !failed_) (void)channel_->flush();  // what the socket takes now
+      channel_->close();
+    }
     channel_.reset();
   }
   bool pipelines() const override { return true; }
@@ -91,6 +94,12 @@ protected:
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
     for (;;) {
+      // Requests are held (send_request), and leave together when this end would read the
+      // socket: not while replies already read wait inside OpenSSL.
+      if (channel_->queued() && !channel_->buffered()) {
+        auto out = channel_->flush();
+        if (!out.ok()) return fail(out.error());
+      }
       auto io = channel_->receive(f, kMaxReplyData);
       if (!io.ok()) return fail(io.error());
       if (*io == tls::Channel::Io::done) {
@@ -134,6 +143,7 @@ private:
       return ch.take_error();
     }
     channel_ = std::move(*ch);
+    channel_->hold(true);  // requests leave when the client waits for replies (next_reply_into)
     for (;;) {
       auto io = channel_->handshake();
       if (!io.ok()) {

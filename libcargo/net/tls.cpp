@@ -255,29 +255,57 @@ Result<Channel::Io> Channel::send(wire::MsgType type, ByteView header, ByteView 
   const bool small = data.size() <= kInlineData;
   queue(head(type, header, data, small), {});
   if (!small) queue(Bytes(data.begin(), data.end()), {});
-  return flush();
+  return sent();
 }
 
 Result<Channel::Io> Channel::send_owned(wire::MsgType type, ByteView header, Bytes&& data) {
   const bool small = data.size() <= kInlineData;
   queue(head(type, header, data, small), {});
   if (!small) queue(std::move(data), {});
-  return flush();
+  return sent();
 }
 
 Result<Channel::Io> Channel::send_view(wire::MsgType type, ByteView header, ByteView data) {
   const bool small = data.size() <= kInlineData;
   queue(head(type, header, data, small), {});
   if (!small) queue({}, data);
+  return sent();
+}
+
+Result<Channel::Io> Channel::sent() {
+  if (held_ && out_bytes_ < kHoldLimit) return Io::want_write;
   return flush();
+}
+
+bool Channel::buffered() const { return SSL_has_pending(ssl_of(ssl_)) == 1; }
+
+// A TLS record carries at most 16 KiB: pieces that fit one together are copied into one.
+void Channel::coalesce() {
+  constexpr size_t kRecord = 16 * 1024;
+  // Not while OpenSSL waits to retry a write: that takes the same bytes again.
+  if (retrying_ || out_at_ != 0 || out_.size() < 2 || out_[0].view.size() + out_[1].view.size() > kRecord) return;
+  Bytes joined;
+  joined.reserve(kRecord);
+  while (!out_.empty() && joined.size() + out_.front().view.size() <= kRecord) {
+    const ByteView v = out_.front().view;
+    joined.insert(joined.end(), v.begin(), v.end());
+    release_large(std::move(out_.front().own));
+    out_.pop_front();
+  }
+  Piece p;
+  p.own = std::move(joined);
+  p.view = ByteView(p.own);
+  out_.push_front(std::move(p));
 }
 
 Result<Channel::Io> Channel::flush() {
   while (!out_.empty()) {
+    coalesce();
     Piece& p = out_.front();
     size_t written = 0;
     ERR_clear_error();
     const int r = SSL_write_ex(ssl_of(ssl_), p.view.data() + out_at_, p.view.size() - out_at_, &written);
+    retrying_ = r != 1;
     if (r != 1) {
       auto io = io_result(r, "tls write");
       if (io.ok() && *io == Io::closed) return Error(Errc::unreachable, "the other end closed the connection");

@@ -228,6 +228,22 @@ bool FrontDoor::drive(TlsConn& c) {
     if (!io.ok()) return lose(c, io.error().message()), false;
     watch_writes(c, *io != tls::Channel::Io::done);
   }
+  // Replies to the frames read now (those run at once) are held, and leave together after.
+  c.channel->hold(true);
+  const bool alive = receive_frames(c);
+  if (!alive || !conns_.count(&c)) return false;
+  c.channel->hold(false);
+  for (TlsConn* f : failed_)
+    if (f == &c) return true;  // lost at the next poll
+  if (c.channel->queued()) {
+    auto io = c.channel->flush();
+    if (!io.ok()) return lose(c, io.error().message()), false;
+    watch_writes(c, *io != tls::Channel::Io::done);
+  }
+  return true;
+}
+
+bool FrontDoor::receive_frames(TlsConn& c) {
   for (int i = 0; i < kFramesPerPoll; ++i) {
     const uint64_t room = allowance(c);
     auto io = c.channel->receive(c.in, room);
@@ -303,7 +319,7 @@ bool FrontDoor::send(TlsConn& c, wire::MsgType type, ByteView header, Bytes&& da
     failed_.push_back(&c);
     return false;
   }
-  watch_writes(c, *io != tls::Channel::Io::done);
+  if (!c.channel->holding()) watch_writes(c, *io != tls::Channel::Io::done);  // else drive() flushes
   return true;
 }
 

@@ -112,6 +112,8 @@ private:
   void accept_all();
   // Moves c on as far as its socket allows; false if it was lost (and freed).
   bool drive(TlsConn& c);
+  // Reads and hands on up to kFramesPerPoll frames; false if c was lost (and freed).
+  bool receive_frames(TlsConn& c);
   void lose(TlsConn& c, const std::string& why);
   void watch_writes(TlsConn& c, bool on);
   // The largest frame data c may take now (max_data, less what its key's and everyone's

@@ -101,9 +101,17 @@ public:
   [[nodiscard]] Result<Io> send(wire::MsgType type, ByteView header, ByteView data);
   [[nodiscard]] Result<Io> send_owned(wire::MsgType type, ByteView header, Bytes&& data);
   [[nodiscard]] Result<Io> send_view(wire::MsgType type, ByteView header, ByteView data);
-  // Sends what is queued; done when nothing is left.
+  // Sends what is queued; done when nothing is left. Frames queued one after another go out
+  // together, up to a TLS record each (one encryption and one system call for many).
   [[nodiscard]] Result<Io> flush();
   size_t queued() const { return out_bytes_; }
+  // Held, the send calls only queue (until kHoldLimit bytes wait), and the caller flushes
+  // once it has sent what it had to send: a batch of frames leaves together.
+  void hold(bool on) { held_ = on; }
+  bool holding() const { return held_; }
+  static constexpr size_t kHoldLimit = 256 * 1024;
+  // Whether OpenSSL holds bytes read off the socket and not yet taken by receive().
+  bool buffered() const;
   // The next whole frame into f (its buffers reused); want_read until one has arrived,
   // closed when the peer ended the stream between frames. A frame over the limits (a header
   // over kMaxHeader, data over max_data) is an error before anything is allocated for it.
@@ -134,6 +142,10 @@ private:
   static Bytes head(wire::MsgType type, ByteView header, ByteView data, bool with_data);
   std::deque<Piece> out_;
   size_t out_at_ = 0, out_bytes_ = 0;  // bytes of out_.front() sent; bytes queued in all
+  bool held_ = false;
+  bool retrying_ = false;  // the last SSL_write did not complete: the next repeats it
+  Result<Io> sent();  // after a send: flushes unless held
+  void coalesce();    // the small pieces at the front of out_ into one
   // The frame being read: its 16-byte head, then its header and data.
   uint8_t head_[wire::kFrameHeaderSize] = {};
   size_t head_got_ = 0;

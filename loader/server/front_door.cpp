@@ -223,11 +223,7 @@ bool FrontDoor::drive(TlsConn& c) {
     }
     c.held.clear();
   }
-  if (c.channel->queued()) {
-    auto io = c.channel->flush();
-    if (!io.ok()) return lose(c, io.error().message()), false;
-    watch_writes(c, *io != tls::Channel::Io::done);
-  }
+  if (!flush_out(c)) return false;
   // Replies to the frames read now (those run at once) are held, and leave together after.
   c.channel->hold(true);
   const bool alive = receive_frames(c);
@@ -235,11 +231,14 @@ bool FrontDoor::drive(TlsConn& c) {
   c.channel->hold(false);
   for (TlsConn* f : failed_)
     if (f == &c) return true;  // lost at the next poll
-  if (c.channel->queued()) {
-    auto io = c.channel->flush();
-    if (!io.ok()) return lose(c, io.error().message()), false;
-    watch_writes(c, *io != tls::Channel::Io::done);
-  }
+  return flush_out(c);
+}
+
+bool FrontDoor::flush_out(TlsConn& c) {
+  if (!c.channel->queued()) return true;
+  auto io = c.channel->flush();
+  if (!io.ok()) return lose(c, io.error().message()), false;
+  watch_writes(c, *io != tls::Channel::Io::done);
   return true;
 }
 
@@ -260,6 +259,9 @@ bool FrontDoor::receive_frames(TlsConn& c) {
     if (ev_.frame) ev_.frame(c, c.in);
     for (TlsConn* f : failed_)
       if (f == &c) return true;  // lost at the next poll
+    // Nothing more read yet: what is held goes now (a lone request's reply waits for no
+    // read of the socket); held replies wait only for frames already read.
+    if (!c.channel->buffered() && !flush_out(c)) return false;
   }
   c.busy = true;  // frames may wait inside OpenSSL, where epoll cannot see them
   return true;

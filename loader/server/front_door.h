@@ -114,6 +114,8 @@ private:
   bool drive(TlsConn& c);
   // Reads and hands on up to kFramesPerPoll frames; false if c was lost (and freed).
   bool receive_frames(TlsConn& c);
+  // Sends what c has queued, as far as its socket takes it; false if c was lost (and freed).
+  bool flush_out(TlsConn& c);
   void lose(TlsConn& c, const std::string& why);
   void watch_writes(TlsConn& c, bool on);
   // The largest frame data c may take now (max_data, less what its key's and everyone's

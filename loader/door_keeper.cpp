@@ -89,10 +89,10 @@ struct DoorKeeper::Impl {
   // sessions end, and the channel is shut down both ways so that the worker and the
   // supervisor (which hold the other end and a copy of this one) see it ended.
   void lose_channel() {
-    close_all();
-    ::shutdown(channel, SHUT_RDWR);
+    ::shutdown(channel, SHUT_RDWR);  // first: once a client sees its lifeline end, so can the supervisor
     ::close(channel);
     channel = -1;
+    close_all();
   }
 
   void refuse(int fd, const std::string& why, const std::string& hint) {

@@ -7,12 +7,14 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -43,6 +45,7 @@ struct Lifeline {
   int fd = -1;
   uint64_t id = 0;
   bool dialed = false;  // opened for the worker (a peer's door), not accepted
+  uint64_t worker = 0;  // whose session it is: its channel's inode (channel_id)
 };
 struct Waiting {
   int fd = -1;
@@ -54,7 +57,15 @@ struct Dialing {
   uint64_t id = 0;  // the worker's number for the dial
   std::string to;
   Clock::time_point until;
+  uint64_t worker = 0;  // the worker that asked: its channel's inode
 };
+
+// A channel's identity, the same for every descriptor of its socket (the supervisor's and
+// the keeper's copies): its inode.
+uint64_t channel_id(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
 
 }  // namespace
 
@@ -63,12 +74,29 @@ struct DoorKeeper::Impl {
   int listener = -1, wake = -1;
   std::thread thread;
 
-  std::mutex m;  // guards the three below, set by serve() and the destructor
+  std::mutex m;  // guards the four below, set by serve(), ended() and the destructor
   int next_channel = -1;
   bool changed = false, stop = false;
+  std::vector<uint64_t> ended_workers;
 
-  int channel = -1;
-  Bytes address;  // the serving worker's, once it said it
+  int channel = -1;  // the serving worker's: new connections are offered to it
+  Bytes address;     // the serving worker's, once it said it
+  // Channels of workers that serve no new connection but still serve their own (a worker
+  // ending in order answers what it has in flight). Lifelines end when the supervisor says
+  // their worker is gone (ended()), not with its channel, which a kernel can shut down.
+  std::vector<int> retiring;
+  std::map<int, uint64_t> ids;  // channel_id of each channel above (and `channel`)
+  std::vector<int> lost;        // channels found ended (an EPIPE), dropped at the end of the round
+
+  int fd_of(uint64_t worker) const {
+    for (const auto& [fd, id] : ids)
+      if (id == worker) return fd;
+    return -1;
+  }
+  uint64_t id_of(int fd) const {
+    auto it = ids.find(fd);
+    return it == ids.end() ? 0 : it->second;
+  }
   std::vector<Lifeline> lines;
   std::vector<Waiting> waiting;
   std::vector<Dialing> dialing;
@@ -79,20 +107,47 @@ struct DoorKeeper::Impl {
 
   size_t held() const { return lines.size() + waiting.size() + dialing.size(); }
 
-  void tell(const Message& msg) {
-    if (channel < 0) return;
+  void tell(uint64_t worker, const Message& msg) {
+    const int chan = fd_of(worker);
+    if (chan < 0) return;
     const Bytes b = door_channel::encode(msg);
-    if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE) lose_channel();
+    if (::send(chan, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPIPE) lost.push_back(chan);
   }
 
-  // The worker's channel ended while it serves (shut down by a kernel, say): its clients'
-  // sessions end, and the channel is shut down both ways so that the worker and the
-  // supervisor (which hold the other end and a copy of this one) see it ended.
-  void lose_channel() {
-    ::shutdown(channel, SHUT_RDWR);  // first: once a client sees its lifeline end, so can the supervisor
-    ::close(channel);
-    channel = -1;
-    close_all();
+  // A worker's channel ended: its worker is gone, or a kernel shut the channel down while it
+  // serves. It is shut down both ways, so that the worker and the supervisor (which hold the
+  // other end and a copy of this one) see it ended: the worker ends, and its clients'
+  // lifelines with it (worker_gone). Its dials cannot be answered: they end now.
+  void drop_channel(int chan) {
+    if (chan < 0) return;
+    const uint64_t worker = id_of(chan);
+    ::shutdown(chan, SHUT_RDWR);
+    ::close(chan);
+    ids.erase(chan);
+    if (chan == channel) {
+      channel = -1;
+      address.clear();
+    }
+    std::erase(retiring, chan);
+    for (auto& d : dialing)
+      if (d.worker == worker) ::close(d.fd);
+    std::erase_if(dialing, [&](const Dialing& d) { return d.worker == worker; });
+  }
+  // The supervisor reaped the worker: its clients' sessions end.
+  void worker_gone(uint64_t worker) {
+    if (worker == 0) return;
+    drop_channel(fd_of(worker));
+    for (auto& l : lines)
+      if (l.worker == worker) ::close(l.fd);
+    std::erase_if(lines, [&](const Lifeline& l) { return l.worker == worker; });
+  }
+  void drop_lost() {
+    std::vector<int> now;
+    now.swap(lost);
+    std::sort(now.begin(), now.end());
+    now.erase(std::unique(now.begin(), now.end()), now.end());
+    for (int chan : now)
+      if (chan == channel || std::find(retiring.begin(), retiring.end(), chan) != retiring.end()) drop_channel(chan);
   }
 
   void refuse(int fd, const std::string& why, const std::string& hint) {
@@ -128,7 +183,7 @@ struct DoorKeeper::Impl {
     const Bytes b = door_channel::encode(msg);
     if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(b.size())) {
       if (errno == EPIPE) {
-        lose_channel();
+        drop_channel(channel);
         waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit});  // offered by the next worker
         return;
       }
@@ -137,10 +192,10 @@ struct DoorKeeper::Impl {
     }
     if (!door::write_frame(fd, door::offer(msg.ticket, address), std::chrono::milliseconds(100)).ok()) {
       ::close(fd);
-      tell(Message{MsgKind::gone, msg.id, {}, 0, 0, {}});
+      tell(id_of(channel), Message{MsgKind::gone, msg.id, {}, 0, 0, {}});
       return;
     }
-    lines.push_back(Lifeline{fd, msg.id, false});
+    lines.push_back(Lifeline{fd, msg.id, false, id_of(channel)});
   }
 
   void accept_all() {
@@ -176,14 +231,14 @@ struct DoorKeeper::Impl {
     }
   }
 
-  void from_worker(const Message& msg) {
+  void from_worker(int chan, const Message& msg) {
     switch (msg.kind) {
-      case MsgKind::address:
-        if (address.empty()) address = msg.bytes;  // once per worker: said before any kernel ran
+      case MsgKind::address:  // once per worker: said before any kernel ran
+        if (chan == channel && address.empty()) address = msg.bytes;
         break;
       case MsgKind::close:
         for (size_t i = 0; i < lines.size(); ++i)
-          if (lines[i].id == msg.id) {
+          if (lines[i].id == msg.id && lines[i].worker == id_of(chan)) {
             ::close(lines[i].fd);
             lines.erase(lines.begin() + long(i));
             break;
@@ -192,15 +247,15 @@ struct DoorKeeper::Impl {
       case MsgKind::dial: {
         const std::string to(msg.bytes.begin(), msg.bytes.end());
         if (held() >= kMaxHeld) {
-          tell(Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy("the supervisor holds too many connections")});
+          tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy("the supervisor holds too many connections")});
           break;
         }
         auto fd = door::connect(to);
         if (!fd.ok()) {
-          tell(Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy(fd.error().message())});
+          tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy(fd.error().message())});
           break;
         }
-        dialing.push_back(Dialing{*fd, msg.id, to, Clock::now() + kOfferLimit});
+        dialing.push_back(Dialing{*fd, msg.id, to, Clock::now() + kOfferLimit, id_of(chan)});
         break;
       }
       default:
@@ -211,20 +266,20 @@ struct DoorKeeper::Impl {
 
   static Bytes as_bytes_copy(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
-  void read_channel() {
+  void read_channel(int chan) {
     static thread_local uint8_t buf[door_channel::kMaxMessage + 1];
-    for (int i = 0; i < 64 && channel >= 0; ++i) {
-      const ssize_t n = ::recv(channel, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+    for (int i = 0; i < 64; ++i) {
+      const ssize_t n = ::recv(chan, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (n == 0) {  // an empty datagram, or the end: only the end sets POLLHUP or POLLRDHUP
-        pollfd p{channel, POLLIN | POLLRDHUP, 0};
+        pollfd p{chan, POLLIN | POLLRDHUP, 0};
         if (::poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLRDHUP))) {
           ++malformed;
           continue;
         }
       }
-      if (n <= 0) {  // the worker's end closed or shut down: serve() names the next
-        lose_channel();
+      if (n <= 0) {  // the worker's end closed or shut down
+        lost.push_back(chan);
         return;
       }
       auto msg = size_t(n) <= door_channel::kMaxMessage ? door_channel::decode(ByteView(buf, size_t(n))) : std::nullopt;
@@ -232,32 +287,28 @@ struct DoorKeeper::Impl {
         if (malformed++ == 0) o.log("same-host door: the worker sent a malformed message (dropped; counted from here on)");
         continue;
       }
-      from_worker(*msg);
+      from_worker(chan, *msg);
     }
-  }
-
-  // The worker is gone or replaced: its clients' sessions end with it.
-  void close_all() {
-    for (auto& l : lines) ::close(l.fd);
-    for (auto& d : dialing) ::close(d.fd);
-    lines.clear();
-    dialing.clear();
-    address.clear();
   }
 
   void run() {
     std::vector<pollfd> fds;
+    std::vector<uint64_t> gone;
     for (;;) {
       {
         std::lock_guard<std::mutex> g(m);
         if (stop) break;
         if (changed) {  // the keeper owns its copies of the channels (serve() dups them)
-          close_all();
-          if (channel >= 0) ::close(channel);
+          if (channel >= 0) retiring.push_back(channel);
           channel = std::exchange(next_channel, -1);
+          if (channel >= 0) ids[channel] = channel_id(channel);
+          address.clear();
           changed = false;
         }
+        gone.swap(ended_workers);
       }
+      for (uint64_t w : gone) worker_gone(w);
+      gone.clear();
       const auto now = Clock::now();
       if (channel >= 0 && !address.empty()) {
         std::vector<Waiting> now_served;
@@ -274,7 +325,8 @@ struct DoorKeeper::Impl {
       for (size_t i = 0; i < dialing.size();)
         if (now > dialing[i].until) {
           ::close(dialing[i].fd);
-          tell(Message{MsgKind::dial_failed, dialing[i].id, {}, 0, 0, as_bytes_copy(dialing[i].to + ": no offer from its door in time")});
+          tell(dialing[i].worker,
+               Message{MsgKind::dial_failed, dialing[i].id, {}, 0, 0, as_bytes_copy(dialing[i].to + ": no offer from its door in time")});
           dialing.erase(dialing.begin() + long(i));
         } else {
           ++i;
@@ -285,6 +337,8 @@ struct DoorKeeper::Impl {
       const bool paused = now < accept_after;
       fds.push_back({listener, short(paused ? 0 : POLLIN), 0});
       fds.push_back({channel, POLLIN, 0});  // -1: ignored by poll
+      for (int r : retiring) fds.push_back({r, POLLIN, 0});
+      const size_t first_line = fds.size();
       for (auto& l : lines) fds.push_back({l.fd, POLLIN | POLLRDHUP, 0});
       for (auto& d : dialing) fds.push_back({d.fd, POLLIN, 0});
       const int timeout = waiting.empty() && dialing.empty() && !paused ? -1 : 100;
@@ -297,32 +351,39 @@ struct DoorKeeper::Impl {
       // Lifelines and dials first: their indices are those polled.
       std::vector<size_t> ended;
       for (size_t i = 0; i < lines.size(); ++i)
-        if (fds[3 + i].revents) ended.push_back(i);
+        if (fds[first_line + i].revents) ended.push_back(i);
       std::vector<size_t> answered;
       for (size_t i = 0; i < dialing.size(); ++i)
-        if (fds[3 + lines.size() + i].revents) answered.push_back(i);
+        if (fds[first_line + lines.size() + i].revents) answered.push_back(i);
       for (auto it = answered.rbegin(); it != answered.rend(); ++it) {
         Dialing d = dialing[*it];
         dialing.erase(dialing.begin() + long(*it));
         auto offer = door::read_offer(d.fd, d.to, std::chrono::milliseconds(100));  // closes d.fd on failure
         if (!offer.ok()) {
-          tell(Message{MsgKind::dial_failed, d.id, {}, 0, 0, as_bytes_copy(offer.error().message())});
+          tell(d.worker, Message{MsgKind::dial_failed, d.id, {}, 0, 0, as_bytes_copy(offer.error().message())});
           continue;
         }
-        tell(Message{MsgKind::dialed, d.id, offer->ticket, 0, 0, offer->address});
-        lines.push_back(Lifeline{offer->fd, d.id, true});
+        tell(d.worker, Message{MsgKind::dialed, d.id, offer->ticket, 0, 0, offer->address});
+        lines.push_back(Lifeline{offer->fd, d.id, true, d.worker});
       }
       for (auto it = ended.rbegin(); it != ended.rend(); ++it) {
         const Lifeline l = lines[*it];
         lines.erase(lines.begin() + long(*it));
         ::close(l.fd);  // a byte on a lifeline ends it too: nothing else is sent there
-        tell(Message{l.dialed ? MsgKind::lost : MsgKind::gone, l.id, {}, 0, 0, {}});
+        tell(l.worker, Message{l.dialed ? MsgKind::lost : MsgKind::gone, l.id, {}, 0, 0, {}});
       }
-      if (fds[2].revents && channel >= 0) read_channel();
+      if (fds[2].revents && channel >= 0) read_channel(channel);
+      for (size_t i = 0; i < retiring.size(); ++i)
+        if (fds[3 + i].revents) read_channel(retiring[i]);
+      drop_lost();  // before the door's new connections, which go to the serving worker
       if (fds[1].revents) accept_all();
+      drop_lost();
     }
-    close_all();
+    for (auto& l : lines) ::close(l.fd);
+    for (auto& d : dialing) ::close(d.fd);
     for (auto& w : waiting) ::close(w.fd);
+    lines.clear();
+    dialing.clear();
     waiting.clear();
   }
 };
@@ -344,6 +405,17 @@ Result<std::unique_ptr<DoorKeeper>> DoorKeeper::open(Options options) {
   Impl* p = impl.get();
   impl->thread = std::thread([p] { p->run(); });
   return std::unique_ptr<DoorKeeper>(new DoorKeeper(std::move(impl)));
+}
+
+void DoorKeeper::ended(int channel_fd) {
+  const uint64_t id = channel_fd >= 0 ? channel_id(channel_fd) : 0;
+  if (id == 0) return;
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    impl_->ended_workers.push_back(id);
+  }
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake, &one, sizeof one);
 }
 
 void DoorKeeper::serve(int channel_fd) {
@@ -368,6 +440,7 @@ DoorKeeper::~DoorKeeper() {
   impl_->thread.join();
   for (int fd : {impl_->channel, impl_->next_channel})
     if (fd >= 0) ::close(fd);
+  for (int fd : impl_->retiring) ::close(fd);
   ::close(impl_->listener);
   ::close(impl_->wake);
 }

@@ -26,9 +26,13 @@ public:
   ~DoorKeeper();  // closes the door and every lifeline
 
   // The worker that serves from now on, by the keeper's end of its channel (-1: none, between
-  // workers). Every lifeline of the one before is closed; connections wait (up to the
-  // client's limit) for the new one's address.
+  // workers); connections wait (up to the client's limit) for the new one's address. The
+  // one before keeps its clients (it answers what they have in flight) until ended().
   void serve(int channel_fd);
+  // The worker with this channel (the keeper's end, any copy) is gone: its clients'
+  // lifelines close, so they know at once (shared memory would tell them only after UCX's
+  // keepalive, about 20 s).
+  void ended(int channel_fd);
 
   struct Impl;
 

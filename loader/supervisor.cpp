@@ -322,6 +322,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         why += "; removed " + std::to_string(n) + " shared-memory segments it left";
       if (!stop) log_line("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
       flush_log();
+      if (door) door->ended(c.door);  // its same-host clients' lifelines close
       c.release();
       ending.erase(ending.begin() + long(i));
     }

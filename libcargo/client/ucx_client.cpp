@@ -198,11 +198,15 @@ private:
     return net::connect_ep(w_->worker(), peer_, &UcxConnection::on_error, this);
   }
   // The door's connection ended (the loader closed this session, or its worker ended): the
-  // endpoint is lost, as when UCX reports it.
+  // endpoint is lost, as when UCX reports it. What the worker sent before it ended is taken
+  // first (its `restarting` and `interrupted` answers): the keeper closes its lifelines only
+  // once it is gone.
   void check_lifeline() {
     if (lifeline_ < 0) return;
     pollfd p{lifeline_, POLLIN | POLLRDHUP, 0};
     if (::poll(&p, 1, 0) != 1) return;
+    while (UCX->ucp_worker_progress(w_->worker()) != 0) {
+    }
     close_lifeline();
     failed_ = true;
     if (fail_status_ == UCS_OK) fail_status_ = UCS_ERR_CONNECTION_RESET;

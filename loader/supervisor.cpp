@@ -510,34 +510,25 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
     // stopped inside the C library with a lock taken, and the worker's end waited on that
     // lock for good, port open and served by nobody: attacker helper, 2026-11-26).
-    if (cur.incident[0] && !cur.killed) {
-      const auto now = Clock::now();
-      if (cur.incident_at == Clock::time_point{}) {
-        cur.incident_at = now;
-      } else if (now - cur.incident_at > timing::kEndingGrace) {
-        log_line("worker reported a failure " + ms_since(cur.incident_at) + " ms ago and has not ended; killing it");
+    // The serving worker in a state it leaves within kEndingGrace, first seen at `since`:
+    // killed once it has not ("WHAT N ms ago AND_THEN; killing it").
+    auto kill_if_stuck = [&](Clock::time_point& since, const std::string& what, const char* and_then) {
+      if (since == Clock::time_point{}) {
+        since = Clock::now();
+      } else if (Clock::now() - since > timing::kEndingGrace) {
+        log_line(what + " " + ms_since(since) + " ms ago " + and_then + "; killing it");
         flush_log();
         ::kill(cur.pid, SIGKILL);
         cur.killed = true;
       }
-    }
+    };
+    if (cur.incident[0] && !cur.killed) kill_if_stuck(cur.incident_at, "worker reported a failure", "and has not ended");
     // A worker whose door channel ended (shut down by a kernel, say) serves no new same-host
     // client: it ends in order when it sees that, and one still serving kEndingGrace later
     // (its descriptor closed, so it cannot see it) is killed.
-    if (door && cur.door >= 0 && !cur.killed) {
-      pollfd p{cur.door, POLLRDHUP, 0};
-      if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
-        const auto now = Clock::now();
-        if (cur.door_lost_at == Clock::time_point{}) {
-          cur.door_lost_at = now;
-        } else if (now - cur.door_lost_at > timing::kEndingGrace) {
-          log_line("worker's channel to the same-host door ended " + ms_since(cur.door_lost_at) + " ms ago and it still serves; killing it");
-          flush_log();
-          ::kill(cur.pid, SIGKILL);
-          cur.killed = true;
-        }
-      }
-    }
+    if (door && cur.door >= 0 && !cur.killed)
+      if (pollfd p{cur.door, POLLRDHUP, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+        kill_if_stuck(cur.door_lost_at, "worker's channel to the same-host door ended", "and it still serves");
     if (r > 0 && fds[1].revents) {
       if (!standby.fill(false)) {
         const int ws = standby.reap(false);

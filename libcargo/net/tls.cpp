@@ -21,12 +21,6 @@ namespace xcargo::tls {
 
 namespace {
 
-// TLS 1.3's own suites, AES-128-GCM first: 3.4 GB/s in 16 KiB records against AES-256-GCM's
-// 2.6 (OpenSSL's default first choice) on x86-64 with AES-NI (openssl speed), and ahead of
-// ChaCha20-Poly1305 in the 64 MiB round trip of scripts/bench-invoke; ChaCha20 for peers
-// without AES instructions.
-constexpr const char* kCipherSuites = "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384";
-
 SSL* ssl_of(void* p) { return static_cast<SSL*>(p); }
 SSL_CTX* ctx_of(void* p) { return static_cast<SSL_CTX*>(p); }
 
@@ -163,8 +157,7 @@ Result<std::shared_ptr<Context>> Context::create(Role role, const Credential& ow
   bool ok = SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) && SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) &&
             SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") &&
             SSL_CTX_set1_sigalgs_list(ctx, "ed25519") && SSL_CTX_set1_client_sigalgs_list(ctx, "ed25519") &&
-            SSL_CTX_set1_groups_list(ctx, "X25519") && SSL_CTX_set_ciphersuites(ctx, kCipherSuites) == 1 &&
-            SSL_CTX_use_certificate(ctx, leaf.get()) == 1 &&
+            SSL_CTX_set1_groups_list(ctx, "X25519") && SSL_CTX_use_certificate(ctx, leaf.get()) == 1 &&
             SSL_CTX_use_PrivateKey(ctx, static_cast<EVP_PKEY*>(own.key.openssl_pkey())) == 1 &&
             SSL_CTX_check_private_key(ctx) == 1;
   if (ok && own.chain.size() == 2) {

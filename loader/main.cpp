@@ -33,6 +33,7 @@
 #include "regions.h"
 #include "service.h"
 #include "sandbox.h"
+#include "port_hold.h"
 #include "supervisor.h"
 #include "timing.h"
 #include "ucx_server.h"
@@ -195,21 +196,36 @@ sandbox::Options key_service_sandbox(const LoaderConfig& cfg) {
 // attaches a peer's segment through /proc/PID/fd (ptrace rights, which the worker does not
 // have): local peers meet it over sysv shared memory. Running as another user than its
 // local clients, it cannot attach their segments either: tcp then.
-Result<std::string> worker_transports(bool other_user) {
+// Without trusted-network the worker's UCX has no network transport at all: its only clients
+// are this host's processes of its own user, through the same-host door, over sysv ("self"
+// when the worker runs as another user: then UCX serves nobody, and the TLS front door
+// everybody).
+Result<std::string> worker_transports(bool other_user, bool trusted_network) {
   std::vector<std::string> drop = {"cma", "knem", "xpmem", "posix"};
   if (other_user) drop.push_back("sysv");
-  return net::tls_without(std::getenv("UCX_TLS"), drop);
+  auto tls = net::tls_without(std::getenv("UCX_TLS"), drop);
+  if (trusted_network || !tls.ok()) return tls;
+  if (other_user) return std::string("self");
+  if (!net::sysv_enabled(tls->c_str()))
+    return Error(Errc::invalid_argument, std::string("UCX_TLS=") + std::getenv("UCX_TLS") +
+                                             ": without trusted-network the loader's UCX serves only this host's "
+                                             "processes of its own user, over System V shared memory (sysv), which this "
+                                             "leaves out")
+        .hint("unset UCX_TLS, or include sysv")
+        .hint("pass --trusted-network (trusted-network: true) only if every host that can reach this loader's UCX is "
+              "trusted, such as the nodes of an RDMA fabric");
+  return std::string("sysv");
 }
-Status set_worker_transports(bool other_user) {
-  auto tls = worker_transports(other_user);
+Status set_worker_transports(bool other_user, bool trusted_network) {
+  auto tls = worker_transports(other_user, trusted_network);
   XC_TRY(tls);
   ::setenv("UCX_TLS", tls->c_str(), 1);
   return {};
 }
 
 // UCX trusts every peer that reaches it (loader/SECURITY.md, "The network"): without
-// trusted-network, nothing but this host may reach it, neither its listener (a loopback
-// address) nor the ports of its network transports (the loopback device, UcxWorker::create).
+// trusted-network it opens no port at all (no listener, no network transport: the listen
+// address, a loopback one, only names the loader and its same-host door).
 Status check_ucx_reach(const LoaderConfig& cfg) {
   if (cfg.trusted_network) return {};
   auto addr = net::parse_host_port(cfg.listen);
@@ -218,16 +234,12 @@ Status check_ucx_reach(const LoaderConfig& cfg) {
                          "loader's UCX is trusted, such as the nodes of an RDMA fabric";
   if (!net::is_loopback(*addr))
     return Error(Errc::invalid_argument, "listen " + cfg.listen +
-                                             ": UCX would take connections from other hosts, and it trusts every peer "
-                                             "that reaches it (no key checked below the loader, nothing encrypted)")
+                                             ": without trusted-network the loader's UCX serves only this host (over "
+                                             "shared memory, through its same-host door), so its listen address is a "
+                                             "loopback one; UCX trusts every peer that reaches it (no key checked below "
+                                             "the loader, nothing encrypted)")
         .hint("serve other hosts through the TLS front door: --tls-listen 0.0.0.0:7401 --listen 127.0.0.1:7400 "
               "(README, 'Over a network you do not trust')")
-        .hint(trusting);
-  if (const char* d = std::getenv("UCX_NET_DEVICES"); d && *d && std::string_view(d) != "lo")
-    return Error(Errc::invalid_argument, std::string("UCX_NET_DEVICES=") + d +
-                                             ": UCX would open ports on network devices other hosts reach, and it trusts "
-                                             "every peer that reaches them")
-        .hint("unset it (the loader keeps UCX on the loopback device, lo)")
         .hint(trusting);
   return {};
 }
@@ -397,8 +409,8 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   sandbox::Options box = sandbox_options(cfg, access.user);
   auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
-  if (cfg.sandbox)
-    if (auto s = set_worker_transports(access.user.has_value()); !s.ok()) return fail_in_log(s.error());
+  if (cfg.sandbox || !cfg.trusted_network)
+    if (auto s = set_worker_transports(access.user.has_value(), cfg.trusted_network); !s.ok()) return fail_in_log(s.error());
   // Node memory is opened when this worker takes over: until then the one it replaces may
   // still change the table.
   // Without its compile service (its connection shut down, by a kernel say) a worker would
@@ -420,6 +432,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
   ServerOptions so;
   so.listen = cfg.listen;
+  so.ucx_listener = cfg.trusted_network;
   so.tls_listen = cfg.tls_listen;
   so.door_fd = door_fd;
   so.on_door_lost = [end_in_order] {
@@ -665,10 +678,33 @@ int main(int argc, char** argv) {
     if (!kept.ok()) return fail(kept.error());
     cfg.kept_cargos_fd = *kept;
     SupervisorOptions so;
-    so.listen = Listen{cfg.listen, cfg.tls_listen};
     // The door offers a worker's System V shared memory; a worker without it opens none
-    // (its clients take the listener).
-    if (auto t = worker_transports(access->user.has_value()); t.ok()) so.door = net::sysv_enabled(t->c_str());
+    // (its clients take the listener, or the TLS front door).
+    auto transports = worker_transports(access->user.has_value(), cfg.trusted_network);
+    if (!transports.ok()) return fail(transports.error());
+    so.door = net::sysv_enabled(transports->c_str());
+    if (!cfg.trusted_network && !so.door && cfg.tls_listen.empty())
+      return fail(Error(Errc::invalid_argument, "nothing could reach this loader: its worker runs as " + access->user->name +
+                                                    ", whose shared memory this user's clients cannot attach, and without "
+                                                    "trusted-network UCX takes no connection")
+                      .hint("give it a TLS front door: --tls-listen HOST:PORT (clients then reach it at tls://HOST:PORT)"));
+    // Without trusted-network no UCX listener holds the listen port: the supervisor does
+    // (bound, never listening: a connection to it is refused), so that the loader's name,
+    // and its door's, stays its own across restarts, port 0 included.
+    PortHold hold;
+    if (!cfg.trusted_network) {
+      auto h = PortHold::bind(cfg.listen);
+      if (!h.ok()) return fail(h.error());
+      hold = std::move(*h);
+      cfg.listen = hold.address();
+    }
+    so.listen = Listen{cfg.listen, cfg.tls_listen};
+    if (cfg.trusted_network)
+      so.ucx_what = "UCX listener, trusted network: every host that reaches it is trusted";
+    else if (so.door)
+      so.ucx_what = "same-host door: UCX over shared memory for this user's processes (uid " + std::to_string(::geteuid()) + "); no UCX port";
+    else
+      so.ucx_what = "held, not served: no UCX port, no same-host door; clients use the TLS front door";
     so.ready_file = cfg.ready_file;
     so.kernel_timeout_s = cfg.timeout_s;
     so.standby = cfg.standby;

@@ -451,7 +451,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
             return Error(Errc::io, options.ready_file + ": " + s.error().message());
           }
         listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
-        log_line("listening on " + listen.text() + options.started + (confined.empty() ? "" : "; worker " + confined));
+        log_line("listening on " + listen.described(options.ucx_what) + options.started + (confined.empty() ? "" : "; worker " + confined));
         first = false;
         standby_at = Clock::now() + timing::kFirstStandbyAfter;
       } else {

@@ -20,12 +20,17 @@ struct Listen {
   // What the ready file holds: "HOST:PORT\n", then "tls://HOST:PORT\n" with a front door.
   std::string ready_text() const { return ucx + "\n" + (tls.empty() ? "" : "tls://" + tls + "\n"); }
   std::string text() const { return ucx + (tls.empty() ? "" : " and tls://" + tls); }
+  // The first log line's: which transport listens where, and for whom (ucx_what: UCX's).
+  std::string described(const std::string& ucx_what) const {
+    return ucx + " (" + ucx_what + ")" + (tls.empty() ? "" : " and tls://" + tls + " (TLS 1.3 front door: authorized keys only)");
+  }
 };
 
 struct SupervisorOptions {
   Listen listen;            // the first worker's addresses; restarts keep the ports it bound
   std::string ready_file;   // receives Listen::ready_text once the first worker listens ("" for none)
   std::string started;      // what the first "listening on" line adds (node key, clients)
+  std::string ucx_what;     // what it says of listen.ucx: who reaches this loader's UCX there, and how
   double kernel_timeout_s = 10;  // a stopping worker gets this long (plus 2 s) before SIGKILL
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
   // moment the serving one ends: a restart then costs milliseconds instead of a start.

@@ -92,8 +92,10 @@ public:
     // same-host door, whose loader is of this user: through the listener the worker may be
     // another user's, which could not attach this process's segments (nor it the worker's).
     const bool local = net::is_loopback(*addr);
-    if (local && net::sysv_enabled(std::getenv("UCX_TLS")))
+    if (local && net::sysv_enabled(std::getenv("UCX_TLS"))) {
       if (auto fd = door::connect(peer_); fd.ok()) door_first_ = *fd;
+      else if (fd.error().code() == Errc::unauthenticated) door_refused_ = fd.take_error();  // another user's loader
+    }
     via_door_ = door_first_ >= 0;
     auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
     XC_TRY(w);
@@ -161,6 +163,8 @@ private:
     timeout_ms_ = o_.connect_timeout_ms;
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
+    // Another user's loader with no UCX listener (the default): its door's refusal says why.
+    if (!hs.ok() && hs.error().code() == Errc::unreachable && door_refused_) return *door_refused_;
     return hs;
   }
 
@@ -728,6 +732,7 @@ private:
   int lifeline_ = -1;     // the same-host door's connection, when the endpoint came through it
   bool via_door_ = false;  // endpoints come through the door (open() found one of this user's)
   int door_first_ = -1;    // the door's connection open() made, for the first endpoint
+  std::optional<Error> door_refused_;  // the door is another user's: why this user cannot use it
   door::Ticket ticket_{};
   static constexpr std::chrono::milliseconds kDoorLimit{2000};  // the loader's keeper answers at once
   std::string peer_;

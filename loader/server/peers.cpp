@@ -49,22 +49,21 @@ Peer* Peers::get(uint32_t id, std::string* why) {
   if (auto it = peers_.find(id); it != peers_.end()) return &it->second;
   const ClusterNode* node = cluster_.find(id);
   if (!node) return *why = "it is not in the cluster", nullptr;
-  std::string error;
-  Ep ep = link_.connect(node->address, &error);
-  if (!ep) {
-    log_("cannot reach node " + std::to_string(id) + ": " + error);
-    return *why = "it could not be reached", nullptr;
+  const uint64_t dial = link_.dial(node->address);
+  Ep ep;
+  if (!dial) {
+    std::string error;
+    ep = link_.connect(node->address, &error);
+    if (!ep) {
+      log_("cannot reach node " + std::to_string(id) + ": " + error);
+      return *why = "it could not be reached", nullptr;
+    }
   }
   auto nonce = auth::random_nonce();
-  if (!nonce.ok()) {
-    log_("cannot greet node " + std::to_string(id) + ": " + nonce.error().message());
-    link_.close(ep);
-    return *why = "it could not be greeted", nullptr;
-  }
-  auto ids = auth::random_nonce();
+  auto ids = nonce.ok() ? auth::random_nonce() : nonce;
   if (!ids.ok()) {
     log_("cannot greet node " + std::to_string(id) + ": " + ids.error().message());
-    link_.close(ep);
+    if (ep) link_.close(ep);
     return *why = "it could not be greeted", nullptr;
   }
   Peer& p = peers_[id] = Peer{};
@@ -73,8 +72,33 @@ Peer* Peers::get(uint32_t id, std::string* why) {
   p.auth_id = id_of(*ids);
   p.lane_id = id_of(*ids) ^ 1;
   p.since = std::chrono::steady_clock::now();
-  link_.send(p.ep, {MsgType::hello, encode(Hello{kVersion, kVersion, {}, p.nonce}), {}}, {});
+  p.dial = dial;
+  p.state = dial ? Peer::dialing : Peer::greeting;
+  if (!dial) greet(p);
   return &p;
+}
+
+void Peers::greet(Peer& p) {
+  link_.send(p.ep, {MsgType::hello, encode(Hello{kVersion, kVersion, {}, p.nonce}), {}}, {});
+}
+
+bool Peers::dialed(uint64_t dial, Ep ep) {
+  for (auto& [id, p] : peers_)
+    if (p.state == Peer::dialing && p.dial == dial) {
+      p.ep = ep;
+      p.state = Peer::greeting;
+      greet(p);
+      return true;
+    }
+  return false;
+}
+
+void Peers::dial_failed(uint64_t dial, const std::string& why) {
+  for (auto it = peers_.begin(); it != peers_.end(); ++it)
+    if (it->second.state == Peer::dialing && it->second.dial == dial) {
+      log_("cannot reach node " + std::to_string(it->first) + ": " + why);
+      return drop(it, "it could not be reached", false);
+    }
 }
 
 void Peers::send(Peer& p, Reply&& r, PeerLink::Failed on_fail, bool by_lane) {
@@ -110,7 +134,7 @@ void Peers::holds(uint32_t id, const Digest& digest) {
 
 bool Peers::forget(uint32_t id, Ep ep) {
   auto it = peers_.find(id);
-  if (it == peers_.end() || it->second.ep != ep) return false;
+  if (it == peers_.end() || !ep || it->second.ep != ep) return false;
   peers_.erase(it);
   return true;
 }
@@ -124,7 +148,7 @@ void Peers::drop(std::map<uint32_t, Peer>::iterator it, const std::string& why, 
     for (auto& l : it->second.in_lane)
       if (l.first >= taken) in_lane.push_back(std::move(l));
   }
-  if (close) link_.close(it->second.ep);
+  if (close && it->second.ep) link_.close(it->second.ep);
   peers_.erase(it);
   for (auto& w : waiting)
     if (w.on_fail) w.on_fail(why);
@@ -201,6 +225,7 @@ bool Peers::on_lane_offer(const LaneOffer& r) {
 }
 
 bool Peers::lost(Ep ep) {
+  if (!ep) return false;
   for (auto it = peers_.begin(); it != peers_.end(); ++it)
     if (it->second.ep == ep) {
       drop(it, "the connection to it was lost", false);
@@ -213,8 +238,10 @@ void Peers::sweep(std::chrono::steady_clock::time_point now, std::chrono::millis
   for (auto it = peers_.begin(); it != peers_.end();) {
     auto next = std::next(it);
     if (it->second.state != Peer::ready && now - it->second.since > deadline) {
-      log_("node " + std::to_string(it->first) + " did not complete authentication in time; not forwarding to it");
-      drop(it, "it did not complete authentication in time", true);
+      const bool dialing = it->second.state == Peer::dialing;
+      log_("node " + std::to_string(it->first) + (dialing ? " was not reached" : " did not complete authentication") +
+           " in time; not forwarding to it");
+      drop(it, dialing ? "it could not be reached in time" : "it did not complete authentication in time", true);
     }
     else if (Peer& p = it->second; p.lane && !p.in_lane.empty()) {
       const uint64_t taken = p.lane.taken_now();

@@ -33,6 +33,10 @@ public:
   // A connection to a node's address (UCX's HOST:PORT, or tls://HOST:PORT), made in the
   // background; null (with *why) if it cannot be started.
   virtual Ep connect(const std::string& address, std::string* why) = 0;
+  // A connection that comes later, through Peers::dialed or Peers::dial_failed (a peer's
+  // same-host door, which the supervisor opens for this worker): the dial's number, or 0 if
+  // this address is reached with connect().
+  virtual uint64_t dial(const std::string& /*address*/) { return 0; }
   // Sends r on ep, asking the peer to answer on this endpoint; on_fail if it cannot be
   // delivered (the peer went away).
   virtual void send(Ep ep, Reply&& r, Failed on_fail) = 0;
@@ -75,7 +79,8 @@ struct Peer {
   // as a UCX send would. uint64_t: the message's index in the lane.
   std::deque<std::pair<uint64_t, PeerLink::Failed>> in_lane;
   uint64_t taken_at_sweep = 0;
-  enum State { greeting, proving, ready } state = greeting;
+  enum State { dialing, greeting, proving, ready } state = greeting;
+  uint64_t dial = 0;           // while dialing: PeerLink::dial's number
   wire::Nonce nonce{};         // this node's challenge in its hello
   // Random request ids of this node's auth and lane requests: their answers must carry them.
   // Anyone who reaches this node's worker can send it an auth_reply or a lane_reply, and a
@@ -126,6 +131,11 @@ public:
   bool on_auth_reply(const wire::AuthReply& r);
   // The answer to this node's lane request (by its random request id).
   bool on_lane_offer(const wire::LaneOffer& r);
+  // A dial (PeerLink::dial) made its connection: the peer is greeted on it. False if no
+  // peer waits for that dial any more (dropped meanwhile): the caller closes ep.
+  bool dialed(uint64_t dial, Ep ep);
+  // A dial failed: what waited for that peer fails.
+  void dial_failed(uint64_t dial, const std::string& why);
   // ep went away (its transport closes it): true if it was a peer's.
   bool lost(Ep ep);
   // Peers that did not complete the handshake within deadline are dropped, and so are those
@@ -136,6 +146,7 @@ public:
   void clear() { peers_.clear(); }
 
 private:
+  void greet(Peer& p);  // its hello, on its connection
   // What waited for it fails with why; its endpoint is closed unless UCX already lost it.
   void drop(std::map<uint32_t, Peer>::iterator it, const std::string& why, bool close);
 

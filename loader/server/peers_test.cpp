@@ -30,6 +30,8 @@ struct FakeLink : PeerLink {
   std::vector<Ep> closed;
   uintptr_t next = 1;
   bool reachable = true;
+  uint64_t dials = 0;  // nonzero: every address is dialed, numbered from here
+  uint64_t dial(const std::string&) override { return dials ? dials++ : 0; }
   Ep connect(const std::string&, std::string* why) override {
     if (!reachable) return *why = "connection refused", nullptr;
     return ep(next++);
@@ -120,6 +122,43 @@ TEST_CASE("forwards wait for the handshake, then carry the session token", "[pee
   CHECK(x.failures.empty());
   x.peers.on_auth_reply(ar);  // a repeated answer changes nothing
   CHECK(x.link.sent.size() == 4);
+}
+
+TEST_CASE("a peer reached through its door is greeted once dialed; a failed dial fails what waited", "[peers]") {
+  Fixture x;
+  x.link.dials = 100;
+  std::string why;
+  Peer* p = x.peers.get(1, &why);
+  REQUIRE(p);
+  CHECK(p->state == Peer::dialing);
+  x.peers.send(*p, forward_message(), x.record());
+  CHECK(x.link.sent.empty());  // no connection yet: nothing sent
+  CHECK_FALSE(x.peers.dialed(7, ep(55)));  // another dial's: the caller closes it
+  CHECK_FALSE(x.peers.lost(Ep()));         // a dialing peer has no connection to lose
+  REQUIRE(x.peers.dialed(100, ep(55)));
+  REQUIRE(x.link.sent.size() == 1);
+  CHECK(x.link.sent[0].ep == ep(55));
+  const Hello h = decoded_hello(x.link.sent[0].r);
+  CHECK(h.nonce == p->nonce);
+  CHECK_FALSE(x.peers.dialed(100, ep(56)));  // once
+  CHECK(x.failures.empty());
+
+  Peer* q = x.peers.get(0, &why);
+  REQUIRE(q);
+  x.peers.send(*q, forward_message(), x.record());
+  x.peers.dial_failed(101, "no loader listens there on this host");
+  CHECK(x.failures == std::vector<std::string>{"it could not be reached"});
+  CHECK(x.link.closed.empty());  // it had no connection
+  CHECK(x.peers.all().size() == 1);
+  REQUIRE(!x.logged.empty());
+  CHECK(x.logged.back() == "cannot reach node 0: no loader listens there on this host");
+
+  Peer* r = x.peers.get(0, &why);  // dialed again, and never answered
+  REQUIRE(r);
+  x.peers.sweep(r->since + 11s, 10000ms);  // node 1 never authenticated either
+  CHECK(x.peers.all().empty());
+  CHECK(x.link.closed == std::vector<Ep>{ep(55)});  // node 1's connection; node 0 had none
+  CHECK(std::count(x.logged.begin(), x.logged.end(), "node 0 was not reached in time; not forwarding to it") == 1);
 }
 
 TEST_CASE("a peer that cannot prove its node key gets nothing", "[peers]") {

@@ -1,4 +1,4 @@
-// SelfProbe: a new connection to the worker's own listener every few seconds, and a hello.
+// SelfProbe: a new connection to the worker (its listener, or its address) every few seconds, and a hello.
 #include "self_probe.h"
 
 #include <algorithm>
@@ -15,7 +15,7 @@ Result<std::unique_ptr<SelfProbe>> SelfProbe::start(const Options& options) {
   std::unique_ptr<SelfProbe> p(new SelfProbe());
   p->opt_ = options;
   p->opt_.address.clear();
-  auto w = net::UcxWorker::create(false, false, options.loopback_only);
+  auto w = net::UcxWorker::create(false, false, options.loopback_only, options.shm);
   XC_TRY(w);
   p->w_ = std::move(*w);
   auto nonce = auth::random_nonce();
@@ -48,6 +48,17 @@ void SelfProbe::aim(const std::string& address) {
   if (w_) w_->wake();
 }
 
+void SelfProbe::aim_at_worker(ByteView worker_address, const door::Ticket& ticket) {
+  {
+    std::lock_guard<std::mutex> l(aim_mu_);
+    worker_address_.assign(worker_address.begin(), worker_address.end());
+    ticket_ = ticket;
+    aimed_ = "this worker's address";
+  }
+  have_address_ = true;
+  if (w_) w_->wake();
+}
+
 SelfProbe::~SelfProbe() { close(); }
 
 void SelfProbe::close() {
@@ -66,15 +77,32 @@ void SelfProbe::close() {
 bool SelfProbe::connect() {
   close();
   lost_ = false;
-  auto ep = net::connect_ep(w_->worker(), opt_.address, [](void* arg, ucp_ep_h, ucs_status_t) { static_cast<SelfProbe*>(arg)->lost_ = true; },
-                            this);
+  const ucp_err_handler_cb_t on_error = [](void* arg, ucp_ep_h, ucs_status_t) { static_cast<SelfProbe*>(arg)->lost_ = true; };
+  if (worker_address_.empty()) {
+    auto ep = net::connect_ep(w_->worker(), opt_.address, on_error, this);
+    if (!ep.ok()) return false;
+    ep_ = *ep;
+    return true;
+  }
+  auto ep = net::connect_address(w_->worker(), worker_address_, on_error, this);
   if (!ep.ok()) return false;
   ep_ = *ep;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(ep_, door::kClaimMessage, ticket_.data(), ticket_.size(), nullptr, 0, &p);
+  if (UCS_PTR_IS_ERR(r)) return close(), false;
+  if (r) UCX->ucp_request_free(r);  // completes on its own; ticket_ outlives it
   return true;
 }
 
 bool SelfProbe::greet_once(const std::atomic<bool>& quit) {
-  if (!connect()) return false;
+  // By address, one connection serves every probe: UCX on the worker's side makes an
+  // endpoint of its own for it, which it may free once this side's is gone (the worker,
+  // not told, would then take the next connection at that address for the probe's).
+  // A wedged receive queue stops its hellos as it would a new connection's.
+  const bool keep = !worker_address_.empty();
+  if (!(keep && ep_ && !lost_) && !connect()) return false;
   answered_ = false;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -91,7 +119,7 @@ bool SelfProbe::greet_once(const std::atomic<bool>& quit) {
     UCX->ucp_request_free(r);
   }
   const bool ok = answered_;
-  close();
+  if (!keep || lost_) close();
   return ok;
 }
 
@@ -114,7 +142,7 @@ void SelfProbe::run(const std::atomic<bool>& quit, const std::atomic<uint64_t>& 
       } else if (Clock::now() - last_ok >= opt_.deadline) {
         if (progress.load(std::memory_order_relaxed) - progress_at_ok >= opt_.min_progress) {
           on_wedged("for " + std::to_string(opt_.deadline.count() / 1000) +
-                    " s no new connection to the worker's listener was answered while the worker kept polling: new "
+                    " s no new connection to the worker was answered while the worker kept polling: new "
                     "clients cannot reach it (its listening sockets closed, or its shared-memory receive queue wedged)");
           return;
         }

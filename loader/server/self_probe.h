@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "xcargo/door.h"
 #include "xcargo/ucx.h"
 #include "xcargo/error.h"
 #include "xcargo/wire.h"
@@ -22,8 +23,8 @@ namespace xcargo::loader {
 // - A kernel can close the worker's listening sockets (the attack that found this closed
 //   every socket in SO_ACCEPTCONN state and left the node deaf, its worker never replaced).
 // The probe is a client inside the worker, with its own UCX context and the same transports
-// as a local client: every `interval` it makes a new connection to the worker's listener,
-// says hello and closes it. No hello answered for `deadline` while the server kept
+// as a local client: every `interval` it makes a new connection to the worker's listener
+// (or, without one, to its address, as a same-host client does), says hello and closes it. No hello answered for `deadline` while the server kept
 // progressing means new clients cannot be served; the server then restarts the worker.
 class SelfProbe {
 public:
@@ -41,6 +42,9 @@ public:
     // UCX's network transports on the loopback device only (UcxWorker::create), as the
     // server's own are without trusted-network.
     bool loopback_only = true;
+    // The probe's endpoints may use shared memory (UcxWorker::create): to a worker with no
+    // listener, reached by its address as a same-host client reaches it.
+    bool shm = false;
   };
 
   // Creates the probe's own UCX context. Call before the sandbox locks down: the context
@@ -49,6 +53,10 @@ public:
   // The server's address, once it listens (a standby worker listens when it takes over):
   // run() probes it from then on. Call once, from any thread.
   void aim(const std::string& address);
+  // Or, for a worker with no UCX listener, its UCX address: each probe then connects by it,
+  // and presents `ticket` first (the `door` message) as a same-host client presents the
+  // keeper's. Call once, as aim().
+  void aim_at_worker(ByteView worker_address, const door::Ticket& ticket);
   ~SelfProbe();
 
   // Whether a hello came from this probe (its nonce, random per worker): the server answers
@@ -72,6 +80,8 @@ private:
   Options opt_;
   std::mutex aim_mu_;
   std::string aimed_;                    // from aim(), for run()'s thread
+  Bytes worker_address_;                 // from aim_at_worker(), read by run()'s thread once have_address_
+  door::Ticket ticket_{};
   std::atomic<bool> have_address_{false};
   std::unique_ptr<net::UcxWorker> w_;
   ucp_ep_h ep_ = nullptr;

@@ -29,6 +29,16 @@ void UcxServer::Impl::door_read() {
     using K = door_channel::Kind;
     if (m->kind == K::client) {
       door_tickets[m->ticket] = DoorTicket{m->id, m->pid, m->uid, Clock::now()};
+    } else if (m->kind == K::dialed) {
+      door_dialed(*m);
+    } else if (m->kind == K::dial_failed) {
+      if (door_dials.erase(m->id)) peers->dial_failed(m->id, std::string(m->bytes.begin(), m->bytes.end()));
+    } else if (m->kind == K::lost) {  // the peer's worker ended: so did this connection to it
+      const auto it = door_dials.find(m->id);
+      if (it == door_dials.end()) continue;
+      const Ep ep = it->second.ep;
+      door_dials.erase(it);
+      if (ep && peers->lost(ep)) close_ep(ep.ucx());
     } else if (m->kind == K::gone) {  // its client closed the lifeline: gone, or never came
       std::erase_if(door_tickets, [&](const auto& t) { return t.second.id == m->id; });
       for (auto it = door_ids.begin(); it != door_ids.end(); ++it)
@@ -55,10 +65,18 @@ void UcxServer::Impl::door_claim(ucp_ep_h ep, ByteView header) {
     if (door_strays.due())
       log(std::string("dropped a door message: ") + why + " (" + std::to_string(door_strays.count()) + " such so far)");
   };
-  if (eps.find(ep)) return stray("its connection is already one");
   if (header.size() != sizeof(door::Ticket)) return stray("not a ticket");
   door::Ticket t;
   std::copy(header.begin(), header.end(), t.begin());
+  const Client* known = eps.find(ep);
+  // This worker's own probe (no listener to come through). UCX gives each of its new
+  // endpoints the one this side made for the probe's first (the same peer worker).
+  if (!opt.ucx_listener && t == probe_ticket) {
+    if (!known) last_accepted = &eps.add(ep, "this worker's probe", Clock::now());
+    return;
+  }
+  if (known) return stray("its connection is already one");
+  if (door_fd < 0) return stray("this worker has no door");
   auto it = door_tickets.find(t);
   if (it == door_tickets.end()) {  // the keeper's word may not have been read yet
     door_read();
@@ -96,9 +114,55 @@ ucs_status_t UcxServer::Impl::on_door(void* arg, const void* header, size_t head
                                       const ucp_am_recv_param_t* param) {
   auto* self = static_cast<HandlerArg*>(arg)->self;
   const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) && param->reply_ep;
-  if (!has_ep || self->door_fd < 0) return on_stray(arg, header, header_length, nullptr, 0, param);
+  if (!has_ep || (self->door_fd < 0 && self->opt.ucx_listener)) return on_stray(arg, header, header_length, nullptr, 0, param);
   self->door_claim(param->reply_ep, ByteView(static_cast<const uint8_t*>(header), header_length));
   return UCS_OK;
+}
+
+}  // namespace xcargo::loader
+
+namespace xcargo::loader {
+
+uint64_t UcxServer::Impl::door_dial(const std::string& host_port) {
+  if (door_fd < 0) return 0;
+  const uint64_t id = next_dial++;
+  door_dials[id] = DoorDial{host_port, {}, {}};
+  door_tell(door_channel::Message{door_channel::Kind::dial, id, {}, 0, 0, Bytes(host_port.begin(), host_port.end())});
+  return id;
+}
+
+void UcxServer::Impl::door_dialed(const door_channel::Message& m) {
+  const auto it = door_dials.find(m.id);
+  if (it == door_dials.end() || it->second.ep) return;  // not this worker's dial, or answered twice
+  DoorDial& d = it->second;
+  auto ep = net::connect_address(w->worker(), m.bytes, &Impl::on_ep_error, this);
+  if (!ep.ok()) {
+    const std::string why = d.address + ": " + ep.error().message();
+    door_tell(door_channel::Message{door_channel::Kind::close, m.id, {}, 0, 0, {}});
+    door_dials.erase(it);
+    return peers->dial_failed(m.id, why);
+  }
+  d.ep = *ep;
+  d.ticket = m.ticket;  // sent first, before the hello (UCX keeps an endpoint's order); kept while d lives
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(*ep, door::kClaimMessage, d.ticket.data(), d.ticket.size(), nullptr, 0, &p);
+  if (UCS_PTR_IS_PTR(r)) UCX->ucp_request_free(r);  // completes on its own
+  if (!peers->dialed(m.id, d.ep)) {  // nobody waits for it any more
+    door_undial(d.ep);
+    close_ep(*ep);
+  }
+}
+
+void UcxServer::Impl::door_undial(Ep ep) {
+  if (!ep) return;
+  for (auto it = door_dials.begin(); it != door_dials.end(); ++it)
+    if (it->second.ep == ep) {
+      door_tell(door_channel::Message{door_channel::Kind::close, it->first, {}, 0, 0, {}});
+      door_dials.erase(it);
+      return;
+    }
 }
 
 }  // namespace xcargo::loader

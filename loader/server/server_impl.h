@@ -196,6 +196,22 @@ struct UcxServer::Impl : IntakeHost {
   // The channel ended: no more tickets come, so no new same-host client (opt.on_door_lost).
   void door_lost();
   void door_claim(ucp_ep_h ep, ByteView header);
+  // The self probe's ticket when this worker has no UCX listener: claims a connection any
+  // number of times (only this process knows it), as the probe's.
+  door::Ticket probe_ticket{};
+  // Peers' doors the keeper opens for this worker (Link::dial), by the dial's number (the
+  // high bit set, so that no number of the keeper's own is one).
+  struct DoorDial {
+    std::string address;
+    door::Ticket ticket{};  // the peer's, sent in the `door` message (kept until the dial ends)
+    Ep ep;                  // once dialed
+  };
+  std::map<uint64_t, DoorDial> door_dials;
+  uint64_t next_dial = uint64_t(1) << 63;
+  uint64_t door_dial(const std::string& host_port);
+  void door_dialed(const door_channel::Message& m);
+  // The dial that made ep, if one did: its lifeline is released (the keeper closes it).
+  void door_undial(Ep ep);
   // c's connection closes here: the keeper closes its lifeline, and its client knows.
   void door_forget(Ep ep);
   // Unclaimed tickets older than the authentication deadline go, and their lifelines.
@@ -309,6 +325,7 @@ struct UcxServer::Impl : IntakeHost {
     Impl* self;
     explicit Link(Impl* s) : self(s) {}
     Ep connect(const std::string& address, std::string* why) override;  // ucx_server.cpp
+    uint64_t dial(const std::string& address) override;                  // ucx_server.cpp
     void send(Ep ep, Reply&& r, Failed on_fail) override { self->transport(ep).send_peer(ep, std::move(r), std::move(on_fail)); }
     void close(Ep ep) override { self->close_conn(ep); }
   } link{this};

@@ -41,6 +41,7 @@ public:
   }
   void close(Ep ep) override {
     m_.door_forget(ep);
+    m_.door_undial(ep);
     UcxServer::Impl::close_ep(ep.ucx());
   }
   void sweep(std::chrono::steady_clock::time_point now) override { m_.door_sweep(now); }
@@ -76,6 +77,17 @@ void UcxServer::Impl::fetch(Job& job, void* data, size_t length) {
   ucs_status_ptr_t r = UCX->ucp_am_recv_data_nbx(w->worker(), data, job.data.data(), length, &p);
   if (UCS_PTR_IS_ERR(r)) job.failed = true, job.receive_error = UCX->ucs_status_string(UCS_PTR_STATUS(r)), job.ready = true;
   else if (r == nullptr) job.ready = true;  // else on_data completes it
+}
+
+// A peer on this host (a loopback HOST:PORT) when this worker has no UCX listener: through
+// its same-host door, which the keeper opens for this worker (server_door.cpp).
+uint64_t UcxServer::Impl::Link::dial(const std::string& address) {
+  if (self->opt.ucx_listener || self->door_fd < 0) return 0;
+  const NodeAddress a = split_scheme(address);
+  if (a.scheme != NodeAddress::Scheme::none) return 0;
+  auto hp = net::parse_host_port(a.host_port, nullptr);
+  if (!hp.ok() || !net::is_loopback(*hp)) return 0;
+  return self->door_dial(a.host_port);
 }
 
 // A peer's address: UCX's HOST:PORT, or tls://HOST:PORT, dialed through the front door.
@@ -126,6 +138,7 @@ void UcxServer::Impl::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t) {
     self->log("connection from " + c->peer + " closed without authenticating");
   bool known = self->eps.erase(ep) + self->orphans.erase(ep) > 0;
   if (self->peers->lost(ep)) known = true;
+  self->door_undial(ep);
   if (known) close_ep(ep);
 }
 
@@ -297,6 +310,11 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
   bool quiet = false;
   Status listening;
   for (;;) {
+    if (!m.opt.ucx_listener) {  // the loader's name only: clients come through the door
+      m.address = m.opt.listen;
+      m.served = true;
+      break;
+    }
     auto listener = net::listen(m.w->worker(), m.opt.listen, &Impl::on_conn, &m, &m.address);
     if (listener.ok()) {
       m.listener = *listener;
@@ -315,12 +333,16 @@ Status UcxServer::listen(std::chrono::milliseconds wait) {
   XC_TRY(listening);
   if (!m.opt.tls_listen.empty() && !m.front)
     XC_TRY(m.open_front_door(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(deadline - Clock::now(), Clock::duration::zero()))));
-  if (m.probe) m.probe->aim(m.address);
-  if (m.door_fd >= 0) {  // the keeper offers this worker from now on (said once, before any kernel runs)
+  if (!m.opt.ucx_listener || m.door_fd >= 0) {
     auto a = m.w->address();
     XC_TRY(a);
-    m.door_tell(door_channel::Message{door_channel::Kind::address, 0, {}, 0, 0, std::move(*a)});
+    // Without a listener the probe comes in as a same-host client does, by this worker's
+    // address and a ticket of its own (door_claim).
+    if (!m.opt.ucx_listener && m.probe) m.probe->aim_at_worker(*a, m.probe_ticket);
+    if (m.door_fd >= 0)  // the keeper offers this worker from now on (said once, before any kernel runs)
+      m.door_tell(door_channel::Message{door_channel::Kind::address, 0, {}, 0, 0, std::move(*a)});
   }
+  if (m.probe && m.opt.ucx_listener) m.probe->aim(m.address);
   return {};
 }
 
@@ -389,8 +411,14 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     if (auto st = handle(uint16_t(t), cb); st != UCS_OK)
       return net::ucx_error("UCX handler for message type " + std::to_string(t), st);
   }
-  SelfProbe::Options po;  // aimed at the listener once there is one
+  if (!options.ucx_listener) {
+    auto t = auth::random_nonce();
+    XC_TRY(t);
+    std::copy_n(t->begin(), m.probe_ticket.size(), m.probe_ticket.begin());
+  }
+  SelfProbe::Options po;  // aimed at the listener once there is one (at this worker's address without one)
   po.loopback_only = !options.trusted_network;
+  po.shm = !options.ucx_listener;
   auto probe = SelfProbe::start(po);
   XC_TRY(probe);
   m.probe = std::move(*probe);

@@ -20,6 +20,10 @@ namespace xcargo::loader {
 
 struct ServerOptions {
   std::string listen;                                // HOST:PORT; port 0 picks a free one
+  // Whether UCX listens at `listen`. Off, `listen` only names the loader (the supervisor
+  // holds its port; port 0 is not allowed): UCX takes no connection, and its clients and peers on
+  // this host come through the same-host door (door_fd) instead.
+  bool ucx_listener = true;
   // The TLS front door's HOST:PORT (front_door.h); empty: none. Its connections prove a key
   // in the handshake: an authorized client's, or a cluster node's (AuthGate::admits).
   std::string tls_listen;

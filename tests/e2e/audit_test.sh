@@ -25,7 +25,7 @@ faults=$("$X" inspect faults.xcargo --json | python3 -c 'import json,sys; print(
 
 # Nothing on stderr: every process's lines go to the file. A line per run (--log-every-run):
 # the rotation below needs many lines.
-"$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients --timeout 1 \
+"$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file node.addr --trust trust --clients clients --timeout 1 \
   --log "$TMP/node.log" --log-max-size 64K --log-every-run 2> stderr.txt &
 sup=$!
 pids+=($sup)
@@ -115,7 +115,7 @@ check "the loader stopped on SIGTERM" bash -c "! kill -0 $sup"
 check "its last line, written as it stopped, is in the file" bash -c "tail -1 node.log | grep -Eq '^${TIME}stopped$'"
 
 # Under systemd the journal stamps lines itself: no time and no pid in the loader's own text.
-JOURNAL_STREAM=8:12345 "$LOADER" --listen 127.0.0.1:0 --ready-file j.addr --trust trust --clients clients 2> journal.txt &
+JOURNAL_STREAM=8:12345 "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file j.addr --trust trust --clients clients 2> journal.txt &
 pids+=($!)
 disown $!
 wait_file j.addr || echo "FAIL: the loader did not start: $(tail -3 journal.txt)"
@@ -153,6 +153,6 @@ j = json.load(open('repeat.json'))
 assert j['ok'] and j['runs'] == 2000 and j['failed_runs'] == 0 and j['value'] == '42' and j['inflight'] == 32, j"
 eventually 10 "the loader counted the 2000 runs" python3 counted.py 3 2598
 
-expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log x.log --log-max-size 1000
-expect 2 "no-such-dir/x.log: cannot open the log file" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log no-such-dir/x.log
+expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --trust trust --clients clients --log x.log --log-max-size 1000
+expect 2 "no-such-dir/x.log: cannot open the log file" -- "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --trust trust --clients clients --log no-such-dir/x.log
 finish

@@ -115,7 +115,7 @@ printf 'verbs=ls %s lister\n' "$(sed -n 2p "$ME.pub")" > limited.txt
 start() {  # start NAME ARGS...: a loader of its own; sets NAME to its address
   local name=$1
   shift
-  "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --ready-file "$name.addr" --spin-us 0 "$@" 2> "$name.log" &
+  "$BIN/xcargo-loader" --listen 127.0.0.1:0 $(ucx_net) --trust "$XCARGO_CLUSTER_DIR/trust" --ready-file "$name.addr" --spin-us 0 "$@" 2> "$name.log" &
   pids+=($!)
   disown $!
   wait_file "$name.addr" || echo "FAIL: loader $name did not start: $(tail -3 "$name.log")"
@@ -151,8 +151,8 @@ sed -i 1d reload.txt
 eventually 30 "a client key removed is refused" bash -c "! '$X' ls --to '$reload' > removed.out 2>&1"
 check "the reloads are logged" grep -q 'clients: reloaded 1 authorized keys' reload.log
 printf 'verbs=ls,fly %s lister\n' "$(sed -n 2p "$ME.pub")" > bad-verbs.txt
-expect 2 "bad-verbs.txt: line 1: unknown verb 'fly'" -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --clients bad-verbs.txt
-expect 2 'no authorized clients' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust"
+expect 2 "bad-verbs.txt: line 1: unknown verb 'fly'" -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 $(ucx_net) --trust "$XCARGO_CLUSTER_DIR/trust" --clients bad-verbs.txt
+expect 2 'no authorized clients' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 $(ucx_net) --trust "$XCARGO_CLUSTER_DIR/trust"
 
 # An open loader serves anyone, and says so: in its log and to every client.
 start open --allow-anyone

@@ -39,7 +39,7 @@ done
 # Its unread case goes to a loader of requests and replies of 4 MiB at most, whose unread
 # replies' limit (twice that) a client that reads none meets after about 2000 replies,
 # whatever the machine's speed (the default's 131072 took most of 60 s on a busy machine).
-"$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust "$XCARGO_CLUSTER_DIR/trust" --clients "$XCARGO_CLUSTER_DIR/clients/clients.txt" \
+"$BIN/xcargo-loader" --listen 127.0.0.1:0 $(ucx_net) --trust "$XCARGO_CLUSTER_DIR/trust" --clients "$XCARGO_CLUSTER_DIR/clients/clients.txt" \
   --ready-file small.addr --spin-us 0 --max-cargo 4194304 --max-input 4194304 --max-reply 4194304 2> small.log &
 pids+=($!)
 disown $!
@@ -85,7 +85,7 @@ down
 if [ "$TLS" = shm ]; then
   up
   expect 0 'wedged the receive FIFO' -- "$BIN/xcargo-shm-wedge" --to "$NODE" --pid "$WORKER"
-  eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 "no new connection to the worker's listener was answered" "$LOG"
+  eventually 120 "the worker noticed that its receive queue is wedged" lines_at_least 1 "no new connection to the worker was answered" "$LOG"
   eventually 120 "a new worker serves over shared memory" bash -c "[ \"\$(pgrep -x xcargo-loader -P $SUPERVISOR)\" != $WORKER ] && '$X' ls --to '$NODE'" || {
     # What the loader did meanwhile (its log is started afresh by the next `up`).
     echo "    | workers now: $(pgrep -x xcargo-loader -P "$SUPERVISOR" | tr '\n' ' ')(was $WORKER); standby: $(pgrep -x xcargo-standby -P "$SUPERVISOR")"
@@ -97,12 +97,12 @@ fi
 
 # One-sided reads over transports that emulate them in software: refused without the
 # admin's statement that the network is trusted.
-expect 2 'emulate one-sided access in software' -- "$BIN/xcargo-loader" --listen 127.0.0.1:0 \
+expect 2 'emulate one-sided access in software' -- env UCX_TLS=shm,tcp "$BIN/xcargo-loader" --listen 127.0.0.1:0 \
   --trust "$XCARGO_CLUSTER_DIR/trust" --allow-anyone --one-sided-regions
 cat > one-sided.yaml <<YAML
 one-sided-regions: true
 YAML
-expect 2 'hint: set trusted-network: true' -- "$BIN/xcargo-loader" --config one-sided.yaml --listen 127.0.0.1:0 \
+expect 2 'hint: set trusted-network: true' -- env UCX_TLS=shm,tcp "$BIN/xcargo-loader" --config one-sided.yaml --listen 127.0.0.1:0 \
   --trust "$XCARGO_CLUSTER_DIR/trust" --allow-anyone
 
 # With it, the loader says what that costs, and the attack tool sees the hole it opens (the

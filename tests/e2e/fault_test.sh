@@ -16,7 +16,7 @@ trap '[ -n "$sup" ] && { pkill -9 -P "$sup"; kill -9 "$sup"; } 2>>"$DISCARD"; rm
 # start: a loader on the shared cache, JIT first (so that pushes write the disk cache).
 start() {
   rm -f node.addr
-  "$LOADER" --listen 127.0.0.1:0 --ready-file node.addr --trust trust --clients clients --cache cache --prefer bitcode 2>> node.log &
+  "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file node.addr --trust trust --clients clients --cache cache --prefer bitcode 2>> node.log &
   sup=$!
   disown "$sup"
   wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"

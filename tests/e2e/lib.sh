@@ -183,3 +183,12 @@ finish() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]
 }
+
+# ucx_net: "--trusted-network" when this test's UCX_TLS leaves out System V shared memory (its
+# tcp runs), for a loader to serve UCX over tcp with a listener; nothing otherwise (the
+# default: UCX over shared memory through the same-host door, no UCX port). Unquoted: $(ucx_net).
+ucx_net() {
+  case ",${UCX_TLS:-}," in
+    *,tcp,*) case ",$UCX_TLS," in *,shm,*|*,sm,*|*,mm,*|*,sysv,*|*,all,*) ;; *) echo --trusted-network ;; esac ;;
+  esac
+}

@@ -16,7 +16,7 @@ start_loader() {
   local name=$1
   shift
   rm -f "$name.addr"
-  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" --clients clients "$@" 2> "$name.log" &
+  "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file "$name.addr" --clients clients "$@" 2> "$name.log" &
   pids+=($!)
   disown $!
   eval "${name}_pid=$!"
@@ -146,7 +146,7 @@ clients: clients
 node-id: 7
 YAML
 rm -f cfg.addr
-"$LOADER" --config loader.yaml --ready-file cfg.addr 2> cfg.log &
+"$LOADER" --config loader.yaml $(ucx_net) --ready-file cfg.addr 2> cfg.log &
 pids+=($!)
 disown $!
 wait_file cfg.addr

@@ -24,7 +24,7 @@ export XCARGO_IDENTITY=$TMP/me
 start() {
   local name=$1
   shift
-  "$LOADER" --listen 127.0.0.1:0 --ready-file "$name.addr" --trust trust --clients clients --log "$TMP/$name.log" "$@" 2> "$name.stderr" &
+  "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file "$name.addr" --trust trust --clients clients --log "$TMP/$name.log" "$@" 2> "$name.stderr" &
   pids+=($!)
   declare -g "pid_$name=$!"
   disown $!

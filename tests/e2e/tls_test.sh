@@ -45,20 +45,30 @@ diagnose node.log
 NODE=$(sed -n 2p node.addr)  # tls://HOST:PORT
 HOSTPORT=${NODE#tls://}
 check "the ready file's second line is the front door" grep -Eq '^tls://127\.0\.0\.1:[0-9]+$' <<<"$NODE"
-check "the first log line names both transports" grep -Eq "listening on 127\.0\.0\.1:[0-9]+ and $NODE" node.log
+check "the first log line names both transports" grep -Eq "listening on 127\.0\.0\.1:[0-9]+ \(same-host door: UCX over shared memory for this user's processes \(uid [0-9]+\); no UCX port\) and $NODE \(TLS 1\.3 front door" node.log
 
-# UCX trusts every peer that reaches it: without --trusted-network it listens on loopback
-# alone, and so do the ports of its tcp transport (each worker's and standby's); an address
+# UCX trusts every peer that reaches it: without --trusted-network it opens no port at all
+# (no listener, no tcp transport: this host's clients of its user come through the same-host
+# door, over shared memory). The front door is the only port; the listen address is held
+# (bound, not listening), so a TCP connection to it is refused by the kernel. An address
 # that other hosts reach is refused, with the way to serve them.
 measure PORTS "the ports the loader listens on" listening_on "$SUPERVISOR"
 echo "$PORTS" | sed 's/^/    listening: /'
-check "the loader listens on 4 ports or more (UCX, its tcp transport, the front door)" test "$(wc -l <<<"$PORTS")" -ge 4
-check "every port the loader listens on is on loopback" test -z "$(grep -v '^127\.' <<<"$PORTS")"
-expect 2 'listen 0\.0\.0\.0:0: UCX would take connections from other hosts' -- \
+check "the loader listens on one port: its front door" test "$PORTS" = "$HOSTPORT"
+UCXPORT=$(head -1 node.addr)
+check "a TCP connection to the listen address is refused" \
+  "$PY" -c "import socket,sys; h,p=sys.argv[1].rsplit(':',1); s=socket.socket(); s.settimeout(5)
+try:
+    s.connect((h,int(p))); sys.exit(1)
+except ConnectionRefusedError:
+    sys.exit(0)" "$UCXPORT"
+expect 2 "listen $UCXPORT: cannot take the port: Address already in use" -- \
+  "$LOADER" --listen "$UCXPORT" --trust trust --clients clients
+expect 2 'listen 0\.0\.0\.0:0: without trusted-network the loader.s UCX serves only this host' -- \
   "$LOADER" --listen 0.0.0.0:0 --trust trust --clients clients
 expect 2 'hint: serve other hosts through the TLS front door' -- "$LOADER" --listen 0.0.0.0:0 --trust trust --clients clients
-expect 2 'UCX_NET_DEVICES=eth0: UCX would open ports on network devices other hosts reach' -- \
-  env UCX_NET_DEVICES=eth0 "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients
+expect 2 'UCX_TLS=tcp: without trusted-network the loader.s UCX serves only this host.s processes of its own user' -- \
+  env UCX_TLS=tcp "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients
 
 # A node whose key is not pinned is refused before anything is sent; pinned, it serves.
 expect 5 "this node's key is not known" -- "$X" ls --to "$NODE"

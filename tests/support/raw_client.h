@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "xcargo/door.h"
 #include "xcargo/ucx.h"
 #include "xcargo/identity.h"
 #include "xcargo/wire.h"
@@ -14,8 +15,9 @@ namespace xcargo::test {
 
 class RawClient {
 public:
-  // Connects to HOST:PORT (rma: this side's context offers one-sided access); dies with the
-  // tool's name on failure.
+  // Connects to HOST:PORT (rma: this side's context offers one-sided access): through the
+  // same-host door of a loader of this user on this host (its `door` message sent first), else
+  // its UCX listener; dies with the tool's name on failure.
   RawClient(const char* tool, const std::string& to, bool rma = false);
   ~RawClient();
 
@@ -34,7 +36,8 @@ public:
   void send_blind(uint16_t type, const Bytes& header);
   // After send(): whether an answer came within `seconds`.
   bool wait_answer(int seconds);
-  bool lost() const { return lost_; }
+  // Whether the node closed the connection (UCX reported it, or the door's lifeline ended).
+  bool lost() const;
 
   // hello with a fresh nonce; hello_reply() is the node's answer. max_version below 3 sends
   // an old hello (no nonce). reply_address: the UCX address the hello names for forwarded
@@ -53,6 +56,8 @@ private:
   const char* tool_;
   std::unique_ptr<net::UcxWorker> w_;
   ucp_ep_h ep_ = nullptr;
+  int lifeline_ = -1;  // the same-host door's connection, when the endpoint came through it
+  door::Ticket ticket_{};
   Bytes answer_;
   bool have_ = false, lost_ = false;
   wire::HelloReply hello_;

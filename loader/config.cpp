@@ -67,7 +67,10 @@ bool parse_size(std::string text, uint64_t& out) {
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"listen", "HOST:PORT", "Serve clients over UCX at HOST:PORT, or HOST for port 7400 (port 0: any free port)", TEXT(listen)},
+      {"listen", "HOST:PORT", "The loader's name on this host, HOST:PORT or HOST for port 7400 (port 0: any free port): its "
+                              "user's processes reach its UCX over shared memory through the same-host door of that name "
+                              "(the loader holds the port; UCX opens none). With trusted-network, UCX listens there",
+       TEXT(listen)},
       {"tls-listen", "HOST:PORT", "Also serve clients and nodes over TLS 1.3 at HOST:PORT (port 0: any free port; the ready "
                                   "file's second line says which): every peer proves its key before any of its bytes is "
                                   "parsed, and all traffic is encrypted (format-spec/wire-protocol.md 2.3)", TEXT(tls_listen)},
@@ -132,9 +135,9 @@ const std::vector<Setting>& settings() {
                        "capabilities)", TEXT(user)},
       {"one-sided-regions", nullptr, "Let clients read regions with one-sided UCX gets (default: through requests the "
                                      "loader bounds-checks; loader/SECURITY.md)", SWITCH(one_sided_regions)},
-      {"trusted-network", nullptr, "State that every host able to reach this loader's UCX is trusted: needed to "
-                                   "listen on an address other than loopback (UCX trusts every peer; other hosts "
-                                   "belong on tls-listen), and for one-sided-regions over tcp or shared memory",
+      {"trusted-network", nullptr, "State that every host able to reach this loader's UCX is trusted: UCX then listens "
+                                   "at listen (any address) with its network transports (UCX trusts every peer; other "
+                                   "hosts belong on tls-listen); needed for one-sided-regions over tcp or shared memory",
        SWITCH(trusted_network)},
       {"log", "FILE", "Write the log (every process's lines) to FILE instead of stderr, rotated to FILE.1 at log-max-size",
        TEXT(log)},

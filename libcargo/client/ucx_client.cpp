@@ -92,6 +92,7 @@ public:
     // same-host door, whose loader is of this user: through the listener the worker may be
     // another user's, which could not attach this process's segments (nor it the worker's).
     const bool local = net::is_loopback(*addr);
+    local_ = local;
     if (local && net::sysv_enabled(std::getenv("UCX_TLS"))) {
       if (auto fd = door::connect(peer_); fd.ok()) door_first_ = *fd;
       else if (fd.error().code() == Errc::unauthenticated) door_refused_ = fd.take_error();  // another user's loader
@@ -483,6 +484,9 @@ private:
     std::string why = UCX->ucs_status_string(fail_status_);
     Error e(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
     e.hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+    if (!handshaken() && !via_door_ && local_ && !net::sysv_enabled(std::getenv("UCX_TLS")))
+      e.hint("a loader on this host serves its user over shared memory (sysv), through its same-host door, which UCX_TLS "
+             "leaves out here; only a loader with trusted-network has a UCX listener");
     std::string set;  // UCX settings that may keep it from reaching the node
     for (const char* var : {"UCX_TLS", "UCX_NET_DEVICES", "UCX_MAX_RNDV_LANES"})
       if (const char* v = std::getenv(var); v && *v) set += (set.empty() ? "" : " ") + std::string(var) + "=" + v;
@@ -731,6 +735,7 @@ private:
   ucp_ep_h ep_ = nullptr;
   int lifeline_ = -1;     // the same-host door's connection, when the endpoint came through it
   bool via_door_ = false;  // endpoints come through the door (open() found one of this user's)
+  bool local_ = false;     // the address is a loopback one
   int door_first_ = -1;    // the door's connection open() made, for the first endpoint
   std::optional<Error> door_refused_;  // the door is another user's: why this user cannot use it
   door::Ticket ticket_{};

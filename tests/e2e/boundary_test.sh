@@ -27,7 +27,9 @@ up
 source "$XCARGO_CLUSTER_DIR/env"
 expect 0 '' -- bash -c "'$BIN/xcargo-memory-attack' --to '$NODE' --region chase --key '$XCARGO_IDENTITY' > attack.out 2>&1"
 cat attack.out | sed 's/^/    /'
-for line in 'put-anywhere: refused.*still answers' 'get-anywhere: refused' 'region-key: refused: address 0, 0-byte key' \
+# (Through the same-host door, over sysv, a key this client packed for its own memory does not
+# even unpack for the endpoint; over tcp UCX sends the put and the node, without RMA, refuses it.)
+for line in 'put-anywhere: refused.*(still answers|does not unpack)' 'get-anywhere: refused' 'region-key: refused: address 0, 0-byte key' \
             'read-past-end: refused: out_of_range' 'read-overflow: refused: out_of_range' 'read-unknown: refused: no_region' \
             'read-inside \(control\): ok'; do
   check "attack report: $line" grep -Eq "$line" attack.out

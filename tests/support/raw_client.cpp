@@ -38,8 +38,7 @@ RawClient::RawClient(const char* tool, const std::string& to, bool rma) : tool_(
   const ucp_err_handler_cb_t on_error = [](void* arg, ucp_ep_h, ucs_status_t) { static_cast<RawClient*>(arg)->lost_ = true; };
   // A loader of this user on this host serves through its same-host door (its UCX has no
   // listener unless it has trusted-network), as the client library does.
-  auto a = net::parse_host_port(to, nullptr);
-  if (a.ok() && net::is_loopback(*a) && net::sysv_enabled(std::getenv("UCX_TLS")))
+  if (door_route(to))
     if (auto fd = door::connect(to); fd.ok()) {
       auto offer = door::read_offer(*fd, to, std::chrono::seconds(10));
       if (!offer.ok()) die(tool_, offer.error().message(), 2);
@@ -67,6 +66,11 @@ RawClient::~RawClient() {
     if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
   }
   if (lifeline_ >= 0) ::close(lifeline_);
+}
+
+bool RawClient::door_route(const std::string& to) {
+  auto a = net::parse_host_port(to, nullptr);
+  return a.ok() && net::is_loopback(*a) && net::sysv_enabled(std::getenv("UCX_TLS"));
 }
 
 bool RawClient::lost() const {

@@ -19,6 +19,9 @@ public:
   // same-host door of a loader of this user on this host (its `door` message sent first), else
   // its UCX listener; dies with the tool's name on failure.
   RawClient(const char* tool, const std::string& to, bool rma = false);
+  // Whether a connection to `to` tries the same-host door first (a loopback address, with
+  // System V shared memory allowed by UCX_TLS).
+  static bool door_route(const std::string& to);
   ~RawClient();
 
   // Sends a request (UCX's reply flag set; its header sealed() once authenticated) and waits

@@ -65,9 +65,13 @@ int main(int argc, char** argv) {
     return std::string(st == UCS_INPROGRESS ? "in progress" : st == UCS_OK ? "sent" : "failed");
   };
   const std::string after_start = state();
-  // Then idle connections: each its own worker, never progressed again once connected.
+  // Then idle connections: each its own worker, never progressed again once connected
+  // (through the same-host door as a RawClient, or to the listener).
   std::vector<std::unique_ptr<net::UcxWorker>> idlers;
-  for (int i = 0; i < idle; ++i) {
+  std::vector<std::unique_ptr<test::RawClient>> door_idlers;
+  for (int i = 0; i < idle && test::RawClient::door_route(to); ++i)
+    door_idlers.push_back(std::make_unique<test::RawClient>("xcargo-staller", to));
+  for (int i = 0; i < idle && !test::RawClient::door_route(to); ++i) {
     auto w = net::UcxWorker::create();
     if (!w.ok()) die(w.error().message());
     auto e = net::connect_ep((*w)->worker(), to);

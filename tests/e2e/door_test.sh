@@ -87,12 +87,16 @@ if [ "$(id -u)" = 0 ]; then
   # and where to go instead: UCX has no listener (no trusted-network), and shared memory is
   # for the loader's own user.
   mkdir other && chmod 755 "$TMP" && cp hello.xcargo other/ && chown -R 65534:65534 other
-  as_other() { (cd other && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$TMP/other" XCARGO_IDENTITY="$TMP/other/id" "$@"); }
-  as_other "$X" keygen -o id >>"$DISCARD" && cp other/id.pub clients/other.pub
+  cat > as_other <<SH
+#!/bin/sh
+cd '$TMP/other' && exec setpriv --reuid=65534 --regid=65534 --clear-groups env HOME='$TMP/other' XCARGO_IDENTITY='$TMP/other/id' "\$@"
+SH
+  chmod 755 as_other
+  ./as_other "$X" keygen -o id >>"$DISCARD" && cp other/id.pub clients/other.pub
   expect 5 "the process at its same-host door runs as uid 0, not as this user \(uid 65534\)" -- \
-    as_other "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
+    ./as_other "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
   expect 5 "hint: shared memory is for the loader's own user; reach another user's loader over TLS" -- \
-    as_other "$X" ls --to "$NODE"
+    ./as_other "$X" ls --to "$NODE"
 else
   echo "    (not root: the other-user checks are skipped)"
 fi

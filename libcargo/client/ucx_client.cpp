@@ -6,7 +6,6 @@
 #include <list>
 #include <map>
 #include <vector>
-#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <sched.h>
@@ -93,9 +92,14 @@ public:
     // another user's, which could not attach this process's segments (nor it the worker's).
     const bool local = net::is_loopback(*addr);
     local_ = local;
+    // The door is named by the address as the loader bound it (localhost:7400 is 127.0.0.1:7400).
+    door_at_ = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     if (local && net::sysv_enabled(std::getenv("UCX_TLS"))) {
-      if (auto fd = door::connect(peer_); fd.ok()) door_first_ = *fd;
-      else if (fd.error().code() == Errc::unauthenticated) door_refused_ = fd.take_error();  // another user's loader
+      auto fd = door::connect(door_at_);
+      if (fd.ok()) door_first_ = *fd;
+      // Another user's process holds this loader's name: nothing at the address can be
+      // trusted to be the loader (UCX would not check its key), so no listener is tried.
+      else if (fd.error().code() == Errc::unauthenticated) return fd.take_error();
     }
     via_door_ = door_first_ >= 0;
     auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
@@ -164,8 +168,6 @@ private:
     timeout_ms_ = o_.connect_timeout_ms;
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
-    // Another user's loader with no UCX listener (the default): its door's refusal says why.
-    if (!hs.ok() && hs.error().code() == Errc::unreachable && door_refused_) return *door_refused_;
     return hs;
   }
 
@@ -176,12 +178,12 @@ private:
     if (via_door_) {
       int fd = std::exchange(door_first_, -1);
       if (fd < 0) {
-        auto c = door::connect(peer_);
+        auto c = door::connect(door_at_);
         XC_TRY(c);
         fd = *c;
       }
       {
-        auto offer = door::read_offer(fd, peer_, kDoorLimit);  // closes fd if there is none
+        auto offer = door::read_offer(fd, door_at_, kDoorLimit);  // closes fd if there is none
         XC_TRY(offer);
         auto ep = net::connect_address(w_->worker(), offer->address, &UcxConnection::on_error, this);
         if (!ep.ok()) {
@@ -737,7 +739,7 @@ private:
   bool via_door_ = false;  // endpoints come through the door (open() found one of this user's)
   bool local_ = false;     // the address is a loopback one
   int door_first_ = -1;    // the door's connection open() made, for the first endpoint
-  std::optional<Error> door_refused_;  // the door is another user's: why this user cannot use it
+  std::string door_at_;    // the door's name: the address resolved, as the loader names it
   door::Ticket ticket_{};
   static constexpr std::chrono::milliseconds kDoorLimit{2000};  // the loader's keeper answers at once
   std::string peer_;

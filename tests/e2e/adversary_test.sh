@@ -329,10 +329,15 @@ eventually 10 "the supervisor logged those workers' ends and replaced them" \
   grep -E 'worker|standby' "$XCARGO_CLUSTER_DIR/node-0.log" | tail -6 | sed 's/^/  its log: /'
 # A kernel that closes its worker's listening sockets (the attack that found this left a node
 # deaf to new clients for good): the worker's probe finds that no new client is answered, and
-# the worker is replaced.
-expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
-eventually 90 "a worker whose listening sockets a kernel closed is replaced" \
-  grep -q "no new connection to the worker was answered" "$XCARGO_CLUSTER_DIR/node-0.log"
+# the worker is replaced. Without trusted-network (shm here) the worker has none to close:
+# its clients come through the supervisor's door.
+if [ "$TLS" = tcp ]; then
+  expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+  eventually 90 "a worker whose listening sockets a kernel closed is replaced" \
+    grep -q "no new connection to the worker was answered" "$XCARGO_CLUSTER_DIR/node-0.log"
+else
+  expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+fi
 eventually 60 "new clients are served again" "$X" run faults.xcargo --entry ok --to "$NODE"
 # Junk in the kept-cargos table (the attack that found this made standbys read 32 x 256 MiB
 # and die of it, and a crash then cost 30 s): the next standby reads at most 256 MiB of it,

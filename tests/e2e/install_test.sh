@@ -98,17 +98,23 @@ expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/x
 expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
 
 # The loader as a user of its own (what the unit's DynamicUser gives it): no root at all.
-# Its client here is root, another user, which its same-host door refuses: UCX's loopback
-# tcp with trusted-network (the front door for other users: tls_test.sh, door_test.sh).
+# Its client here is root, another user, which its same-host door refuses: it comes in
+# through the TLS front door, the node key pinned, as the unit's comment says.
 if [ "$(id -u)" -eq 0 ] && id nobody > id.txt 2>&1; then
-  mkdir ucache run && chown nobody ucache run && chmod 700 ucache
+  mkdir ucache run && chmod 700 ucache
+  "$P/bin/xcargo" keygen -o run/node > keygen.out 2>&1
+  chown -R nobody ucache run
   setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --inh-caps=-all \
-    "$P/bin/xcargo-loader" --listen 127.0.0.1:0 --trusted-network --ready-file run/unpriv.addr --trust trust --clients clients \
-    --cache ucache 2> unpriv.log &
+    "$P/bin/xcargo-loader" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --node-key run/node --ready-file run/unpriv.addr \
+    --trust trust --clients clients --cache ucache 2> unpriv.log &
   pids+=($!)
   diagnose unpriv.log
   check "the loader starts as nobody" wait_file run/unpriv.addr
-  expect 0 '^150 variant x86_64' -- cbuild/offload "$(cat run/unpriv.addr)" 5
+  eventually 10 "its ready file names the front door" grep -q '^tls://' run/unpriv.addr
+  DOOR=$(sed -n 2p run/unpriv.addr)
+  expect 4 'runs as uid [0-9]+, not as this user' -- cbuild/offload "$(head -1 run/unpriv.addr)" 5
+  expect 0 'pinned to key' -- "$P/bin/xcargo" known-nodes --file known_nodes add "${DOOR#tls://}" run/node.pub
+  expect 0 '^150 variant x86_64' -- env XCARGO_KNOWN_NODES="$TMP/known_nodes" cbuild/offload "$DOOR" 5
   expect 0 '^nobody$' -- ps -o user= -p "${pids[-1]}"
   expect 0 'worker runs as nobody|files: Landlock' -- cat unpriv.log
 fi

@@ -12,8 +12,9 @@ std::string Connections::admit(const std::string& host, bool required) const {
   size_t all = 0, waiting = 0, total = 0, total_waiting = 0;
   for (const auto& [ep, c] : clients_) {
     if (c.probe) continue;
-    ++total, total_waiting += !c.session.authenticated;
-    if (c.peer.compare(0, prefix.size(), prefix) == 0) ++all, waiting += !c.session.authenticated;
+    const bool still = !c.session.authenticated && !c.doomed;  // doomed: closed at the next sweep
+    ++total, total_waiting += still;
+    if (c.peer.compare(0, prefix.size(), prefix) == 0) ++all, waiting += still;
   }
   if (all >= kMaxConnectionsPerHost) return "it has " + std::to_string(all) + " connections open, the node's limit per host";
   if (required && waiting >= kMaxUnauthenticatedPerHost)
@@ -22,6 +23,26 @@ std::string Connections::admit(const std::string& host, bool required) const {
   if (required && total_waiting >= kMaxUnauthenticated)
     return std::to_string(total_waiting) + " connections from all hosts have not authenticated yet, the node's limit";
   return {};
+}
+
+std::string Connections::make_room(const std::string& host, bool required, Clock::time_point now) {
+  if (!required) return {};
+  const std::string prefix = host + ":";
+  size_t waiting = 0, total_waiting = 0;
+  Client *oldest_here = nullptr, *oldest = nullptr;
+  for (auto& [ep, c] : clients_) {
+    if (c.probe || c.doomed || c.session.authenticated) continue;
+    ++total_waiting;
+    if (!oldest || c.since < oldest->since) oldest = &c;
+    if (c.peer.compare(0, prefix.size(), prefix) == 0) {
+      ++waiting;
+      if (!oldest_here || c.since < oldest_here->since) oldest_here = &c;
+    }
+  }
+  Client* out = waiting >= kMaxUnauthenticatedPerHost ? oldest_here : total_waiting >= kMaxUnauthenticated ? oldest : nullptr;
+  if (!out) return {};
+  doom(*out, now - timing::kRefusalLinger);  // nothing to tell it: closed at the next sweep
+  return out->peer;
 }
 
 Client& Connections::add(Ep ep, std::string peer, Clock::time_point now) {

@@ -18,8 +18,8 @@ namespace xcargo::loader {
 
 class Lane;
 
-// Connections from one host still to authenticate: past this, its new connections are
-// refused, so that one host cannot crowd others out.
+// Connections from one host still to authenticate: past this, each new one takes the place
+// of the oldest (make_room), so that one host cannot crowd others out.
 inline constexpr size_t kMaxUnauthenticatedPerHost = 128;
 // Connections from one host in all, authenticated or not (the worker's own probe aside).
 inline constexpr size_t kMaxConnectionsPerHost = 1024;
@@ -59,6 +59,12 @@ public:
   // Why a new connection from host (the HOST of HOST:PORT) is refused (kMaxConnectionsPerHost; when authentication
   // is required, kMaxUnauthenticatedPerHost); empty if it is accepted.
   std::string admit(const std::string& host, bool required) const;
+  // When authentication is required and host's connections still to authenticate (or all
+  // hosts') are at their limit: dooms the oldest of them, closed at the next sweep, so that a
+  // new one may try. A flood of connections that never authenticate then only shortens how
+  // long each may take, instead of shutting every newcomer out (the other users of a host
+  // share its loopback address). Returns the peer it doomed ("" if none).
+  std::string make_room(const std::string& host, bool required, Clock::time_point now);
   // A new connection (replacing any old one on the same endpoint).
   Client& add(Ep ep, std::string peer, Clock::time_point now);
   Client* find(Ep ep);

@@ -153,3 +153,37 @@ TEST_CASE("connections of one key share the key's usage", "[connections]") {
   t.authenticated(open);
   CHECK_FALSE(open.key_usage);
 }
+
+TEST_CASE("a flood of connections that never authenticate makes way for newcomers, oldest first", "[connections]") {
+  Connections t;
+  const auto start = Clock::now();
+  uintptr_t n = 0;
+  auto add = [&](const std::string& host, Clock::time_point at) -> Client& {
+    ++n;
+    return t.add(ep(n), host + ":" + std::to_string(n), at);
+  };
+  for (size_t i = 0; i < kMaxUnauthenticatedPerHost; ++i) add("127.0.0.1", start + std::chrono::milliseconds(i));
+  CHECK(t.make_room("127.0.0.2", true, start) == "");  // another host: nothing to make way for
+  CHECK(t.make_room("127.0.0.1", false, start) == "");  // an open node waits for nobody
+  const auto now = start + std::chrono::seconds(1);
+  CHECK(t.admit("127.0.0.1", true) == "128 of its connections have not authenticated yet");
+  CHECK(t.make_room("127.0.0.1", true, now) == "127.0.0.1:1");  // the oldest
+  CHECK(t.admit("127.0.0.1", true) == "");
+  add("127.0.0.1", now);
+  CHECK(t.make_room("127.0.0.1", true, now) == "127.0.0.1:2");
+  add("127.0.0.1", now);
+  // The doomed ones close at the next sweep, nothing said to them.
+  std::vector<std::string> late;
+  const auto closed = t.sweep(now, true, std::chrono::seconds(10), &late);
+  CHECK(closed == std::vector<Connections::Ep>{ep(1), ep(2)});
+  CHECK(late.empty());
+  // From many hosts: the oldest of all makes way once 1024 wait.
+  Connections all;
+  n = 0;
+  for (size_t i = 0; i < kMaxUnauthenticated; ++i) {
+    ++n;
+    all.add(ep(n), "10.1." + std::to_string(i / 100) + ".1:" + std::to_string(n), start + std::chrono::milliseconds(i));
+  }
+  CHECK(all.make_room("10.2.0.1", true, now) == "10.1.0.1:1");
+  CHECK(all.admit("10.2.0.1", true) == "");
+}

@@ -18,7 +18,7 @@ void LineLimit::line(const std::string& text, const std::string* origin, Clock::
     if (fresh) a.refilled = now;
     a.tokens = std::min(kBurst, a.tokens + std::chrono::duration<double>(now - a.refilled).count() * kPerSecond);
     a.refilled = now;
-    if (a.tokens < 1) {
+    if (a.tokens < 1 || !take_all(now)) {
       if (a.held++ == 0) a.since = now;
       a.last = std::move(full);
       return;
@@ -34,7 +34,7 @@ void LineLimit::flush(bool all, Clock::time_point now) {
     std::lock_guard<std::mutex> l(mu_);
     for (auto it = by_origin_.begin(); it != by_origin_.end();) {
       Allowance& a = it->second;
-      if (a.held && (all || now - a.since >= std::chrono::seconds(1))) {
+      if (a.held && (all || (now - a.since >= std::chrono::seconds(1) && take_all(now)))) {
         char span[32];
         std::snprintf(span, sizeof span, "%.1f", std::chrono::duration<double>(now - a.since).count());
         // The last line's text, then the count, before its origin.
@@ -53,6 +53,17 @@ void LineLimit::flush(bool all, Clock::time_point now) {
     }
   }
   for (const std::string& l : lines) sink_(l);
+}
+
+bool LineLimit::take_all(Clock::time_point now) {
+  if (all_refilled_ == Clock::time_point{}) all_refilled_ = now;
+  if (now > all_refilled_) {  // callers' clocks are read before the lock: one may be a little behind
+    all_tokens_ = std::min(kBurstAll, all_tokens_ + std::chrono::duration<double>(now - all_refilled_).count() * kPerSecondAll);
+    all_refilled_ = now;
+  }
+  if (all_tokens_ < 1) return false;
+  all_tokens_ -= 1;
+  return true;
 }
 
 size_t LineLimit::origins() const {

@@ -10,6 +10,7 @@
 //   refused invoke: ... (412345 more such lines from this origin in the last 1.0 s were not
 //   written one by one: the log's limit for refused and failed requests); from ...
 // Nothing is lost but the wording of each line: every refusal is counted, with its origin.
+// All origins together write at most kBurstAll lines, then kPerSecondAll.
 // Thread-safe.
 #pragma once
 
@@ -35,6 +36,10 @@ public:
   size_t origins() const;
 
   static constexpr double kBurst = 100, kPerSecond = 20;
+  // Over all origins, the sums included: many origins (a host has all of 127.0.0.0/8, an
+  // IPv6 host a prefix) cannot write more than this between them. Past it their lines are
+  // counted in their origins' sums, written as the allowance comes back.
+  static constexpr double kBurstAll = 1000, kPerSecondAll = 100;
   static constexpr size_t kMaxOrigins = 1024;  // past this, new origins share one allowance
   static constexpr std::chrono::seconds kForgetAfter{60};
 
@@ -47,6 +52,9 @@ private:
   };
   mutable std::mutex mu_;
   std::map<std::string, Allowance> by_origin_;
+  double all_tokens_ = kBurstAll;
+  Clock::time_point all_refilled_{};
+  bool take_all(Clock::time_point now);  // one of all origins' tokens, if there is one (mu_ held)
   Sink sink_;
 };
 

@@ -42,11 +42,36 @@ TEST_CASE("origins are forgotten when quiet, and bounded in number", "[line_limi
     lim.line("refused request: bad_request: x", &o, t0);
   }
   CHECK(lim.origins() == LineLimit::kMaxOrigins + 1);  // the rest share one allowance
-  CHECK(out.size() == LineLimit::kMaxOrigins + 50);    // each had lines to spare
+  CHECK(out.size() == size_t(LineLimit::kBurstAll));   // each had lines to spare, but not all origins together
   lim.flush(false, t0 + LineLimit::kForgetAfter + std::chrono::seconds(1));
   CHECK(lim.origins() == 0);
   lim.line("refused request: bad_request: y", nullptr, t0);
   CHECK(out.back() == "refused request: bad_request: y");
+}
+
+TEST_CASE("many origins together write no more than the allowance of all, and their sums follow", "[line_limit]") {
+  std::vector<std::string> out;
+  LineLimit lim([&](std::string_view l) { out.emplace_back(l); });
+  const auto t0 = Clock::now();
+  // 200 loopback addresses, each a host of its own for the front door, 50 junk connections each.
+  for (int i = 0; i < 50; ++i)
+    for (int h = 0; h < 200; ++h) {
+      const std::string o = "127.0." + std::to_string(h) + ".1";
+      lim.line("refused a TLS connection from " + o + ":9: junk", &o, t0);
+    }
+  CHECK(out.size() == size_t(LineLimit::kBurstAll));
+  // A second later, kPerSecondAll more lines: the sums of as many origins.
+  lim.flush(false, t0 + std::chrono::seconds(1));
+  CHECK(out.size() == size_t(LineLimit::kBurstAll + LineLimit::kPerSecondAll));
+  CHECK(out.back().find("more such lines") != std::string::npos);
+  // Every line is counted: at the end, the rest of the sums.
+  lim.flush(true, t0 + std::chrono::seconds(1));
+  uint64_t counted = 0;
+  for (const std::string& l : out) {
+    const size_t at = l.find(" (");
+    counted += at == std::string::npos || l.find("more such lines") == std::string::npos ? 1 : std::stoull(l.substr(at + 2));
+  }
+  CHECK(counted == 50 * 200);
 }
 
 TEST_CASE("a tally's line is due on the first event, then at most once a second", "[line_limit]") {

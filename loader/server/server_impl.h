@@ -135,6 +135,10 @@ struct UcxServer::Impl : IntakeHost {
   std::string address;
   // Floods, logged by Tally (line_limit.h).
   Tally rejected;  // connections refused for too many from their host (Connections::admit)
+  Tally made_room;  // connections still to authenticate closed for newer ones (Connections::make_room)
+  // Before admitting a connection from host: the oldest still to authenticate makes way if
+  // its host's (or all hosts') are at their limit (logged at most once a second).
+  void make_room_for(const std::string& host);
   Tally failed_accepts;
   Tally noreply;   // requests without a reply endpoint
   Tally strays;    // messages of types that are not requests

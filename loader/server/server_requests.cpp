@@ -125,4 +125,11 @@ void UcxServer::Impl::send_counted(Ep ep, Client& c, Reply&& r) {
 
 void UcxServer::Impl::close_conn(Ep ep) { transport(ep).close(ep); }
 
+void UcxServer::Impl::make_room_for(const std::string& host) {
+  const std::string out = eps.make_room(host, opt.gate->mode() == AuthMode::required, Clock::now());
+  if (!out.empty() && made_room.due())
+    log("closing the oldest connection still to authenticate, from " + out + ", for a new one from " + host +
+        ": too many wait (" + std::to_string(made_room.count()) + " such so far)");
+}
+
 }  // namespace xcargo::loader

@@ -86,6 +86,7 @@ Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
   FrontDoor::Events ev;
   ev.accepted = [this](TlsConn& c) {
     const std::string host = c.peer.substr(0, c.peer.rfind(':'));
+    make_room_for(host);
     if (const std::string why = eps.admit(host, opt.gate->mode() == AuthMode::required); !why.empty()) {
       if (rejected.due())
         log("refused connections from " + host + ": " + why + " (" + std::to_string(rejected.count()) + " refused so far)");

@@ -110,6 +110,7 @@ void UcxServer::Impl::on_conn(ucp_conn_request_h req, void* arg) {
   if (UCX->ucp_conn_request_query(req, &attr) == UCS_OK) from = net::to_host_port(reinterpret_cast<sockaddr*>(&attr.client_address));
   // One host cannot crowd others out, strangers even less.
   const std::string host = from.substr(0, from.rfind(':'));
+  self->make_room_for(host);
   const std::string why = self->eps.admit(host, self->opt.gate->mode() == AuthMode::required);
   // A refused connection is accepted and closed a little later, like a refused client: UCX
   // 1.13's tcp connection manager aborts the process on an assertion when a connection is

@@ -112,6 +112,40 @@ except OSError:
 PY
 }
 for kind in zeros http random ucx; do check "junk ($kind) is answered by a closed connection" junk "$kind"; done
+
+# Connections that never say a word, more than a host may have waiting (128), held open and
+# reopened as the node closes them: each newcomer takes the oldest one's place, so a client
+# still gets in (the other users of a host share its loopback address).
+$PY - "$HOSTPORT" 200 20 <<'PY' > silent.out 2>&1 &
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+n, seconds = int(sys.argv[2]), float(sys.argv[3])
+conns, reopened, end = [], 0, time.time() + seconds
+while len(conns) < n:
+    conns.append(socket.create_connection((host, int(port)), timeout=5))
+print("holding", n, flush=True)
+while time.time() < end:
+    for i, s in enumerate(conns):
+        s.setblocking(False)
+        try:
+            if s.recv(1) == b"":
+                raise ConnectionResetError
+        except BlockingIOError:
+            continue
+        except OSError:
+            s.close()
+            conns[i] = socket.create_connection((host, int(port)), timeout=5)
+            reopened += 1
+    time.sleep(0.05)
+print("reopened", reopened)
+PY
+silent=$!
+pids+=($silent)
+eventually 30 "200 silent connections are held" grep -q holding silent.out
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+eventually 30 "the oldest silent connections made way, logged" \
+  lines_at_least 1 'closing the oldest connection still to authenticate, from 127\.0\.0\.1:[0-9]+, for a new one from 127\.0\.0\.1: too many wait' node.log
+kill "$silent" 2>>"$DISCARD"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 check "no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 

@@ -1,5 +1,6 @@
 // The same-host door's worker side: tickets from the supervisor's keeper, claimed by the
-// `door` message on a new endpoint; lifelines ended either way (wire-protocol.md 2.4).
+// `door` message on a new endpoint; lifelines ended either way; peers' doors dialed through
+// the keeper (wire-protocol.md 2.4).
 #include "server_impl.h"
 
 #include <sys/socket.h>
@@ -69,8 +70,8 @@ void UcxServer::Impl::door_claim(ucp_ep_h ep, ByteView header) {
   door::Ticket t;
   std::copy(header.begin(), header.end(), t.begin());
   const Client* known = eps.find(ep);
-  // This worker's own probe (no listener to come through). UCX gives each of its new
-  // endpoints the one this side made for the probe's first (the same peer worker).
+  // This worker's own probe (no listener to come through): one connection for the worker's
+  // life, claimed again only if UCX gave its endpoint this side's earlier one.
   if (!opt.ucx_listener && t == probe_ticket) {
     if (!known) last_accepted = &eps.add(ep, "this worker's probe", Clock::now());
     return;
@@ -118,10 +119,6 @@ ucs_status_t UcxServer::Impl::on_door(void* arg, const void* header, size_t head
   self->door_claim(param->reply_ep, ByteView(static_cast<const uint8_t*>(header), header_length));
   return UCS_OK;
 }
-
-}  // namespace xcargo::loader
-
-namespace xcargo::loader {
 
 uint64_t UcxServer::Impl::door_dial(const std::string& host_port) {
   if (door_fd < 0) return 0;

@@ -78,8 +78,10 @@ check "the worker holds no descriptor of the log file (a kernel could rewrite it
 # Its stderr is a pipe of its own: reopened for reading through /proc/self/fd/2, it would
 # give a kernel only its own process's lines, never the supervisor's or the compile service's.
 compiler=$(pgrep -x xcargo-compiler -P "$sup" | head -1)
-check "the worker, the compile service and the supervisor each have a log pipe of their own" \
-  bash -c "a=\$(readlink /proc/$worker/fd/2) b=\$(readlink /proc/$compiler/fd/2) c=\$(readlink /proc/$sup/fd/2); [[ \$a == pipe:* && \$b == pipe:* && \$c == pipe:* && \$a != \$b && \$a != \$c && \$b != \$c ]]"
+# (Looked up again each time: a worker may be taking over from another meanwhile.)
+eventually 10 "the worker, the compile service and the supervisor each have a log pipe of their own" \
+  bash -c "w=\$(pgrep -n -x xcargo-loader -P $sup); k=\$(pgrep -x xcargo-compiler -P \$w | head -1); [ -n \"\$k\" ] || k=\$(pgrep -x xcargo-compiler -P $sup | head -1)
+           a=\$(readlink /proc/\$w/fd/2) b=\$(readlink /proc/\$k/fd/2) c=\$(readlink /proc/$sup/fd/2); [[ \$a == pipe:* && \$b == pipe:* && \$c == pipe:* && \$a != \$b && \$a != \$c && \$b != \$c ]]"
 
 # The log copier reads no pipe blocking: a kernel that reopened its stderr pipe for reading
 # took a byte the copier had been told of, and the copier waited in read() for ever, copying

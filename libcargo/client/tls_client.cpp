@@ -93,12 +93,32 @@ protected:
     if (!channel_) return lost("the connection is closed");
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+    // A reply usually follows within microseconds: the socket is polled a little before this
+    // end sleeps in poll(), whose wake-up costs more than the whole round trip here. The spin
+    // counts from the last bytes that came or went (a large transfer moves in many pieces,
+    // and sleeping between them would cost a wake-up each). It asks whether the socket is
+    // ready (poll with no wait) rather than reading it: a read that finds nothing costs a
+    // system call and takes the socket's lock, which the arriving reply's delivery then
+    // waits for.
+    auto spin_from = start;
+    uint64_t moved = channel_->received() + channel_->queued();
+    bool needs_socket = false;  // the last receive() stopped for the socket
     for (;;) {
+      if (const uint64_t m = channel_->received() + channel_->queued(); m != moved) {
+        moved = m;
+        spin_from = Clock::now();
+      }
       // Requests are held (send_request), and leave together when this end would read the
-      // socket: not while replies already read wait inside OpenSSL.
+      // socket: not while replies already read wait inside OpenSSL. What is still queued
+      // goes out while the reply is awaited: a node answering earlier requests must not wait
+      // for this client to read before it can take the rest.
       if (channel_->queued() && !channel_->buffered()) {
         auto out = channel_->flush();
         if (!out.ok()) return fail(out.error());
+      }
+      if (needs_socket || !channel_->buffered()) {
+        const short events = short(POLLIN | (channel_->queued() ? POLLOUT : 0));
+        if (!spin_until(events, spin_from)) XC_TRY(wait(events, deadline, "reply"));
       }
       auto io = channel_->receive(f, kMaxReplyData);
       if (!io.ok()) return fail(io.error());
@@ -107,16 +127,7 @@ protected:
         return {};
       }
       if (*io == tls::Channel::Io::closed) return fail(Error(Errc::unreachable, "the node closed the connection"));
-      // Waiting for the reply, what is still queued goes out meanwhile: a node answering
-      // earlier requests must not wait for this client to read before it can take the rest.
-      if (channel_->queued()) {
-        auto out = channel_->flush();
-        if (!out.ok()) return fail(out.error());
-      }
-      // A reply usually follows within microseconds: poll the socket a little before sleeping
-      // in poll(), whose wake-up costs more than the whole round trip here.
-      if (*io == tls::Channel::Io::want_read && !channel_->queued() && Clock::now() - start < kSpin) continue;
-      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "reply"));
+      needs_socket = true;
     }
   }
   bool lost_before_sending() const override { return failed_ && !sent_since_reply_ && handshaken_; }
@@ -155,7 +166,7 @@ private:
         return e;
       }
       if (*io == tls::Channel::Io::done) break;
-      XC_TRY(wait(*io == tls::Channel::Io::want_write, deadline, "the TLS handshake"));
+      XC_TRY(wait(*io == tls::Channel::Io::want_write ? POLLOUT : POLLIN, deadline, "the TLS handshake"));
     }
     timeout_ms_ = o_.connect_timeout_ms;
     Status hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
@@ -202,10 +213,17 @@ private:
         .hint("is xcargo-loader running there with --tls-listen?");
   }
 
-  // Until the socket is readable (or writable), or the deadline.
-  Status wait(bool for_write, Clock::time_point deadline, const char* what) {
-    pollfd p{channel_->fd(), short(for_write ? POLLOUT : POLLIN), 0};
-    if (!for_write && channel_->queued()) p.events |= POLLOUT;
+  // Whether the socket became ready for EVENTS within kSpin of FROM, asking without sleeping.
+  bool spin_until(short events, Clock::time_point from) const {
+    pollfd p{channel_->fd(), events, 0};
+    do {
+      if (::poll(&p, 1, 0) != 0) return true;  // ready, closed, or an error: the next call says which
+    } while (Clock::now() - from < kSpin);
+    return false;
+  }
+  // Until the socket is ready for EVENTS, or the deadline.
+  Status wait(short events, Clock::time_point deadline, const char* what) {
+    pollfd p{channel_->fd(), events, 0};
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) break;

@@ -260,8 +260,10 @@ bool FrontDoor::receive_frames(TlsConn& c) {
     for (TlsConn* f : failed_)
       if (f == &c) return true;  // lost at the next poll
     // Nothing more read yet: what is held goes now (a lone request's reply waits for no
-    // read of the socket); held replies wait only for frames already read.
-    if (!c.channel->buffered() && !flush_out(c)) return false;
+    // read of the socket); held replies wait only for frames already read. The socket is
+    // read again when epoll (level-triggered) says it is readable: a read that finds nothing
+    // would cost a system call before the request runs.
+    if (!c.channel->buffered()) return flush_out(c);
   }
   c.busy = true;  // frames may wait inside OpenSSL, where epoll cannot see them
   return true;

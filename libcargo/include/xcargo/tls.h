@@ -120,6 +120,8 @@ public:
   [[nodiscard]] Result<Io> receive(wire::Frame& f, uint64_t max_data);
   // The data length the frame being read declared (its head is in), 0 between frames.
   uint64_t receiving() const { return in_body_ ? data_len_ : 0; }
+  // Bytes of frames received so far, in all: whether a receive() took any.
+  uint64_t received() const { return received_; }
   // Says goodbye (close_notify), without waiting for the peer's.
   void close();
 
@@ -151,6 +153,7 @@ private:
   size_t head_got_ = 0;
   bool in_body_ = false;
   uint64_t header_got_ = 0, data_got_ = 0, data_len_ = 0;
+  uint64_t received_ = 0;
   static constexpr uint64_t kFirstData = 64 * 1024;
   friend int verify_chain(void*, void*);
 };

@@ -40,25 +40,29 @@ Bytes fresh(size_t n) {
   return b;
 }
 
+// The smallest pooled buffer with room for n bytes (its old bytes still in it), or an empty one.
+Bytes kept_room(size_t n) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  auto best = p.kept.end();
+  for (auto it = p.kept.begin(); it != p.kept.end(); ++it)
+    if (it->bytes.capacity() >= n && (best == p.kept.end() || it->bytes.capacity() < best->bytes.capacity())) best = it;
+  if (best == p.kept.end()) return {};
+  Bytes b = std::move(best->bytes);
+  p.bytes -= b.capacity();
+  p.kept.erase(best);
+  return b;
+}
+
 // The smallest pooled buffer with room for n bytes (its old bytes still in it), or a fresh one.
 Bytes take_room(size_t n) {
-  Pool& p = pool();
-  {
-    std::lock_guard<std::mutex> l(p.mu);
-    auto best = p.kept.end();
-    for (auto it = p.kept.begin(); it != p.kept.end(); ++it)
-      if (it->bytes.capacity() >= n && (best == p.kept.end() || it->bytes.capacity() < best->bytes.capacity())) best = it;
-    if (best != p.kept.end()) {
-      Bytes b = std::move(best->bytes);
-      p.bytes -= b.capacity();
-      p.kept.erase(best);
-      return b;
-    }
-  }
-  return fresh(n);
+  Bytes b = kept_room(n);
+  return b.capacity() >= n ? std::move(b) : fresh(n);
 }
 
 }  // namespace
+
+Bytes take_kept(size_t n) { return n < kLargeBuffer ? Bytes() : kept_room(n); }
 
 Bytes take_large(size_t n) {
   if (n < kLargeBuffer) return Bytes(n);

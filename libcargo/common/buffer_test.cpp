@@ -103,3 +103,20 @@ TEST_CASE("a thread reuses the small buffers it gave back, a bounded number, and
   }).join();
   std::thread([] { CHECK(take_spare().capacity() == 0); }).join();  // per thread
 }
+
+TEST_CASE("take_kept gives a pooled buffer or nothing, never new memory", "[buffer]") {
+  (void)trim_large(std::chrono::milliseconds(0));
+  CHECK(take_kept(size_t(8) << 20).capacity() == 0);  // an empty pool: nothing allocated
+  CHECK(pooled_large() == 0);
+  Bytes a = take_large(size_t(16) << 20);
+  const uint8_t* storage = a.data();
+  release_large(std::move(a));
+  CHECK(take_kept(size_t(32) << 20).capacity() == 0);  // none large enough
+  CHECK(take_kept(1000).capacity() == 0);              // small ones are never pooled
+  Bytes b = take_kept(size_t(8) << 20);
+  CHECK(b.data() == storage);
+  CHECK(b.size() == size_t(16) << 20);  // as last used: the caller sizes it
+  CHECK(pooled_large() == 0);
+  release_large(std::move(b));
+  (void)trim_large(std::chrono::milliseconds(0));
+}

@@ -329,6 +329,7 @@ Result<Channel::Io> Channel::fill(uint8_t* to, size_t want, size_t* got) {
     const int r = SSL_read_ex(ssl_of(ssl_), to + *got, want - *got, &n);
     if (r != 1) return io_result(r, "tls read");
     *got += n;
+    received_ += n;
   }
   return Io::done;
 }
@@ -351,10 +352,18 @@ Result<Channel::Io> Channel::receive(wire::Frame& f, uint64_t max_data) {
   auto io = fill(f.header.data(), f.header.size(), &header_got_);
   XC_TRY(io);
   // The data's buffer grows with what has arrived (to twice that, or kFirstData), unless it
-  // holds the whole frame already: a frame's length is the sender's claim, and memory is
-  // given for bytes, not claims.
+  // or a pooled buffer holds the whole frame already: a frame's length is the sender's
+  // claim, and memory is given for bytes, not claims.
   while (*io == Io::done && data_got_ < data_len_) {
     if (data_got_ == f.data.size()) {
+      if (f.data.capacity() < data_len_) {
+        if (Bytes kept = take_kept(data_len_); kept.capacity() >= data_len_) {
+          kept.resize(data_len_);  // zero fills only past the size of its last use
+          if (data_got_ != 0) std::memcpy(kept.data(), f.data.data(), data_got_);
+          release_large(std::move(f.data));
+          f.data = std::move(kept);
+        }
+      }
       const uint64_t n = f.data.capacity() >= data_len_ ? data_len_
                                                         : std::min<uint64_t>(data_len_, std::max<uint64_t>(kFirstData, 2 * data_got_));
       if (n >= kLargeBuffer && f.data.capacity() < n) {  // pooled pages, already mapped (large_buffers.h)

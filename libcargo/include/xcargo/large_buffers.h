@@ -22,6 +22,9 @@ inline constexpr size_t kPoolBuffers = 4;
 // A buffer of exactly n bytes whose contents are unspecified (the bytes of an earlier use):
 // for receiving into, where every byte is written before any is read.
 [[nodiscard]] Bytes take_large(size_t n);
+// A pooled buffer with room for n bytes (its size and contents those of its last use), or an
+// empty one if the pool holds none: nothing is allocated.
+[[nodiscard]] Bytes take_kept(size_t n);
 // Appends len bytes at p to b; a large b grows geometrically into a pooled buffer, its old
 // storage going back to the pool.
 void append_large(Bytes& b, const void* p, size_t len);

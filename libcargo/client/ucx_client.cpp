@@ -94,7 +94,7 @@ public:
     local_ = local;
     // The door is named by the address as the loader bound it (localhost:7400 is 127.0.0.1:7400).
     door_at_ = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
-    if (local && net::sysv_enabled(std::getenv("UCX_TLS"))) {
+    if (net::door_route(*addr)) {
       auto fd = door::connect(door_at_);
       if (fd.ok()) door_first_ = *fd;
       // Another user's process holds this loader's name: nothing at the address can be
@@ -192,13 +192,8 @@ private:
         }
         lifeline_ = offer->fd;
         (void)w_->watch(lifeline_);  // its end wakes a sleeping wait
-        ticket_ = offer->ticket;     // sent first, before hello (UCX keeps an endpoint's order)
-        ucp_request_param_t p{};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_AM_SEND_FLAG_REPLY;
-        ucs_status_ptr_t r = UCX->ucp_am_send_nbx(*ep, door::kClaimMessage, ticket_.data(), ticket_.size(), nullptr, 0, &p);
-        if (UCS_PTR_IS_ERR(r)) return Error(Errc::unreachable, peer_ + ": send failed: " + UCX->ucs_status_string(UCS_PTR_STATUS(r)));
-        if (r) UCX->ucp_request_free(r);  // completes on its own; ticket_ outlives it
+        ticket_ = offer->ticket;  // kept while the endpoint lives
+        if (Status s = net::send_claim(*ep, ticket_); !s.ok()) return Error(Errc::unreachable, peer_ + ": " + s.error().message());
         return ep;
       }
     }

@@ -1,6 +1,8 @@
 // UCX context/worker creation, address parsing and event-fd based blocking.
 #include "xcargo/ucx.h"
 
+#include "xcargo/door.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -214,6 +216,8 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(bool listener, bool rma, bo
   return w;
 }
 
+bool door_route(const sockaddr_storage& a) { return is_loopback(a) && sysv_enabled(std::getenv("UCX_TLS")); }
+
 UcxWorker::~UcxWorker() {
   if (epfd_ >= 0) ::close(epfd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -286,6 +290,16 @@ Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_
     return Error(Errc::unreachable, std::string("no UCX transport reaches the loader's worker: ") + UCX->ucs_status_string(s))
         .hint("the same-host door offers shared memory: let UCX use it (UCX_TLS with shm or sysv, or unset)");
   return ep;
+}
+
+Status send_claim(ucp_ep_h ep, ByteView ticket) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(ep, door::kClaimMessage, ticket.data(), ticket.size(), nullptr, 0, &p);
+  if (UCS_PTR_IS_ERR(r)) return Error(Errc::unreachable, std::string("send failed: ") + UCX->ucs_status_string(UCS_PTR_STATUS(r)));
+  if (r) UCX->ucp_request_free(r);  // completes on its own
+  return {};
 }
 
 Result<ucp_listener_h> listen(ucp_worker_h worker, const std::string& host_port, ucp_listener_conn_callback_t on_conn,

@@ -87,12 +87,7 @@ bool SelfProbe::connect() {
   auto ep = net::connect_address(w_->worker(), worker_address_, on_error, this);
   if (!ep.ok()) return false;
   ep_ = *ep;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(ep_, door::kClaimMessage, ticket_.data(), ticket_.size(), nullptr, 0, &p);
-  if (UCS_PTR_IS_ERR(r)) return close(), false;
-  if (r) UCX->ucp_request_free(r);  // completes on its own; ticket_ outlives it
+  if (!net::send_claim(ep_, ticket_).ok()) return close(), false;
   return true;
 }
 

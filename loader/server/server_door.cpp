@@ -140,12 +140,13 @@ void UcxServer::Impl::door_dialed(const door_channel::Message& m) {
     return peers->dial_failed(m.id, why);
   }
   d.ep = *ep;
-  d.ticket = m.ticket;  // sent first, before the hello (UCX keeps an endpoint's order); kept while d lives
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_REPLY;
-  ucs_status_ptr_t r = UCX->ucp_am_send_nbx(*ep, door::kClaimMessage, d.ticket.data(), d.ticket.size(), nullptr, 0, &p);
-  if (UCS_PTR_IS_PTR(r)) UCX->ucp_request_free(r);  // completes on its own
+  d.ticket = m.ticket;  // kept while d lives
+  if (Status s = net::send_claim(*ep, d.ticket); !s.ok()) {  // the hello would go unclaimed
+    const std::string why = d.address + ": " + s.error().message();
+    door_undial(d.ep);
+    close_ep(*ep);
+    return peers->dial_failed(m.id, why);
+  }
   if (!peers->dialed(m.id, d.ep)) {  // nobody waits for it any more
     door_undial(d.ep);
     close_ep(*ep);

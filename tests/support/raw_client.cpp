@@ -70,7 +70,7 @@ RawClient::~RawClient() {
 
 bool RawClient::door_route(const std::string& to) {
   auto a = net::parse_host_port(to, nullptr);
-  return a.ok() && net::is_loopback(*a) && net::sysv_enabled(std::getenv("UCX_TLS"));
+  return a.ok() && net::door_route(*a);
 }
 
 bool RawClient::lost() const {

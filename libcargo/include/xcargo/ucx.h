@@ -136,12 +136,20 @@ Result<ucp_ep_h> connect_ep(ucp_worker_h worker, const std::string& host_port, u
 // with peer failure detection as for connect_ep.
 Result<ucp_ep_h> connect_address(ucp_worker_h worker, ByteView address, ucp_err_handler_cb_t on_error = nullptr,
                                  void* arg = nullptr);
+// Claims a door connection (wire-protocol.md 2.4): the `door` message with the offer's ticket,
+// sent on the endpoint connect_address just made, before anything else (UCX keeps an
+// endpoint's order). The ticket's bytes must stay valid until the send completes: the
+// caller keeps them while the endpoint lives.
+Status send_claim(ucp_ep_h ep, ByteView ticket);
 // Whether UCX_TLS (when set) lets UCX use a shared-memory transport.
 bool shm_enabled();
 // Whether a UCX_TLS value (null: unset) lets UCX use System V shared memory, the one a
 // loader's worker uses (posix needs what its sandbox refuses): what the same-host door
 // offers, so both of its ends must have it.
 bool sysv_enabled(const char* ucx_tls);
+// Whether this process reaches a loader at A through its same-host door (wire-protocol.md
+// 2.4): A is a loopback address and UCX_TLS lets UCX use sysv.
+bool door_route(const sockaddr_storage& a);
 
 // A UCX listener at HOST:PORT: on_conn(request, arg) runs for each connection request, and
 // usually accepts it with accept_ep. *bound receives the HOST:PORT it listens on (port 0

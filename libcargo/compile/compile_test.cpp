@@ -174,3 +174,27 @@ TEST_CASE("the dependencies are every source and every header any target include
   CHECK(parse_depfile(text, "/") == std::vector<std::string>{"/s/my header.h", "/s/$x#.h"});
   CHECK(parse_depfile("x: a.c \\\n  ../inc/b.h\n", "/src/k") == std::vector<std::string>{"/src/k/a.c", "/src/inc/b.h"});
 }
+
+TEST_CASE("a kernel reading variadic arguments is refused for bitcode, and builds as objects", "[compile]") {
+  test::ScratchDir dir;
+  auto src = write(dir, "port.c",
+                   "#include <xcargo/kernel.h>\n"
+                   "#include <stdarg.h>\n"
+                   "static long sum(int n, ...) {\n"
+                   "  va_list ap; va_start(ap, n); long s = 0;\n"
+                   "  for (int i = 0; i < n; ++i) s += va_arg(ap, long);\n"
+                   "  va_end(ap); return s;\n"
+                   "}\n"
+                   "XC_ENTRY int run(xc_ctx *c, const void *in, size_t n) {\n"
+                   "  long s = sum(3, 1L, 2L, (long)n); return xc_reply(c, &s, sizeof s);\n"
+                   "}\n");
+  auto r = compile_kernels({{src}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::import);
+  CHECK(r.error().message().find("function 'sum' reads variadic arguments") != std::string::npos);
+  const auto& hints = r.error().hints();
+  CHECK(std::any_of(hints.begin(), hints.end(), [](const std::string& h) { return h.find("-t x86_64,aarch64") != std::string::npos; }));
+  // Calling a variadic function is portable (each target lowers the call); objects may read them.
+  CompileRequest objects{{src}, {"x86_64", "aarch64"}};
+  CHECK(compile_kernels(objects).ok());
+}

@@ -412,7 +412,8 @@ expect 2 "function 'run' contains inline assembly, which loaders refuse in bitco
 WORKER_BEFORE=$(worker)
 # KIND:EXIT:MESSAGE (exit 1: the class 'malformed', a verification failure)
 for kind in inline-asm:3:"function 'run' contains inline assembly" module-asm:3:'the module \(module-level asm\) contains inline assembly' \
-            invalid-ir:1:'the LLVM IR verifier rejects the module' fatal:3:'LLVM stopped compiling it: Cannot select'; do
+            invalid-ir:1:'the LLVM IR verifier rejects the module' va-arg:3:"function 'sum' reads variadic arguments" \
+            fatal:3:'LLVM stopped compiling it: Cannot select'; do
   name=${kind%%:*} rest=${kind#*:}
   "$BIN/xcargo-hostile-bitcode" "hostile-$name.xcargo" "$KEY" "$name"
   expect "${rest%%:*}" "refused the cargo: .*${rest#*:}" -- "$X" run "hostile-$name.xcargo" --entry run --to "$NODE"

@@ -4,6 +4,8 @@
 //   inline-asm  a `syscall` instruction in inline assembly
 //   module-asm  module-level assembly
 //   invalid-ir  a module the IR verifier rejects (a value used before it is defined)
+//   va-arg      a function reading its variadic arguments (va_start, va_arg: the le64 va_list
+//               is not the CPU's), which `xcargo build` refuses for bitcode
 //   fatal       valid IR that makes LLVM's code generator stop the process (an aarch64
 //               intrinsic, which x86-64 instruction selection cannot select)
 //   fmuladd-strict  not hostile: a manifest saying `fp: strict` over bitcode that asks for
@@ -32,6 +34,10 @@ const std::map<std::string, std::string> kIr = {
                             "  ret i32 0\n}\n"},
     {"module-asm", "module asm \".globl xcargo_planted\"\nmodule asm \"xcargo_planted: ret\"\n" + kEntry + "  ret i32 0\n}\n"},
     {"invalid-ir", kEntry + "  %a = add i32 %b, 1\n  %b = add i32 %a, 1\n  ret i32 0\n}\n"},
+    {"va-arg", "declare void @llvm.va_start(ptr)\ndeclare void @llvm.va_end(ptr)\n"
+               "define internal i32 @sum(i32 %n, ...) {\n  %ap = alloca [4 x i32], align 4\n"
+               "  call void @llvm.va_start(ptr %ap)\n  %v = va_arg ptr %ap, i32\n  call void @llvm.va_end(ptr %ap)\n"
+               "  ret i32 %v\n}\n" + kEntry + "  %r = call i32 (i32, ...) @sum(i32 1, i32 42)\n  ret i32 %r\n}\n"},
     {"fatal", "declare i32 @llvm.aarch64.sdiv.i32(i32, i32)\n" + kEntry +
                   "  %t = trunc i64 %n to i32\n  %r = call i32 @llvm.aarch64.sdiv.i32(i32 %t, i32 3)\n  ret i32 %r\n}\n"},
     {"fmuladd-strict",
@@ -53,7 +59,7 @@ const std::map<std::string, std::string> kIr = {
 
 int main(int argc, char** argv) {
   if (argc != 4 || !kIr.count(argv[3])) {
-    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|fatal|fmuladd-strict\n");
+    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|va-arg|fatal|fmuladd-strict\n");
     return 2;
   }
   const std::string out = argv[1], ll = out + ".ll", bc = out + ".bc";

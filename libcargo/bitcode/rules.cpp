@@ -41,7 +41,7 @@ bool reads_variadic_arguments(const llvm::Instruction& i) {
 Error variadic(const std::string& what, const std::string& where) {
   return Error(Errc::import, what + ": " + where + " reads variadic arguments (va_start, va_arg), whose va_list differs "
                                                    "between the portable bitcode and each CPU; loaders refuse it in bitcode")
-      .hint("pass the values in an array or a struct instead of `...`")
+      .hint("xcargo build makes a kernel's variadic functions portable (format-spec 5.4): build the cargo with it")
       .hint("or ship native objects only: xcargo build -t x86_64,aarch64");
 }
 

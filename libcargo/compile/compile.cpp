@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compile/process.h"
+#include "compile/portable.h"
 #include "compile/symbols.h"
 #include "xcargo/abi.h"
 #include "xcargo/cargo.h"
@@ -247,6 +248,11 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     const Target& t = targets[ti];
     auto raw = read_file(payload_files[ti], format::kMaxSectionRawSize);
     if (!raw.ok()) return Error(raw.error().code(), t.name + ": compiled payload: " + raw.error().message());
+    if (t.kind == VariantKind::bitcode) {  // variadic arguments in the one form every target reads alike
+      auto portable = portable_varargs(*raw, t.name);
+      XC_TRY(portable);
+      raw = std::move(portable);
+    }
     auto scan = scan_symbols(*raw, t.kind, t.name);
     XC_TRY(scan);
     if (scan->entries.empty())

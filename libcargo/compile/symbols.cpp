@@ -1,5 +1,5 @@
 // Reads symbols from ELF objects and LLVM bitcode with LLVM's Object and Bitcode readers.
-// With bitcode/rules.cpp, the only translation units of xcargo that include LLVM headers.
+// With portable.cpp and bitcode/rules.cpp, the only translation units of xcargo that include LLVM headers.
 #include "compile/symbols.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>

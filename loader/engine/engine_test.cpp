@@ -572,3 +572,31 @@ TEST_CASE("remove_partial takes the temporary files of one writer, by the pid in
   CHECK(std::filesystem::exists(jit + "/c.o.tmp-42424-r1t2y3"));  // another writer's
   CHECK(std::filesystem::exists(jit + "/d.o"));                  // an entry
 }
+
+TEST_CASE("variadic functions give the same reply natively, JIT-compiled, and at the quick tier", "[engine][varargs]") {
+  test::ScratchDir dir;
+  const Bytes cargo = test::build_cargo(dir, test::source_dir() + "/tests/kernels/varargs.c");
+  const std::string want = "-42|-1234567890123|4000000000|beef|Z|str|3.250|%|642";
+  auto text = [](const Bytes& b) { return std::string(b.begin(), b.end()); };
+  for (Prefer prefer : {Prefer::native, Prefer::bitcode}) {
+    auto e = engine(prefer);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    CHECK(r->jit_compiled == (prefer == Prefer::bitcode));
+    auto out = e->invoke(r->digest, "run", {});
+    REQUIRE(out.status == wire::ReplyStatus::ok);
+    CHECK(text(out.output) == want);
+  }
+  EngineConfig c;  // the quick tier compiles without optimisation, where a wrong va_list shows
+  c.prefer = Prefer::bitcode;
+  c.cache_dir = dir / "cache";
+  c.jit_tiers = true;
+  auto e = Engine::create(c, test::vector_trust());
+  REQUIRE(e.ok());
+  auto r = (*e)->load(cargo);
+  REQUIRE(r.ok());
+  CHECK(r->quick_tier);
+  for (int i = 0; i < 3; ++i) CHECK(text((*e)->invoke(r->digest, "run", {}).output) == want);
+  REQUIRE((*e)->tier_up().size() == 1);
+  CHECK(text((*e)->invoke(r->digest, "run", {}).output) == want);
+}

@@ -75,6 +75,15 @@ expect 0 'fp +strict' -- "$X" inspect strict.xcargo
 echo "default floating point, horner(1000): x86_64 object $(run_on numeric.xcargo horner 1000 0)," \
   "aarch64 object $(run_on numeric.xcargo horner 1000 1), JIT here $(run_on numeric-bc.xcargo horner 1000 0)"
 
+# Variadic functions (a printf-style formatter, va_copy, a va_list passed on): the same reply
+# from the aarch64 object, the aarch64 JIT and the x86-64 JIT.
+"$X" build "$SRC/tests/kernels/varargs.c" -o varargs.xcargo --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/tests/kernels/varargs.c" -o varargs-bc.xcargo -t bitcode --name varargs-bc --key "$KEY" 2> build.err || cat build.err
+VARARGS='^-42\|-1234567890123\|4000000000\|beef\|Z\|str\|3\.250\|%\|642$'
+expect 0 "$VARARGS" -- "$X" run varargs.xcargo --entry run --result str --cluster "$C" --node 1
+expect 0 "$VARARGS" -- "$X" run varargs-bc.xcargo --entry run --result str --cluster "$C" --node 1
+expect 0 "$VARARGS" -- "$X" run varargs-bc.xcargo --entry run --result str --cluster "$C" --node 0
+
 # Forwarding across architectures: 0 (x86-64) -> 1 (aarch64) -> 2 (x86-64), and from 1.
 expect 0 '^012$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 0
 check "the cargo followed itself to the aarch64 node, verified there" \

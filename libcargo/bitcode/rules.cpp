@@ -1,13 +1,19 @@
 // The bitcode rules (xcargo/bitcode_rules.h); compiled into xcargo (static LLVM) and the loader (libLLVM).
 #include "xcargo/bitcode_rules.h"
 
+#include <llvm/IR/DataLayout.h>
 #include <llvm/IR/DebugInfoMetadata.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/InstrTypes.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/Operator.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
+
+#include <set>
 
 namespace xcargo::bitcode {
 
@@ -45,7 +51,74 @@ Error variadic(const std::string& what, const std::string& where) {
       .hint("or ship native objects only: xcargo build -t x86_64,aarch64");
 }
 
+std::string type_name(const llvm::Type* t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t->print(os);
+  return os.str();
+}
+
+// Every type the module's code and data lay out in memory, with the types inside them.
+void collect(llvm::Type* t, std::set<llvm::Type*>& seen) {
+  if (!t || !seen.insert(t).second) return;
+  for (llvm::Type* inner : t->subtypes()) collect(inner, seen);
+}
+
+std::set<llvm::Type*> laid_out_types(const llvm::Module& m) {
+  std::set<llvm::Type*> seen;
+  for (const llvm::GlobalVariable& g : m.globals()) collect(g.getValueType(), seen);
+  for (const llvm::Function& f : m)
+    for (const llvm::Instruction& i : llvm::instructions(f)) {
+      if (const auto* a = llvm::dyn_cast<llvm::AllocaInst>(&i)) collect(a->getAllocatedType(), seen);
+      else if (const auto* g = llvm::dyn_cast<llvm::GetElementPtrInst>(&i)) collect(g->getSourceElementType(), seen);
+      else if (const auto* l = llvm::dyn_cast<llvm::LoadInst>(&i)) collect(l->getType(), seen);
+      else if (const auto* s = llvm::dyn_cast<llvm::StoreInst>(&i)) collect(s->getValueOperand()->getType(), seen);
+    }
+  for (const llvm::Function& f : m)  // constant expressions in initializers and operands
+    for (const llvm::Instruction& i : llvm::instructions(f))
+      for (const llvm::Use& u : i.operands())
+        if (const auto* ce = llvm::dyn_cast<llvm::GEPOperator>(u.get())) collect(ce->getSourceElementType(), seen);
+  return seen;
+}
+
 }  // namespace
+
+Status check_layout(const llvm::Module& m, const llvm::DataLayout& target, const std::string& target_name,
+                    const std::string& what) {
+  const llvm::DataLayout& own = m.getDataLayout();
+  for (llvm::Type* t : laid_out_types(m)) {
+    if (!t->isSized()) continue;
+    std::string why;
+    if (auto* st = llvm::dyn_cast<llvm::StructType>(t)) {
+      const llvm::StructLayout *a = own.getStructLayout(st), *b = target.getStructLayout(st);
+      for (unsigned k = 0; k < st->getNumElements() && why.empty(); ++k)
+        if (a->getElementOffset(k) != b->getElementOffset(k))
+          why = "member " + std::to_string(k) + " at offset " + std::to_string(a->getElementOffset(k)) + " where " + target_name +
+                " puts it at " + std::to_string(b->getElementOffset(k));
+    }
+    if (why.empty() && own.getTypeAllocSize(t) != target.getTypeAllocSize(t))
+      why = std::to_string(own.getTypeAllocSize(t).getFixedValue()) + " bytes where " + target_name + " gives it " +
+            std::to_string(target.getTypeAllocSize(t).getFixedValue());
+    if (!why.empty())
+      return Error(Errc::import, what + ": the type " + type_name(t) + " is laid out differently once the bitcode is retargeted: " +
+                                     why)
+          .hint("a vector type or __int128 inside a struct can do this; use plain integer and floating-point members")
+          .hint("or ship native objects only: xcargo build -t x86_64,aarch64");
+  }
+  return {};
+}
+
+Status check_layouts(const llvm::Module& m, const std::string& what) {
+  // clang 16's data layouts for the targets xcargo builds objects for (what a loader on each
+  // retargets portable bitcode to).
+  static const std::pair<const char*, const char*> kTargets[] = {
+      {"x86_64", "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-f80:128-n8:16:32:64-S128"},
+      {"aarch64", "e-m:e-i8:8:32-i16:16:32-i64:64-i128:128-n32:64-S128"},
+      {"riscv64", "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"},
+  };
+  for (const auto& [name, layout] : kTargets) XC_TRY(check_layout(m, llvm::DataLayout(layout), name, what));
+  return {};
+}
 
 Status check_module(const llvm::Module& m, const std::string& what) {
   if (!m.getModuleInlineAsm().empty()) return assembly(what, "the module (module-level asm)");

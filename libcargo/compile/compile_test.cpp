@@ -201,3 +201,20 @@ TEST_CASE("variadic functions build for every target; what a slot cannot carry i
           "XC_ENTRY int run(xc_ctx *c, const void *in, size_t n) { long r = fp(1, (long)n); return xc_reply(c, &r, sizeof r); }\n",
           "function 'f' is variadic and its address is taken");
 }
+
+TEST_CASE("bitcode whose types a CPU lays out differently is refused, naming the type and the CPU", "[compile]") {
+  test::ScratchDir dir;
+  // le64 aligns vectors to 4: the member sits at offset 4, where every CPU puts it at 16.
+  auto src = write(dir, "layout.ll",
+                   "target datalayout = \"e-m:e-v128:32-v16:16-v32:32-v96:32-n8:16:32:64-S128\"\n"
+                   "%s = type { i8, <4 x float> }\n"
+                   "@g = global %s zeroinitializer, align 16\n"
+                   "define i32 @run(ptr %c, ptr %i, i64 %n) section \".text.xc_entry\" {\n"
+                   "  store <4 x float> zeroinitializer, ptr getelementptr (%s, ptr @g, i32 0, i32 1), align 16\n"
+                   "  ret i32 0\n}\n");
+  auto r = compile_kernels({{src}, {"bitcode"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == Errc::import);
+  CHECK(r.error().message().find("the type %s = type { i8, <4 x float> } is laid out differently once the bitcode is retargeted: "
+                                 "member 1 at offset 4 where x86_64 puts it at 16") != std::string::npos);
+}

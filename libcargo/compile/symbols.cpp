@@ -92,6 +92,7 @@ Result<SymbolScan> scan_bitcode(llvm::MemoryBufferRef buf, const std::string& wh
   auto mod = llvm::parseBitcodeFile(buf, ctx);
   if (!mod) return Error(Errc::compile, what + ": cannot read the bitcode: " + take_message(mod.takeError()));
   XC_TRY(bitcode::check_module(**mod, what));  // what loaders would refuse, refused here first
+  XC_TRY(bitcode::check_layouts(**mod, what));
   SymbolScan scan;
   std::set<std::string> entries, imports;
   for (const llvm::Function& f : **mod) {

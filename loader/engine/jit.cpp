@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -47,6 +48,7 @@ llvm::StringRef as_ref(ByteView b) { return {reinterpret_cast<const char*>(b.dat
 struct Jit::Impl {
   std::unique_ptr<orc::LLJIT> jit;
   orc::JITTargetMachineBuilder jtmb{llvm::Triple()};
+  std::optional<llvm::DataLayout> layout;  // this host's: portable bitcode must lay out alike under it
   HostInfo host;
   std::mutex mu;  // LLJIT is thread-safe, but JITDylib creation by name must not race
   // The names linked, under mu: ExecutionSession::getJITDylibByName compares every dylib's
@@ -95,6 +97,9 @@ Result<std::unique_ptr<Jit>> Jit::create() {
   jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Default);  // -O2
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   j->impl_->jtmb = *jtmb;
+  auto layout = jtmb->getDefaultDataLayoutForTarget();
+  if (!layout) return Error(Errc::unsupported, "cannot describe this host's data layout: " + message(layout.takeError()));
+  j->impl_->layout = *layout;
   HostInfo& h = j->impl_->host;
   h.triple = jtmb->getTargetTriple().str();
   h.arch = jtmb->getTargetTriple().getArchName().str();
@@ -174,6 +179,7 @@ Result<Bytes> Jit::compile_bitcode(ByteView bitcode, const std::string& what, bo
   auto mod = llvm::parseBitcodeFile(llvm::MemoryBufferRef(as_ref(bitcode), what), ctx);
   if (!mod) return Error(Errc::malformed, what + ": not readable LLVM bitcode: " + message(mod.takeError()));
   XC_TRY(bitcode::check_module(**mod, what));  // before any pass sees it
+  XC_TRY(bitcode::check_layout(**mod, *impl_->layout, impl_->host.arch, what));
   const bool q = allow_quick && !has_writable_global(**mod);
   if (quick) *quick = q;
   return compile_module(**mod, what, fp_strict, q);

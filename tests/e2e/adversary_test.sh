@@ -413,6 +413,7 @@ WORKER_BEFORE=$(worker)
 # KIND:EXIT:MESSAGE (exit 1: the class 'malformed', a verification failure)
 for kind in inline-asm:3:"function 'run' contains inline assembly" module-asm:3:'the module \(module-level asm\) contains inline assembly' \
             invalid-ir:1:'the LLVM IR verifier rejects the module' va-arg:3:"function 'sum' reads variadic arguments" \
+            layout:3:'the type %s = type \{ i8, <4 x float> \} is laid out differently once the bitcode is retargeted: member 1 at offset 4 where x86_64 puts it at 16' \
             fatal:3:'LLVM stopped compiling it: Cannot select'; do
   name=${kind%%:*} rest=${kind#*:}
   "$BIN/xcargo-hostile-bitcode" "hostile-$name.xcargo" "$KEY" "$name"

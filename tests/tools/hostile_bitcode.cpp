@@ -6,6 +6,8 @@
 //   invalid-ir  a module the IR verifier rejects (a value used before it is defined)
 //   va-arg      a function reading its variadic arguments (va_start, va_arg: the le64 va_list
 //               is not the CPU's), which `xcargo build` refuses for bitcode
+//   layout      a struct whose vector member le64's data layout puts at offset 4 (vectors
+//               aligned to 4) and every CPU at 16: retargeted, the code would move
 //   fatal       valid IR that makes LLVM's code generator stop the process (an aarch64
 //               intrinsic, which x86-64 instruction selection cannot select)
 //   fmuladd-strict  not hostile: a manifest saying `fp: strict` over bitcode that asks for
@@ -38,6 +40,10 @@ const std::map<std::string, std::string> kIr = {
                "define internal i32 @sum(i32 %n, ...) {\n  %ap = alloca [4 x i32], align 4\n"
                "  call void @llvm.va_start(ptr %ap)\n  %v = va_arg ptr %ap, i32\n  call void @llvm.va_end(ptr %ap)\n"
                "  ret i32 %v\n}\n" + kEntry + "  %r = call i32 (i32, ...) @sum(i32 1, i32 42)\n  ret i32 %r\n}\n"},
+    {"layout", "target datalayout = \"e-m:e-v128:32-v16:16-v32:32-v96:32-n8:16:32:64-S128\"\n"
+               "%s = type { i8, <4 x float> }\n" + kEntry +
+               "  %p = alloca %s, align 16\n  %f = getelementptr %s, ptr %p, i32 0, i32 1\n"
+               "  store <4 x float> zeroinitializer, ptr %f, align 16\n  ret i32 0\n}\n"},
     {"fatal", "declare i32 @llvm.aarch64.sdiv.i32(i32, i32)\n" + kEntry +
                   "  %t = trunc i64 %n to i32\n  %r = call i32 @llvm.aarch64.sdiv.i32(i32 %t, i32 3)\n  ret i32 %r\n}\n"},
     {"fmuladd-strict",
@@ -59,7 +65,7 @@ const std::map<std::string, std::string> kIr = {
 
 int main(int argc, char** argv) {
   if (argc != 4 || !kIr.count(argv[3])) {
-    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|va-arg|fatal|fmuladd-strict\n");
+    std::fprintf(stderr, "usage: xcargo-hostile-bitcode OUT.xcargo KEY inline-asm|module-asm|invalid-ir|va-arg|layout|fatal|fmuladd-strict\n");
     return 2;
   }
   const std::string out = argv[1], ll = out + ".ll", bc = out + ".bc";

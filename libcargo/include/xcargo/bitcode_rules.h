@@ -7,6 +7,7 @@
 #include "xcargo/error.h"
 
 namespace llvm {
+class DataLayout;
 class Module;
 }
 
@@ -19,5 +20,15 @@ namespace xcargo::bitcode {
 // (Errc::malformed) a module the IR verifier rejects, which LLVM's passes assume never
 // happens.
 [[nodiscard]] Status check_module(const llvm::Module& module, const std::string& what);
+
+// Refuses (Errc::import, naming the type and the target) a module that uses a type laid out
+// differently under `target` than under its own data layout (a struct member at another
+// offset, another size): retargeted, its code would read the wrong bytes. A loader checks
+// against its own; `xcargo build` against every target's (check_layouts).
+[[nodiscard]] Status check_layout(const llvm::Module& module, const llvm::DataLayout& target, const std::string& target_name,
+                                  const std::string& what);
+// check_layout for each target a loader may retarget portable bitcode to (x86_64, aarch64,
+// riscv64, with clang 16's data layouts).
+[[nodiscard]] Status check_layouts(const llvm::Module& module, const std::string& what);
 
 }  // namespace xcargo::bitcode

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include "processes.h"
+#include "xcargo/file.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -139,7 +140,7 @@ struct FileSink {
   uint64_t lost = 0;  // bytes that could not be written (reported in the next file)
 
   bool open_file() {
-    if (path.empty()) return false;
+    if (path.empty() || !not_planted(path).ok()) return false;
     file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (file_fd < 0) return false;
     const off_t end = ::lseek(file_fd, 0, SEEK_END);
@@ -396,6 +397,8 @@ Status start_log_copier(const std::string& path, uint64_t max_size) {
     sink.path = path;
     sink.rotated = path + ".1";
     sink.max_size = max_size;
+    if (Status planted = not_planted(path); !planted.ok())
+      return Error(Errc::io, path + ": " + planted.error().message()).hint(planted.error().hints().front());
     if (!sink.open_file())
       return Error(Errc::io, path + ": cannot open the log file: " + std::strerror(errno))
           .hint("--log names a file the loader can create or append to (its directory must exist)");

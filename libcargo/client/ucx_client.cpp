@@ -77,7 +77,7 @@ public:
     return a.ok() ? std::move(*a) : Bytes();
   }
 
-  Status open(const std::string& host_port, const ConnectOptions& o) {
+  Status open(const std::string& host_port, const ConnectOptions& o, bool listener_allowed) {
     peer_ = host_port.find(':') == std::string::npos ? host_port + ":" + std::to_string(net::kDefaultPort) : host_port;
     auto addr = net::parse_host_port(host_port, nullptr);
     if (!addr.ok()) return addr.take_error();
@@ -100,6 +100,10 @@ public:
       // Another user's process holds this loader's name: nothing at the address can be
       // trusted to be the loader (UCX would not check its key), so no listener is tried.
       else if (fd.error().code() == Errc::unauthenticated) return fd.take_error();
+      // No door: no loader serves the address (it may be restarting), or a process of any
+      // user listens there; UCX's listener only when the address said ucx:// on purpose.
+      else if (!listener_allowed)
+        return Error(fd.error()).hint("ucx://" + peer_ + " reaches a loader's UCX listener (trusted-network), where no key proves who answers");
     }
     via_door_ = door_first_ >= 0;
     auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
@@ -795,7 +799,7 @@ private:
 Result<Route> route_of(const std::string& address) {
   NodeAddress a = split_scheme(address);
   if (a.scheme == NodeAddress::Scheme::tls || a.scheme == NodeAddress::Scheme::ucx)
-    return Route{a.scheme == NodeAddress::Scheme::tls, std::move(a.host_port)};
+    return Route{a.scheme == NodeAddress::Scheme::tls, std::move(a.host_port), a.scheme == NodeAddress::Scheme::ucx};
   if (a.scheme == NodeAddress::Scheme::other)
     return Error(Errc::invalid_argument, address + ": not an address a node serves")
         .hint("use HOST:PORT, tls://HOST:PORT (a node's TLS front door) or ucx://HOST:PORT (UCX, on a network whose "
@@ -818,7 +822,7 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   XC_TRY(route);
   Attempt attempt = [&]() -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<UcxConnection>();
-    XC_TRY(c->open(route->host_port, o));
+    XC_TRY(c->open(route->host_port, o, route->ucx_listener));
     return std::unique_ptr<Connection>(std::move(c));
   };
   if (route->tls) {

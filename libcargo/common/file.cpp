@@ -202,9 +202,24 @@ Status replace_atomically(const std::string& path, ByteView data, unsigned mode)
 
 }  // namespace
 
+Status not_planted(const std::string& path) {
+  struct stat st {}, dir {};
+  if (::lstat(path.c_str(), &st) != 0 || !(S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))) return {};
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(parent.c_str(), &dir) != 0) return sys_error("cannot stat its directory");
+  const bool shared = (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
+  if (!shared || st.st_uid == ::geteuid() || st.st_uid == dir.st_uid) return {};
+  return Error(Errc::io, std::string("is a ") + (S_ISLNK(st.st_mode) ? "symbolic link" : "named pipe") + " of uid " +
+                             std::to_string(st.st_uid) + " in " + parent +
+                             ", where any user can make one: not followed (it may point the write at another file)")
+      .hint("write to a directory only this user can write to, or remove it and let the file be made");
+}
+
 Status write_file(const std::string& path, ByteView data, unsigned mode) {
   if (path.empty()) return Error(Errc::io, "no file name given");
   if (auto fd = named_descriptor(path)) return write_all(*fd, data);
+  XC_TRY(not_planted(path));
   std::string target = path;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {

@@ -180,3 +180,30 @@ TEST_CASE("directories and empty names are refused", "[file]") {
   CHECK(d.error().message().find("directory") != std::string::npos);
   CHECK_FALSE(write_file("", as_bytes("x")).ok());
 }
+
+TEST_CASE("a link or FIFO another user made in a shared directory is not followed", "[file]") {
+  if (::geteuid() != 0) return;  // making another user's link needs root
+  test::ScratchDir dir;
+  const std::string shared = dir / "tmp";
+  REQUIRE(::mkdir(shared.c_str(), 01777) == 0);
+  REQUIRE(::chmod(shared.c_str(), 01777) == 0);
+  const std::string precious = dir / "precious", link = shared + "/ready", fifo = shared + "/fifo";
+  REQUIRE(write_file(precious, as_bytes("keep")).ok());
+  auto text = [&] {
+    auto b = read_file(precious, 100);
+    return b.ok() ? std::string(b->begin(), b->end()) : std::string();
+  };
+  REQUIRE(::symlink(precious.c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  auto s = write_file(link, as_bytes("127.0.0.1:7400"));
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message().find("is a symbolic link of uid 65534 in " + shared) != std::string::npos);
+  CHECK(text() == "keep");
+  REQUIRE(::mkfifo(fifo.c_str(), 0666) == 0);
+  REQUIRE(::chown(fifo.c_str(), 65534, 65534) == 0);
+  CHECK_FALSE(not_planted(fifo).ok());  // refused before an open that would wait for a reader
+  // This user's own link there is followed, as anywhere.
+  REQUIRE(::lchown(link.c_str(), 0, 0) == 0);
+  CHECK(write_file(link, as_bytes("new")).ok());
+  CHECK(text() == "new");
+}

@@ -1,9 +1,15 @@
 /* <stdio.h> for kernels: a kernel has no files or terminal. Output goes to the caller with
  * xc_reply(ctx, data, len), and a line to the node's log with xc_log(ctx, msg); the usual
- * stdio functions are declared unavailable and say so where a port calls them. */
+ * stdio functions are declared unavailable and say so where a port calls them. Formatting
+ * into a buffer (snprintf, vsnprintf) is defined here, inline: it needs nothing from the
+ * loader. It follows C's printf for the flags - + space # 0, width and precision (also *),
+ * the lengths hh h l ll j z t L and the conversions d i u o x X c s p f F e E g G %; a
+ * floating-point value is exact to 15 significant digits (its rounding is a double's, so
+ * a 16th digit and beyond may differ from glibc's, which prints the binary value exactly). */
 #ifndef XCARGO_STDIO_H
 #define XCARGO_STDIO_H
 
+#include <stdarg.h>
 #include <xcargo/kernel.h>
 
 #ifdef __cplusplus
@@ -24,11 +30,258 @@ XC_UNAVAILABLE_IO size_t fread(void *p, size_t size, size_t n, FILE *f);
 XC_UNAVAILABLE_IO size_t fwrite(const void *p, size_t size, size_t n, FILE *f);
 XC_UNAVAILABLE_IO int fclose(FILE *f);
 XC_UNAVAILABLE_IO extern FILE *stdin, *stdout, *stderr;
-#define XC_UNAVAILABLE_FORMAT __attribute__((unavailable( \
-    "no formatted printing in kernels: reply raw values (xc_reply) and format them in the client")))
-XC_UNAVAILABLE_FORMAT int snprintf(char *s, size_t n, const char *format, ...);
-XC_UNAVAILABLE_FORMAT int sprintf(char *s, const char *format, ...);
-#undef XC_UNAVAILABLE_FORMAT
+__attribute__((unavailable("sprintf cannot know the buffer's size: snprintf(s, size, format, ...)")))
+int sprintf(char *s, const char *format, ...);
+
+/* The formatter's state: what fits goes into p[0 .. cap-1), len counts all. */
+struct xc_fmt_out {
+  char *p;
+  size_t cap, len;
+};
+
+static inline void xc_fmt_put(struct xc_fmt_out *o, char c) {
+  if (o->len + 1 < o->cap) o->p[o->len] = c;
+  o->len++;
+}
+
+static inline void xc_fmt_repeat(struct xc_fmt_out *o, char c, long n) {
+  for (; n > 0; --n) xc_fmt_put(o, c);
+}
+
+/* One converted field: PREFIX (sign, 0x), ZEROS leading zeros, then BODY, padded to WIDTH. */
+static inline void xc_fmt_field(struct xc_fmt_out *o, const char *prefix, long zeros, const char *body, long blen, long width,
+                                int left, int zero_pad) {
+  long plen = 0;
+  while (prefix[plen]) ++plen;
+  long pad = width - plen - zeros - blen;
+  if (zero_pad && !left && pad > 0) zeros += pad, pad = 0;
+  if (!left) xc_fmt_repeat(o, ' ', pad);
+  for (long i = 0; i < plen; ++i) xc_fmt_put(o, prefix[i]);
+  xc_fmt_repeat(o, '0', zeros);
+  for (long i = 0; i < blen; ++i) xc_fmt_put(o, body[i]);
+  if (left) xc_fmt_repeat(o, ' ', pad);
+}
+
+/* Digits of v in base (16 or less), at the end of buf[0 .. 24): returns where they start. */
+static inline char *xc_fmt_digits(char *end, unsigned long long v, unsigned base, int upper) {
+  const char *d = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  do {
+    *--end = d[v % base];
+    v /= base;
+  } while (v);
+  return end;
+}
+
+/* x rounded to an integer, ties to even (x >= 0, below 2^63). */
+static inline unsigned long long xc_fmt_round(double x) {
+  unsigned long long r = (unsigned long long)x;
+  double rest = x - (double)r;
+  if (rest > 0.5 || (rest == 0.5 && (r & 1))) ++r;
+  return r;
+}
+
+static inline double xc_fmt_pow10(int n) {
+  double p = 1;
+  for (; n > 0; --n) p *= 10;
+  return p;
+}
+
+/* The decimal digits of x >= 0 with PREC digits after the point (precision up to 17; more are
+ * zeros), into buf (at least 360 bytes): returns the count. */
+static inline long xc_fmt_fixed(char *buf, double x, int prec, int point) {
+  int shown = prec > 17 ? 17 : prec;
+  double scale = xc_fmt_pow10(shown);
+  double ip = __builtin_floor(x);
+  unsigned long long frac = xc_fmt_round((x - ip) * scale);
+  if ((double)frac >= scale) frac = 0, ip += 1;
+  char tmp[24], *d;
+  long n = 0;
+  if (ip < 18446744073709551616.0) {
+    d = xc_fmt_digits(tmp + 24, (unsigned long long)ip, 10, 0);
+    while (d < tmp + 24) buf[n++] = *d++;
+  } else { /* a large whole number: its leading digits, then what a double cannot hold */
+    int e = 0;
+    while (ip >= 1e17) ip /= 10, ++e;
+    d = xc_fmt_digits(tmp + 24, xc_fmt_round(ip), 10, 0);
+    while (d < tmp + 24) buf[n++] = *d++;
+    for (; e > 0 && n < 340; --e) buf[n++] = '0';
+  }
+  if (prec > 0 || point) buf[n++] = '.';
+  if (shown > 0) {
+    d = xc_fmt_digits(tmp + 24, frac, 10, 0);
+    for (long lead = shown - (tmp + 24 - d); lead > 0; --lead) buf[n++] = '0';
+    while (d < tmp + 24) buf[n++] = *d++;
+  }
+  return n;
+}
+
+/* x >= 0 as d.ddd with PREC digits: the mantissa's digits into buf, the exponent in *exp. */
+static inline long xc_fmt_mantissa(char *buf, double x, int prec, int point, int *exp) {
+  int e = 0;
+  if (x != 0) {
+    while (x >= 1e16) x /= 1e16, e += 16;
+    while (x >= 10) x /= 10, ++e;
+    while (x < 1e-16) x *= 1e16, e -= 16;
+    while (x < 1) x *= 10, --e;
+  }
+  long n = xc_fmt_fixed(buf, x, prec, point);
+  if (buf[0] == '1' && buf[1] == '0') { /* rounded up to 10: 1.000 with the exponent one more */
+    n = xc_fmt_fixed(buf, 1.0, prec, point);
+    ++e;
+  }
+  *exp = e;
+  return n;
+}
+
+static inline int vsnprintf(char *s, size_t size, const char *f, va_list ap) {
+  struct xc_fmt_out o = {s, size, 0};
+  for (; *f; ++f) {
+    if (*f != '%') {
+      xc_fmt_put(&o, *f);
+      continue;
+    }
+    int left = 0, plus = 0, space = 0, alt = 0, zero = 0;
+    for (;; ++f) {
+      char c = f[1];
+      if (c == '-') left = 1;
+      else if (c == '+') plus = 1;
+      else if (c == ' ') space = 1;
+      else if (c == '#') alt = 1;
+      else if (c == '0') zero = 1;
+      else break;
+    }
+    ++f;
+    long width = 0, prec = -1;
+    if (*f == '*') {
+      width = va_arg(ap, int);
+      if (width < 0) left = 1, width = -width;
+      ++f;
+    } else {
+      while (*f >= '0' && *f <= '9') width = width * 10 + (*f++ - '0');
+    }
+    if (*f == '.') {
+      ++f;
+      prec = 0;
+      if (*f == '*') {
+        prec = va_arg(ap, int);
+        ++f;
+      } else {
+        while (*f >= '0' && *f <= '9') prec = prec * 10 + (*f++ - '0');
+      }
+    }
+    int size_mod = 0; /* 1 hh, 2 h, 3 l, 4 ll (and j, z, t) */
+    if (*f == 'h') size_mod = f[1] == 'h' ? (++f, 1) : 2, ++f;
+    else if (*f == 'l') size_mod = f[1] == 'l' ? (++f, 4) : 3, ++f;
+    else if (*f == 'j' || *f == 'z' || *f == 't') size_mod = 4, ++f;
+    else if (*f == 'L') ++f;
+    char c = *f, tmp[24], num[360];
+    if (!c) break;
+    switch (c) {
+      case 'd':
+      case 'i': {
+        long long v = size_mod >= 3 ? va_arg(ap, long long) : va_arg(ap, int);
+        if (size_mod == 1) v = (signed char)v;
+        if (size_mod == 2) v = (short)v;
+        unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+        char *d = prec == 0 && u == 0 ? tmp + 24 : xc_fmt_digits(tmp + 24, u, 10, 0);
+        long len = tmp + 24 - d;
+        const char *sign = v < 0 ? "-" : plus ? "+" : space ? " " : "";
+        xc_fmt_field(&o, sign, prec > len ? prec - len : 0, d, len, width, left, zero && prec < 0);
+        break;
+      }
+      case 'u':
+      case 'o':
+      case 'x':
+      case 'X':
+      case 'p': {
+        unsigned long long u = c == 'p' ? (unsigned long long)(uintptr_t)va_arg(ap, void *)
+                               : size_mod >= 3 ? va_arg(ap, unsigned long long) : va_arg(ap, unsigned);
+        if (size_mod == 1) u = (unsigned char)u;
+        if (size_mod == 2) u = (unsigned short)u;
+        unsigned base = c == 'u' ? 10 : c == 'o' ? 8 : 16;
+        char *d = prec == 0 && u == 0 ? tmp + 24 : xc_fmt_digits(tmp + 24, u, base, c == 'X');
+        long len = tmp + 24 - d;
+        const char *prefix = (c == 'p' || (alt && u && c == 'x')) ? "0x" : (alt && u && c == 'X') ? "0X" : "";
+        long zeros = prec > len ? prec - len : 0;
+        if (alt && c == 'o' && zeros == 0 && (len == 0 || *d != '0')) zeros = 1;
+        xc_fmt_field(&o, prefix, zeros, d, len, width, left, zero && prec < 0);
+        break;
+      }
+      case 'c':
+        tmp[0] = (char)va_arg(ap, int);
+        xc_fmt_field(&o, "", 0, tmp, 1, width, left, 0);
+        break;
+      case 's': {
+        const char *str = va_arg(ap, const char *);
+        if (!str) str = "(null)";
+        long len = 0;
+        while ((prec < 0 || len < prec) && str[len]) ++len;
+        xc_fmt_field(&o, "", 0, str, len, width, left, 0);
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        double x = va_arg(ap, double);
+        const int neg = __builtin_signbit(x) != 0;
+        if (neg) x = -x;
+        const char *sign = neg ? "-" : plus ? "+" : space ? " " : "";
+        const int upper = c == 'F' || c == 'E' || c == 'G';
+        if (x != x || x == __builtin_inf()) {
+          xc_fmt_field(&o, sign, 0, x != x ? (upper ? "NAN" : "nan") : (upper ? "INF" : "inf"), 3, width, left, 0);
+          break;
+        }
+        if (prec < 0) prec = 6;
+        long len;
+        int exp = 0, as_exp = c == 'e' || c == 'E';
+        if (c == 'g' || c == 'G') {
+          int p = prec == 0 ? 1 : (int)prec;
+          xc_fmt_mantissa(num, x, p - 1, 0, &exp);
+          as_exp = !(exp >= -4 && exp < p);
+          prec = as_exp ? p - 1 : p - 1 - exp;
+        }
+        if (as_exp) {
+          len = xc_fmt_mantissa(num, x, (int)prec, alt, &exp);
+        } else {
+          len = xc_fmt_fixed(num, x, (int)prec, alt);
+        }
+        if ((c == 'g' || c == 'G') && !alt) { /* no trailing zeros, nor a bare point */
+          long point = 0;
+          while (point < len && num[point] != '.') ++point;
+          if (point < len) {
+            while (len > point && num[len - 1] == '0') --len;
+            if (len == point + 1) --len;
+          }
+        }
+        if (as_exp) {
+          num[len++] = upper ? 'E' : 'e';
+          num[len++] = exp < 0 ? '-' : '+';
+          char *d = xc_fmt_digits(tmp + 24, (unsigned long long)(exp < 0 ? -exp : exp), 10, 0);
+          if (tmp + 24 - d < 2) num[len++] = '0';
+          while (d < tmp + 24) num[len++] = *d++;
+        }
+        xc_fmt_field(&o, sign, 0, num, len, width, left, zero);
+        break;
+      }
+      case '%': xc_fmt_put(&o, '%'); break;
+      default: xc_fmt_put(&o, '%'), xc_fmt_put(&o, c); break; /* not a conversion: shown as written */
+    }
+  }
+  if (size) s[o.len < size ? o.len : size - 1] = 0;
+  return (int)o.len;
+}
+
+static inline int snprintf(char *s, size_t size, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static inline int snprintf(char *s, size_t size, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  int n = vsnprintf(s, size, format, ap);
+  va_end(ap);
+  return n;
+}
 
 #undef XC_UNAVAILABLE_IO
 

@@ -600,3 +600,62 @@ TEST_CASE("variadic functions give the same reply natively, JIT-compiled, and at
   REQUIRE((*e)->tier_up().size() == 1);
   CHECK(text((*e)->invoke(r->digest, "run", {}).output) == want);
 }
+
+// snprintf cases: the kernel's (<stdio.h> of kernel-include) against this host's C library.
+#define XC_PRINTF_CASES(X)                                                                            \
+  X("%d|%5d|%-5d|%05d|%+d|% d|%.3d|%i", 42, -42, 42, -42, 42, 42, 7, 0)                                \
+  X("%ld|%lld|%hd|%hhd|%zu|%lu", -1234567890123l, 9223372036854775807ll, (short)-3, (signed char)-7,   \
+    (size_t)77, 18446744073709551615ul)                                                               \
+  X("%u|%x|%X|%#x|%o|%#o|%08x|%.0u|%.0x", 4000000000u, 0xbeefu, 0xbeefu, 255u, 8u, 8u, 0xabcu, 0u, 0u) \
+  X("%c|%-3c|%3c|%s|%.2s|%-6s|%6s|%%", 'A', 'b', 'c', "str", "cut", "left", "right")                   \
+  X("%f|%.2f|%.0f|%#.0f|%10.3f|%-10.1f|%+.1f|%010.2f", 3.14159, 2.675, 2.5, 3.0, -1.5, 0.25, 7.75, -3.5) \
+  X("%f|%.3f|%.1f|%f|%.0f|%.2f", 0.0, 1e-7, 123456789.125, -0.0, 1e15, 0.125)                          \
+  X("%e|%.2e|%E|%.0e|%e|%e", 1234.5678, 0.000123456, 1e100, 5e-5, 0.0, -2.5e-300)                      \
+  X("%g|%g|%g|%g|%g|%.3g|%#g|%G|%g", 100000.0, 1000000.0, 0.0001, 0.00001, 3.14159, 2.71828, 1.0,    \
+    1e-10, 0.0)                                                                                       \
+  X("%*d|%-*d|%.*f|%5.1s|%f|%F", 6, 1, 6, 2, 2, 1.005, "xyz", 1.0 / 0.0, -1.0 / 0.0)
+
+TEST_CASE("snprintf in a kernel formats as the C library does, natively, JIT-compiled and at the quick tier", "[engine][varargs]") {
+  std::string expected, calls;
+  char tmp[512];
+#define XC_HOST(fmt, ...)                                \
+  std::snprintf(tmp, sizeof tmp, fmt, __VA_ARGS__);      \
+  expected += std::string(tmp) + "\n";                   \
+  calls += "  n += snprintf(buf + n, sizeof buf - n, " #fmt ", " #__VA_ARGS__ ");\n  buf[n++] = '\\n';\n";
+  XC_PRINTF_CASES(XC_HOST)
+#undef XC_HOST
+  {  // truncation: what fits, and the length it would have had
+    char small[5];
+    const int would = std::snprintf(small, sizeof small, "%s-%d", "abcdef", 12);
+    std::snprintf(tmp, sizeof tmp, "%s %d", small, would);
+    expected += std::string(tmp) + "\n";
+    calls += "  { char small[5]; int would = snprintf(small, sizeof small, \"%s-%d\", \"abcdef\", 12);\n"
+             "    n += snprintf(buf + n, sizeof buf - n, \"%s %d\", small, would); buf[n++] = '\\n'; }\n";
+  }
+  test::ScratchDir dir;
+  const std::string src = dir / "printf.c";
+  std::ofstream(src) << "#include <stdio.h>\n#include <xcargo/kernel.h>\n"
+                        "XC_ENTRY int run(xc_ctx *ctx, const void *in, size_t in_len) {\n"
+                        "  (void)in; (void)in_len;\n  char buf[4096];\n  int n = 0;\n"
+                     << calls << "  return xc_reply(ctx, buf, (size_t)n);\n}\n";
+  const Bytes cargo = test::build_cargo(dir, src);
+  auto text = [](const Bytes& b) { return std::string(b.begin(), b.end()); };
+  for (Prefer prefer : {Prefer::native, Prefer::bitcode}) {
+    auto e = engine(prefer);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    auto out = e->invoke(r->digest, "run", {});
+    REQUIRE(out.status == wire::ReplyStatus::ok);
+    CHECK(text(out.output) == expected);
+  }
+  EngineConfig c;
+  c.prefer = Prefer::bitcode;
+  c.cache_dir = dir / "cache";
+  c.jit_tiers = true;
+  auto e = Engine::create(c, test::vector_trust());
+  REQUIRE(e.ok());
+  auto r = (*e)->load(cargo);
+  REQUIRE(r.ok());
+  CHECK(r->quick_tier);
+  CHECK(text((*e)->invoke(r->digest, "run", {}).output) == expected);
+}

@@ -417,12 +417,17 @@ Result<std::unique_ptr<UcxServer>> UcxServer::start(const ServerOptions& options
     XC_TRY(t);
     std::copy_n(t->begin(), m.probe_ticket.size(), m.probe_ticket.begin());
   }
-  SelfProbe::Options po;  // aimed at the listener once there is one (at this worker's address without one)
-  po.loopback_only = !options.trusted_network;
-  po.shm = !options.ucx_listener;
-  auto probe = SelfProbe::start(po);
-  XC_TRY(probe);
-  m.probe = std::move(*probe);
+  // Aimed at the listener once there is one (at this worker's address without one). A worker
+  // with neither a listener nor a door (another user's: its UCX is `self` only) serves nobody
+  // over UCX, and the probe's own UCX could not reach it either.
+  if (options.ucx_listener || options.door_fd >= 0) {
+    SelfProbe::Options po;
+    po.loopback_only = !options.trusted_network;
+    po.shm = !options.ucx_listener;
+    auto probe = SelfProbe::start(po);
+    XC_TRY(probe);
+    m.probe = std::move(*probe);
+  }
   if (options.listen_at_start) XC_TRY(s->listen());
   install_fault_handlers();
   return s;

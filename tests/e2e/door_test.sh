@@ -116,4 +116,19 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 check "no worker restarted" test "$(serving_worker "$SUPERVISOR")" = "$WORKER"
 check "nothing went wrong in the log" test -z "$(grep -E 'worker stopped|malformed|ERROR' node.log)"
 
+# An address with no door is no loader of this user's: whatever listens there (a loader of
+# any user, with trusted-network) is not tried unless the address says ucx:// on purpose
+# (UCX would not prove who answers). Here a loader with a UCX listener and no door: tcp only.
+UCX_TLS=tcp "$LOADER" --listen 127.0.0.1:0 --ready-file open.addr --trust trust --clients clients --trusted-network \
+  --cache open-cache 2> open.log &
+pids+=($!)
+disown $!
+wait_file open.addr || echo "FAIL: the trusted-network loader did not start: $(tail -3 open.log)"
+OPEN=$(head -1 open.addr)
+expect 4 "could not reach $OPEN: no loader listens there on this host" -- "$X" ls --to "$OPEN"
+expect 0 "hint: ucx://$OPEN reaches a loader's UCX listener \\(trusted-network\\), where no key proves who answers" -- \
+  bash -c "'$X' ls --to '$OPEN' 2>&1; true"
+check "nothing reached the listener" bash -c "! grep -q 'accepted client' open.log"
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "ucx://$OPEN"
+
 finish

@@ -194,4 +194,24 @@ expect 4 'lost the connection' -- "$X" run shout2.xcargo --entry shout --arg "st
 runs_after=$("$X" ls --to "$NODE" --json | $PY -c 'import json,sys; print(sum(c["invocations"] for c in json.load(sys.stdin)["cargos"]))')
 check "the replay and the modified record ran nothing ($runs_before, then $runs_after invocations)" test "$runs_before" = "$runs_after"
 check "still no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
+
+# A worker of another user (--user), without trusted-network: its UCX serves nobody (`self`
+# only), its clients come through the front door, and nothing probes UCX it cannot reach (a
+# probe that could not connect replaced the worker every 10 s).
+if [ "$(id -u)" -eq 0 ] && id nobody > id.txt 2>&1; then
+  mkdir ucache utrust uclients && chown nobody ucache && chmod 700 ucache && cp k.pub utrust/ && cp me.pub uclients/
+  chmod o+x "$TMP" && chmod 755 utrust uclients  # the worker reads them as nobody
+  UCX_LOG_LEVEL=error "$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --ready-file user.addr --trust utrust --clients uclients \
+    --node-key node --cache ucache --user nobody 2> user.log &
+  pids+=($!)
+  disown $!
+  wait_file user.addr || echo "FAIL: the --user loader did not start: $(tail -3 user.log)"
+  diagnose user.log
+  USERNODE=$(sed -n 2p user.addr)
+  "$X" known-nodes add "${USERNODE#tls://}" node.pub >>"$DISCARD"
+  expect 0 '^HELLO$' -- "$X" run shout.xcargo --entry shout --arg "str:hello" --result str --to "$USERNODE"
+  sleep 3  # a probe would have tried at 0.2 s and every 2 s since (UCX says why it cannot connect)
+  expect 0 '^HI$' -- "$X" run shout.xcargo --entry shout --arg "str:hi" --result str --to "$USERNODE"
+  check "the --user worker logged no UCX error and was not replaced" bash -c "! grep -Eq 'UCX +ERROR|worker stopped|restarting' user.log"
+fi
 finish

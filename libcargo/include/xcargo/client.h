@@ -224,10 +224,14 @@ Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& op
 // "ucx://HOST:PORT" over UCX (a network whose every host is trusted, such as an RDMA
 // fabric's), and a bare "HOST:PORT" over UCX when HOST is a loopback address (this host's
 // processes only) and over TLS anywhere else: nothing crosses a network in clear unless the
-// address says so. host_port is the address without its scheme.
+// address says so. host_port is the address without its scheme. A bare loopback address
+// is served through the loader's same-host door, which proves the loader is of this user;
+// only "ucx://" lets a client connect to a UCX listener (a loader with trusted-network),
+// where nothing proves who answers.
 struct Route {
   bool tls = false;
   std::string host_port;
+  bool ucx_listener = false;  // "ucx://": UCX's listener may serve it, without a door
 };
 Result<Route> route_of(const std::string& address);
 

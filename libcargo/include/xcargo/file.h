@@ -45,8 +45,15 @@ private:
 //   replaces (a 0600 file stays 0600).
 // - a symbolic link: followed; its target is written by the rules above and the link stays
 //   a link. A link to a missing file is refused (Errc::io), as are directories and sockets.
+// - but not a link or FIFO another user may have planted (not_planted).
 // Errors name what failed ("cannot write: No space left on device"), not the path.
 Status write_file(const std::string& path, ByteView data, unsigned mode = 0644);
+
+// Refuses (Errc::io) a symbolic link or FIFO at PATH in a sticky directory any user can
+// write to (/tmp), owned neither by this process's user nor by the directory's owner: another
+// user may have made it to turn a write into a write to their choice of file, or to hang the
+// writer (the kernel's protected_symlinks and protected_fifos rule, which a host may not set).
+[[nodiscard]] Status not_planted(const std::string& path);
 
 // Writes all of data to descriptor fd, through short writes and signals.
 Status write_all(int fd, ByteView data);

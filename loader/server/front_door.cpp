@@ -68,6 +68,22 @@ void FrontDoor::stop_listening() {
   listen_fd_ = -1;
 }
 
+std::string FrontDoor::deaf() const {
+  if (listen_fd_ < 0) return {};
+  int on = 0;
+  socklen_t len = sizeof on;
+  if (::getsockopt(listen_fd_, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 || !on)
+    return "its listening socket was closed or no longer listens";
+  // epoll knows a descriptor by its number and its file: a socket opened in the closed one's
+  // place, even listening on the same port, is not watched.
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = const_cast<int*>(&listen_fd_);
+  if (::epoll_ctl(epfd_, EPOLL_CTL_MOD, listen_fd_, &ev) != 0)
+    return std::string("its listening socket is no longer watched (") + std::strerror(errno) + ")";
+  return {};
+}
+
 void FrontDoor::close_all() {
   conns_.clear();
   partial_by_key_.clear();

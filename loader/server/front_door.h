@@ -101,6 +101,10 @@ public:
   void close(TlsConn* c);
   // No new connections from now on (the port is free); those open stay.
   void stop_listening();
+  // Why new connections can no longer come in, though stop_listening() was not called: its
+  // listening socket closed or shut down, or its descriptor another file now (a kernel can
+  // close any of its worker's descriptors), or its epoll set gone. Empty while it listens.
+  std::string deaf() const;
   size_t size() const { return conns_.size(); }
   // Bytes queued on all connections.
   size_t queued_total() const;

@@ -312,3 +312,49 @@ TEST_CASE("front door: a connection it dials sends what waited for its handshake
   INFO(client.seen.why);
   CHECK(client.seen.why.find("refused") != std::string::npos);
 }
+
+// The descriptor of the listening TCP socket bound at ADDRESS, found as a kernel would.
+int listening_fd(const std::string& address) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    int on = 0;
+    socklen_t len = sizeof on;
+    sockaddr_storage a{};
+    socklen_t al = sizeof a;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) == 0 && net::to_host_port(reinterpret_cast<sockaddr*>(&a)) == address)
+      return fd;
+  }
+  return -1;
+}
+
+TEST_CASE("front door: a listening socket closed, shut down or replaced under it is found", "[front_door]") {
+  const SigningKey me = new_key();
+  for (int how = 0; how < 3; ++how) {
+    Door s(me);
+    CHECK(s.door->deaf().empty());
+    const int fd = listening_fd(s.address);
+    REQUIRE(fd >= 0);
+    if (how == 0) {
+      ::close(fd);
+      CHECK(s.door->deaf().find("was closed or no longer listens") != std::string::npos);
+    } else if (how == 1) {
+      ::shutdown(fd, SHUT_RDWR);
+      CHECK(s.door->deaf().find("was closed or no longer listens") != std::string::npos);
+    } else {  // another socket in its place, listening on the same port: epoll does not watch it
+      socklen_t len = 0;
+      auto a = net::parse_host_port(s.address, &len);
+      REQUIRE(a.ok());
+      const int other = ::socket(AF_INET, SOCK_STREAM, 0);  // before the close: another number
+      ::close(fd);
+      const int one = 1;
+      ::setsockopt(other, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      REQUIRE(::bind(other, reinterpret_cast<const sockaddr*>(&*a), len) == 0);
+      REQUIRE(::listen(other, 8) == 0);
+      REQUIRE(::dup2(other, fd) == fd);
+      ::close(other);
+      CHECK(s.door->deaf().find("is no longer watched") != std::string::npos);
+    }
+    s.door->stop_listening();  // on purpose: not deaf
+    CHECK(s.door->deaf().empty());
+  }
+}

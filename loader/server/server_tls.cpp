@@ -31,6 +31,12 @@ public:
   bool poll() override { return m_.front->poll(); }
   bool sending() const override { return m_.front->queued_total() > 0; }
   void sweep(Clock::time_point now) override {
+    if (const std::string why = m_.front->deaf(); !why.empty() && !m_.restart) {
+      const std::string what = "the TLS front door cannot take new clients: " + why;
+      m_.report_failure(what + "; restarting the worker", what);
+      m_.restart = true;
+      return;
+    }
     m_.tls_refusals->flush();
     m_.front->sweep(now, m_.opt.auth_deadline, timing::transfer_deadline);
     if (now >= m_.renew_tls_at) m_.renew_tls(now);

@@ -37,14 +37,6 @@ KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
 worker() { serving_worker "$SUPERVISOR"; }
-# The address of the C library's syscall() in the worker, as a kernel finds it from &memcpy
-# (the escape_* kernels call it).
-libc_syscall() {  # PID: the address of syscall() in PID's C library
-  local base path offset
-  read -r base path < <(awk '$6 ~ /\/libc\.so/ && $3 == "00000000" {split($1, r, "-"); print r[1], $6; exit}' "/proc/$1/maps")
-  offset=$(llvm-nm-16 -D --defined-only "$path" | awk '$3 ~ /^syscall(@|$)/ {print $1; exit}')
-  [ -n "$base" ] && [ -n "$offset" ] && printf '%d\n' $((16#$base + 16#$offset))
-}
 # The supervisor's C library is where every worker's is (they are its forks, and it stays);
 # a non-root run cannot read a non-dumpable process's maps: then the current worker's.
 syscall_address() {

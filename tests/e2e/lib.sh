@@ -192,3 +192,12 @@ ucx_net() {
     *,tcp,*) case ",$UCX_TLS," in *,shm,*|*,sm,*|*,mm,*|*,sysv,*|*,all,*) ;; *) echo --trusted-network ;; esac ;;
   esac
 }
+
+# libc_syscall PID: the address of the C library's syscall() in PID, as a kernel finds it
+# from &memcpy (the escape_* kernels of tests/kernels/adversary.c call it).
+libc_syscall() {
+  local base path offset
+  read -r base path < <(awk '$6 ~ /\/libc\.so/ && $3 == "00000000" {split($1, r, "-"); print r[1], $6; exit}' "/proc/$1/maps")
+  offset=$(llvm-nm-16 -D --defined-only "$path" | awk '$3 ~ /^syscall(@|$)/ {print $1; exit}')
+  [ -n "$base" ] && [ -n "$offset" ] && printf '%d\n' $((16#$base + 16#$offset))
+}

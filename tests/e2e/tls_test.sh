@@ -195,6 +195,15 @@ runs_after=$("$X" ls --to "$NODE" --json | $PY -c 'import json,sys; print(sum(c[
 check "the replay and the modified record ran nothing ($runs_before, then $runs_after invocations)" test "$runs_before" = "$runs_after"
 check "still no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 
+# A kernel that closes its worker's listening sockets (here the front door's, its only one):
+# within a sweep the worker finds its front door deaf and is replaced; new clients get in.
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k 2>>"$DISCARD"
+SYSCALL=$(libc_syscall "$SUPERVISOR" 2>>"$DISCARD" || libc_syscall "$(pgrep -n -x xcargo-loader -P "$SUPERVISOR")")
+expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+eventually 30 "the worker whose front door a kernel closed is replaced" \
+  grep -q 'the TLS front door cannot take new clients: its listening socket was closed or no longer listens; restarting the worker' node.log
+eventually 30 "new clients are served again" "$X" run shout.xcargo --entry shout --arg str:again --result str --to "$NODE"
+
 # A worker of another user (--user), without trusted-network: its UCX serves nobody (`self`
 # only), its clients come through the front door, and nothing probes UCX it cannot reach (a
 # probe that could not connect replaced the worker every 10 s).

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -658,4 +659,63 @@ TEST_CASE("snprintf in a kernel formats as the C library does, natively, JIT-com
   REQUIRE(r.ok());
   CHECK(r->quick_tier);
   CHECK(text((*e)->invoke(r->digest, "run", {}).output) == expected);
+}
+
+TEST_CASE("stdlib.h in a kernel: qsort, bsearch and the strto* parse and sort as the C library does", "[engine][stdlib]") {
+  // Each line: a number parsed by the kernel, printed back; the host does the same.
+  const char* ints[] = {"42", "  -17xyz", "0x1F", "0777", "+9223372036854775807", "9223372036854775808", "-9223372036854775809",
+                        "18446744073709551615", "abc", "", "  0x", "z", "1e5"};
+  const char* doubles[] = {"3.25", "-0.5e-3", "1e300", "2.5E+10", "  .125", "inf", "-Infinity", "12abc", "0.1", "123456.789", "x"};
+  std::string expected, calls;
+  char tmp[256];
+  for (const char* s : ints) {
+    char* end = nullptr;
+    const long long v = std::strtoll(s, &end, 0);
+    const unsigned long long u = std::strtoull(s, nullptr, 0);
+    std::snprintf(tmp, sizeof tmp, "%lld %llu %ld %d\n", v, u, long(end - s), std::atoi(s));
+    expected += tmp;
+    calls += std::string("  { const char *s = \"") + s + "\"; char *end = 0; long long v = strtoll(s, &end, 0);\n"
+             "    n += snprintf(buf + n, sizeof buf - n, \"%lld %llu %ld %d\\n\", v, strtoull(s, 0, 0), (long)(end - s), atoi(s)); }\n";
+  }
+  for (const char* s : doubles) {
+    char* end = nullptr;
+    const double v = std::strtod(s, &end);
+    std::snprintf(tmp, sizeof tmp, "%.12g %ld\n", v, long(end - s));
+    expected += tmp;
+    calls += std::string("  { const char *s = \"") + s + "\"; char *end = 0; double v = strtod(s, &end);\n"
+             "    n += snprintf(buf + n, sizeof buf - n, \"%.12g %ld\\n\", v, (long)(end - s)); }\n";
+  }
+  // qsort and bsearch: 200 pseudo-random values, with repeats.
+  std::vector<int> v(200);
+  for (int i = 0; i < 200; ++i) v[i] = int((i * 7919u) % 97) - 40;
+  std::vector<int> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  for (int x : sorted) expected += std::to_string(x) + ",";
+  expected += "\n";
+  for (int key : {-40, 0, 56, 57, 1000}) expected += std::binary_search(sorted.begin(), sorted.end(), key) ? "y" : "n";
+  expected += "\n";
+  test::ScratchDir dir;
+  const std::string src = dir / "parse.c";
+  std::ofstream(src) << "#include <stdio.h>\n#include <stdlib.h>\n#include <xcargo/kernel.h>\n"
+                        "static int cmp(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }\n"
+                        "XC_ENTRY int run(xc_ctx *ctx, const void *in, size_t in_len) {\n"
+                        "  (void)in; (void)in_len;\n  char buf[8192];\n  int n = 0;\n"
+                     << calls
+                     << "  int v[200];\n  for (int i = 0; i < 200; ++i) v[i] = (int)((i * 7919u) % 97) - 40;\n"
+                        "  qsort(v, 200, sizeof v[0], cmp);\n"
+                        "  for (int i = 0; i < 200; ++i) n += snprintf(buf + n, sizeof buf - n, \"%d,\", v[i]);\n"
+                        "  buf[n++] = '\\n';\n"
+                        "  int keys[] = {-40, 0, 56, 57, 1000};\n"
+                        "  for (int i = 0; i < 5; ++i) buf[n++] = bsearch(&keys[i], v, 200, sizeof v[0], cmp) ? 'y' : 'n';\n"
+                        "  buf[n++] = '\\n';\n"
+                        "  return xc_reply(ctx, buf, (size_t)n);\n}\n";
+  const Bytes cargo = test::build_cargo(dir, src);
+  for (Prefer prefer : {Prefer::native, Prefer::bitcode}) {
+    auto e = engine(prefer);
+    auto r = e->load(cargo);
+    REQUIRE(r.ok());
+    auto out = e->invoke(r->digest, "run", {});
+    REQUIRE(out.status == wire::ReplyStatus::ok);
+    CHECK(std::string(out.output.begin(), out.output.end()) == expected);
+  }
 }

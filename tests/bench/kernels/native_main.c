@@ -34,6 +34,7 @@ uint32_t xc_node_count(xc_ctx *c) { return (void)c, 1; }
 
 int stencil(xc_ctx *, const void *, size_t);
 int hash(xc_ctx *, const void *, size_t);
+int intmix(xc_ctx *, const void *, size_t);
 
 static int cmp(const void *a, const void *b) {
   const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -42,12 +43,15 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s stencil|hash REPS SEED RUNS\n", argv[0]);
+    fprintf(stderr, "usage: %s stencil|hash|intmix REPS SEED RUNS\n", argv[0]);
     return 2;
   }
-  entry_fn f = strcmp(argv[1], "stencil") == 0 ? stencil : strcmp(argv[1], "hash") == 0 ? hash : NULL;
+  entry_fn f = strcmp(argv[1], "stencil") == 0 ? stencil
+               : strcmp(argv[1], "hash") == 0  ? hash
+               : strcmp(argv[1], "intmix") == 0 ? intmix
+                                                : NULL;
   if (!f) {
-    fprintf(stderr, "%s: no entry '%s' (entries: stencil, hash)\n", argv[0], argv[1]);
+    fprintf(stderr, "%s: no entry '%s' (entries: stencil, hash, intmix)\n", argv[0], argv[1]);
     return 2;
   }
   uint64_t in[2] = {strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10)};

@@ -87,7 +87,7 @@ static inline double xc_fmt_pow10(int n) {
 }
 
 /* The decimal digits of x >= 0 with PREC digits after the point (precision up to 17; more are
- * zeros), into buf (at least 360 bytes): returns the count. */
+ * zeros, up to 380 characters in all), into buf (at least 400 bytes): returns the count. */
 static inline long xc_fmt_fixed(char *buf, double x, int prec, int point) {
   int shown = prec > 17 ? 17 : prec;
   double scale = xc_fmt_pow10(shown);
@@ -112,6 +112,7 @@ static inline long xc_fmt_fixed(char *buf, double x, int prec, int point) {
     for (long lead = shown - (tmp + 24 - d); lead > 0; --lead) buf[n++] = '0';
     while (d < tmp + 24) buf[n++] = *d++;
   }
+  for (int more = prec - shown; more > 0 && n < 380; --more) buf[n++] = '0';
   return n;
 }
 
@@ -174,7 +175,7 @@ static inline int vsnprintf(char *s, size_t size, const char *f, va_list ap) {
     else if (*f == 'l') size_mod = f[1] == 'l' ? (++f, 4) : 3, ++f;
     else if (*f == 'j' || *f == 'z' || *f == 't') size_mod = 4, ++f;
     else if (*f == 'L') ++f;
-    char c = *f, tmp[24], num[360];
+    char c = *f, tmp[24], num[400];
     if (!c) break;
     switch (c) {
       case 'd':

@@ -614,7 +614,8 @@ TEST_CASE("variadic functions give the same reply natively, JIT-compiled, and at
   X("%e|%.2e|%E|%.0e|%e|%e", 1234.5678, 0.000123456, 1e100, 5e-5, 0.0, -2.5e-300)                      \
   X("%g|%g|%g|%g|%g|%.3g|%#g|%G|%g", 100000.0, 1000000.0, 0.0001, 0.00001, 3.14159, 2.71828, 1.0,    \
     1e-10, 0.0)                                                                                       \
-  X("%*d|%-*d|%.*f|%5.1s|%f|%F", 6, 1, 6, 2, 2, 1.005, "xyz", 1.0 / 0.0, -1.0 / 0.0)
+  X("%*d|%-*d|%.*f|%5.1s|%f|%F", 6, 1, 6, 2, 2, 1.005, "xyz", 1.0 / 0.0, -1.0 / 0.0)                   \
+  X("%.20f|%.19e|%.30f", 0.5, 0.25, 0.125)
 
 TEST_CASE("snprintf in a kernel formats as the C library does, natively, JIT-compiled and at the quick tier", "[engine][varargs]") {
   std::string expected, calls;

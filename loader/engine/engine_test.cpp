@@ -612,6 +612,19 @@ TEST_CASE("variadic functions give the same reply natively, JIT-compiled, and at
   }
 }
 
+TEST_CASE("C as real programs write it gives one reply from every variant", "[engine][varargs]") {
+  test::ScratchDir dir;
+  const Bytes cargo = test::build_cargo(dir, test::source_dir() + "/tests/kernels/portable.c");
+  const auto replies = replies_of(dir, cargo, "run");
+  INFO(replies[0].second);
+  CHECK(replies[0].second.find("recursion 9 46368\n") != std::string::npos);
+  CHECK(replies[0].second.find("packed 7 12345678 abcd 9 deadbeef 7\n") != std::string::npos);
+  for (const auto& [how, reply] : replies) {
+    INFO(how);
+    CHECK(reply == replies[0].second);
+  }
+}
+
 // snprintf cases: the kernel's (<stdio.h> of kernel-include) against this host's C library.
 #define XC_PRINTF_CASES(X)                                                                            \
   X("%d|%5d|%-5d|%05d|%+d|% d|%.3d|%i", 42, -42, 42, -42, 42, 42, 7, 0)                                \

@@ -84,6 +84,17 @@ expect 0 "$VARARGS" -- "$X" run varargs.xcargo --entry run --result str --cluste
 expect 0 "$VARARGS" -- "$X" run varargs-bc.xcargo --entry run --result str --cluster "$C" --node 1
 expect 0 "$VARARGS" -- "$X" run varargs-bc.xcargo --entry run --result str --cluster "$C" --node 0
 
+# C as real programs write it (structs and unions by value, bit-fields, a jump table, function
+# pointers, recursion, packed data, 64-bit arithmetic): one reply from every variant.
+"$X" build "$SRC/tests/kernels/portable.c" -o portable.xcargo --key "$KEY" 2> build.err || cat build.err
+"$X" build "$SRC/tests/kernels/portable.c" -o portable-bc.xcargo -t bitcode --name portable-bc --key "$KEY" 2> build.err || cat build.err
+for v in "portable.xcargo 0" "portable.xcargo 1" "portable-bc.xcargo 0" "portable-bc.xcargo 1"; do
+  read -r cargo node <<<"$v"
+  "$X" run "$cargo" --entry run --result str --cluster "$C" --node "$node" > "portable-$cargo-$node.out" 2>> portable.err
+done
+check "portable.c: the x86_64 object, the aarch64 object and the JIT on both give one reply" bash -c \
+  "grep -q 'recursion 9 46368' portable-portable.xcargo-0.out && for f in portable-*.out; do cmp -s \"\$f\" portable-portable.xcargo-0.out || exit 1; done"
+
 # Forwarding across architectures: 0 (x86-64) -> 1 (aarch64) -> 2 (x86-64), and from 1.
 expect 0 '^012$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 0
 check "the cargo followed itself to the aarch64 node, verified there" \

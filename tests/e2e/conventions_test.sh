@@ -81,7 +81,7 @@ expect 2 "unknown verb 'bogus'" -- "$X" help bogus
 # UCX settings that leave it nothing: one line saying what was asked, exit 2 (usage).
 expect 2 "UCX_TLS=foo: UCX finds no usable transport \('foo' is no UCX transport\)" -- env -u UCX_NET_DEVICES UCX_TLS=foo "$X" ls --to 127.0.0.1:1
 check "a bad UCX_TLS gives one error line and a hint" test "$(env -u UCX_NET_DEVICES UCX_TLS=foo "$X" ls --to 127.0.0.1:1 2>&1 | wc -l)" -eq 2
-expect 4 'UCX_NET_DEVICES=nope is set: .ucx_info -d' -- env UCX_NET_DEVICES=nope "$X" ls --to 127.0.0.1:1
+expect 4 'UCX_NET_DEVICES=nope is set: .ucx_info -d' -- env UCX_NET_DEVICES=nope "$X" ls --to ucx://127.0.0.1:1
 
 # Addresses: HOST alone is port 7400; IPv6 is refused with its reason.
 expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1

@@ -109,10 +109,11 @@ protected:
         spin_from = Clock::now();
       }
       // Requests are held (send_request), and leave together when this end would read the
-      // socket: not while replies already read wait inside OpenSSL. What is still queued
+      // socket: not while whole replies already read wait inside OpenSSL. What is still queued
       // goes out while the reply is awaited: a node answering earlier requests must not wait
-      // for this client to read before it can take the rest.
-      if (channel_->queued() && !channel_->buffered()) {
+      // for this client to read before it can take the rest. (Queued bytes left after a
+      // flush mean the socket is full: only then is it polled for writing.)
+      if (channel_->queued() && (needs_socket || !channel_->buffered())) {
         auto out = channel_->flush();
         if (!out.ok()) return fail(out.error());
       }

@@ -32,8 +32,8 @@ Runner add_build(CLI::App& app) {
   cmd->add_option("--name", o->name, "Cargo name (default: the output file's name without .xcargo)")->type_name("NAME");
   cmd->add_option("--cargo-version", o->version, "Version recorded in the manifest")->capture_default_str()->type_name("VERSION");
   cmd->add_option("-t,--target", o->targets,
-                  "Variant to build, repeatable: bitcode, x86_64[:CPU], aarch64[:CPU], riscv64[:CPU]\n"
-                  "(default: bitcode x86_64 aarch64)")->type_name("TARGET")->allow_extra_args(false);
+                  "Variant to build, repeatable or comma-separated: bitcode, x86_64[:CPU], aarch64[:CPU],\n"
+                  "riscv64[:CPU] (default: bitcode,x86_64,aarch64)")->type_name("TARGET")->delimiter(',')->allow_extra_args(false);
   cmd->add_option("-O", o->opt, "Optimization level: 0 1 2 3 s z")->capture_default_str()->type_name("LEVEL");
   cmd->add_option("--fp", o->fp,
                   "Floating point: contract (a*b+c may become one fused multiply-add where a target has one,\n"

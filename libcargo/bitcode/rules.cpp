@@ -51,6 +51,55 @@ Error variadic(const std::string& what, const std::string& where) {
       .hint("or ship native objects only: xcargo build -t x86_64,aarch64");
 }
 
+// What an instruction needs from a runtime library on some CPU (compiler-rt's or libatomic's
+// helpers, none of them on the allow-list), or nullptr: the same on every target, so it is
+// refused before code generation rather than as a missing import after it.
+const char* needs_helper(const llvm::Instruction& i) {
+  auto wide_int = [](const llvm::Type* t) { return t->getScalarType()->isIntegerTy() && t->getScalarSizeInBits() > 64; };
+  auto other_float = [](const llvm::Type* t) {
+    const llvm::Type* s = t->getScalarType();
+    return s->isX86_FP80Ty() || s->isFP128Ty() || s->isPPC_FP128Ty();
+  };
+  if (other_float(i.getType())) return "computes with an 80- or 128-bit floating-point type";
+  for (const llvm::Use& u : i.operands())
+    if (other_float(u->getType())) return "computes with an 80- or 128-bit floating-point type";
+  switch (i.getOpcode()) {
+    case llvm::Instruction::SDiv:
+    case llvm::Instruction::UDiv:
+    case llvm::Instruction::SRem:
+    case llvm::Instruction::URem:
+      if (wide_int(i.getType())) return "divides integers wider than 64 bits (__int128 / or %)";
+      break;
+    case llvm::Instruction::FPToSI:
+    case llvm::Instruction::FPToUI:
+      if (wide_int(i.getType())) return "converts floating point to an integer wider than 64 bits";
+      break;
+    case llvm::Instruction::SIToFP:
+    case llvm::Instruction::UIToFP:
+      if (wide_int(i.getOperand(0)->getType())) return "converts an integer wider than 64 bits to floating point";
+      break;
+    default:
+      break;
+  }
+  const llvm::DataLayout& dl = i.getModule()->getDataLayout();
+  const llvm::Type* atomic = nullptr;
+  if (const auto* l = llvm::dyn_cast<llvm::LoadInst>(&i); l && l->isAtomic()) atomic = l->getType();
+  else if (const auto* st = llvm::dyn_cast<llvm::StoreInst>(&i); st && st->isAtomic()) atomic = st->getValueOperand()->getType();
+  else if (const auto* rmw = llvm::dyn_cast<llvm::AtomicRMWInst>(&i)) atomic = rmw->getValOperand()->getType();
+  else if (const auto* cx = llvm::dyn_cast<llvm::AtomicCmpXchgInst>(&i)) atomic = cx->getNewValOperand()->getType();
+  if (atomic && atomic->isSized() && dl.getTypeStoreSize(const_cast<llvm::Type*>(atomic)) > 8)
+    return "makes an atomic access wider than 8 bytes";
+  if (const auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&i); call && call->getIntrinsicID() == llvm::Intrinsic::powi)
+    return "raises to an integer power with __builtin_powi (llvm.powi)";
+  return nullptr;
+}
+
+Error helper(const std::string& what, const std::string& where, const char* why) {
+  return Error(Errc::import, what + ": " + where + " " + why + ", which needs a runtime helper no loader provides")
+      .hint("use 64-bit integers, double, 8-byte atomics (or none: an invocation runs on one thread) and pow()")
+      .hint("format-spec 5.4 lists what portable bitcode may contain");
+}
+
 std::string type_name(const llvm::Type* t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -129,6 +178,8 @@ Status check_module(const llvm::Module& m, const std::string& what) {
           return assembly(what, "function '" + f.getName().str() + "'");
         else if (reads_variadic_arguments(i))
           return variadic(what, place(f, i));
+        else if (const char* why = needs_helper(i))
+          return helper(what, place(f, i), why);
   if (!m.ifunc_empty())
     return Error(Errc::import, what + ": defines the ifunc '" + m.ifunc_begin()->getName().str() +
                                    "', whose resolver would run while the cargo is linked")

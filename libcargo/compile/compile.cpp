@@ -78,6 +78,11 @@ std::vector<std::string> common_flags(const CompileRequest& req, Lang lang) {
   // No fused multiply-add unless asked for in the source: an FMA rounds once where a
   // multiply and an add round twice, and only some targets (and CPUs) have one.
   if (req.fp_strict) f.push_back("-ffp-contract=off");
+  // The same C on every variant (format-spec 5.4): `char` and `wchar_t` signed and `long
+  // double` IEEE double, as in le64 bitcode; x86_64 would give long double 80 bits, aarch64
+  // and riscv64 128 bits in software (helpers no loader provides), aarch64 an unsigned char.
+  for (const char* x : {"-fsigned-char", "-Xclang", "-mlong-double-64", "-Xclang", "-fwchar-type=int", "-Xclang", "-fsigned-wchar"})
+    f.push_back(x);
   if (lang == Lang::c) f.push_back("-std=c17");
   if (lang == Lang::cxx) {
     for (const char* x : {"-std=c++17", "-fno-exceptions", "-fno-rtti", "-nostdinc++", "-fno-threadsafe-statics"})
@@ -102,6 +107,18 @@ const char* alternative_to(const std::string& symbol, const std::string& demangl
       {{"__cxa_", "_Unwind_", "__gxx_personality"},
        "C++ exceptions and thread-safe statics are not available: kernels are built -fno-exceptions"},
       {{"abort", "exit", "_exit"}, "a kernel ends by returning from its entry (nonzero: an error for the caller)"},
+      // What compilers call for C that some CPU cannot do in instructions (format-spec 5.4).
+      {{"__divti3", "__modti3", "__udivti3", "__umodti3", "__divmodti4", "__udivmodti4"},
+       "dividing __int128 needs a helper no loader provides: divide 64-bit integers"},
+      {{"__fixdfti", "__fixsfti", "__fixunsdfti", "__fixunssfti", "__floattidf", "__floattisf", "__floatuntidf", "__floatuntisf"},
+       "converting between __int128 and floating point needs a helper: convert through a 64-bit integer"},
+      {{"__atomic_"}, "atomics wider than 8 bytes need libatomic, which no loader provides; an invocation runs on one "
+                      "thread: use plain variables, or atomics of at most 8 bytes"},
+      {{"__powidf2", "__powisf2"}, "__builtin_powi needs a helper: use pow()"},
+      {{"__muldc3", "__mulsc3", "__divdc3", "__divsc3"},
+       "multiplying and dividing complex numbers calls helpers: write the arithmetic out with __real__ and __imag__"},
+      {{"rint", "rintf", "nearbyint", "nearbyintf", "lrint", "lrintf", "llrint", "llrintf"},
+       "rint and nearbyint are not on the allow-list: round(), floor(), ceil() and trunc() are"},
   };
   for (const auto& [names, hint] : kAlternatives)
     for (const auto& n : names)
@@ -128,6 +145,42 @@ Status check_imports(const SymbolScan& scan, const Target& t) {
   e.hint("kernels may call only the functions declared in <xcargo/kernel.h> (and the inline ones of its <string.h>, <math.h>, ...)");
   e.hint("a kernel cannot use the system's libc; pass data in and out through the entry's input and xc_reply()");
   return e;
+}
+
+// The CPUs a loader may compile portable bitcode for, each with its baseline features: a
+// node's own CPU has these or more, so what compiles here without helpers does there too.
+const char* const kBitcodeHosts[] = {"x86_64", "aarch64", "riscv64"};
+
+// Portable bitcode compiled as a loader on each architecture would (-O2, PIC): what the code
+// generators call that no loader provides (rint on x86_64 without SSE4.1, a helper the rules
+// of format-spec 5.4 do not name) is refused now, not on a node when the cargo is pushed.
+Status check_as_compiled(const Bytes& bitcode, const std::string& name, const std::string& in, const CompileRequest& req,
+                         Progress* progress) {
+  XC_TRY(write_file(in, bitcode));
+  std::vector<Command> cmds;
+  std::vector<Target> hosts;
+  for (const char* arch : kBitcodeHosts) {
+    auto host = parse_target(arch);
+    XC_TRY(host);
+    Command c;
+    c.argv = {llvm_tool("clang"), "-c", "-O2", "-fPIC", "-Wno-override-module", "-Wno-unused-command-line-argument"};
+    for (const auto& f : host->clang_flags) c.argv.push_back(f);
+    for (const std::string& f : {in, std::string("-o"), in + "." + arch + ".o"}) c.argv.push_back(f);
+    c.description = name + " as a loader on " + arch + " compiles it";
+    cmds.push_back(std::move(c));
+    hosts.push_back(std::move(*host));
+  }
+  progress->total += cmds.size();
+  XC_TRY(run_commands(cmds, req.jobs, req.verbose, progress));
+  for (Target& host : hosts) {
+    auto obj = read_file(in + "." + host.name + ".o", format::kMaxSectionRawSize);
+    if (!obj.ok()) return Error(obj.error().code(), name + " compiled for " + host.name + ": " + obj.error().message());
+    auto scan = scan_symbols(*obj, VariantKind::object, name);
+    XC_TRY(scan);
+    host.name = name + " (as a loader on " + host.name + " compiles it)";
+    XC_TRY(check_imports(*scan, host));
+  }
+  return {};
 }
 
 }  // namespace
@@ -270,6 +323,12 @@ Result<CompileResult> compile_kernels(const CompileRequest& req) {
     if (ti == check_only) continue;  // built for the check above only
     if (t.kind == VariantKind::object) XC_TRY(object_loaded_size(*raw, t.name));  // what loaders refuse (spec 7)
     XC_TRY(check_imports(*scan, t));
+    if (t.kind == VariantKind::bitcode) {
+      auto shipped = strip_debug_info(*raw, t.name);
+      XC_TRY(shipped);
+      raw = std::move(shipped);
+      XC_TRY(check_as_compiled(*raw, t.name, tmp.path() + "/t" + std::to_string(ti) + "_shipped.bc", req, &progress));
+    }
     if (producer.empty()) producer = scan->producer;
     Payload p;
     p.variant.name = t.name;

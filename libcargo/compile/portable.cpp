@@ -5,6 +5,8 @@
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/IR/DebugInfo.h>
+#include <llvm/IR/DebugInfoMetadata.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
@@ -25,6 +27,20 @@ namespace xcargo {
 
 namespace {
 
+Result<std::unique_ptr<llvm::Module>> parse(ByteView bitcode, const std::string& what, llvm::LLVMContext& ctx) {
+  llvm::MemoryBufferRef in(llvm::StringRef(reinterpret_cast<const char*>(bitcode.data()), bitcode.size()), what);
+  auto mod = llvm::parseBitcodeFile(in, ctx);
+  if (!mod) return Error(Errc::compile, what + ": cannot read the bitcode: " + llvm::toString(mod.takeError()));
+  return std::move(*mod);
+}
+
+Bytes write(const llvm::Module& m) {
+  llvm::SmallVector<char, 0> out;
+  llvm::raw_svector_ostream bc(out);
+  llvm::WriteBitcodeToFile(m, bc);
+  return Bytes(out.begin(), out.end());
+}
+
 // One slot per variadic argument: C promotes what it passes through `...` to int, long,
 // double or a pointer, all of which fit, at the same offset on every target.
 constexpr uint64_t kSlot = 8;
@@ -43,7 +59,9 @@ std::string type_name(const llvm::Type* t) {
 }
 
 Error refuse(const std::string& what, const llvm::Function& f, const std::string& why) {
-  return Error(Errc::import, what + ": function '" + f.getName().str() + "' " + why)
+  std::string at;  // FILE:LINE of the definition, from the line tables the bitcode is built with
+  if (const llvm::DISubprogram* sp = f.getSubprogram()) at = sp->getFilename().str() + ":" + std::to_string(sp->getLine()) + ": ";
+  return Error(Errc::import, what + ": " + at + "function '" + f.getName().str() + "' " + why)
       .hint("pass the values in an array or a struct instead of `...`")
       .hint("or ship native objects only: xcargo build -t x86_64,aarch64");
 }
@@ -158,12 +176,8 @@ Status rewrite_call(const std::string& what, llvm::CallInst& call, llvm::Functio
 
 Result<Bytes> portable_varargs(ByteView bitcode, const std::string& what) {
   llvm::LLVMContext ctx;
-  llvm::MemoryBufferRef in(llvm::StringRef(reinterpret_cast<const char*>(bitcode.data()), bitcode.size()), what);
-  auto mod = llvm::parseBitcodeFile(in, ctx);
-  if (!mod) {
-    std::string why = llvm::toString(mod.takeError());
-    return Error(Errc::compile, what + ": cannot read the bitcode: " + why);
-  }
+  auto mod = parse(bitcode, what, ctx);
+  XC_TRY(mod);
   llvm::Module& m = **mod;
   if (!uses_varargs(m)) return Bytes(bitcode.begin(), bitcode.end());
 
@@ -198,10 +212,24 @@ Result<Bytes> portable_varargs(ByteView bitcode, const std::string& what) {
   if (llvm::verifyModule(m, &os))
     return Error(Errc::compile, what + ": the module with portable variadic arguments does not verify: " + os.str())
         .hint("this is a bug in xcargo build; build object variants meanwhile: -t x86_64,aarch64");
-  llvm::SmallVector<char, 0> out;
-  llvm::raw_svector_ostream bc(out);
-  llvm::WriteBitcodeToFile(m, bc);
-  return Bytes(out.begin(), out.end());
+  return write(m);
+}
+
+Result<Bytes> strip_debug_info(ByteView bitcode, const std::string& what) {
+  llvm::LLVMContext ctx;
+  auto mod = parse(bitcode, what, ctx);
+  XC_TRY(mod);
+  llvm::StripDebugInfo(**mod);
+  if (llvm::NamedMDNode* flags = (*mod)->getModuleFlagsMetadata()) {  // the module flags -g adds go too
+    std::vector<llvm::MDNode*> keep;
+    for (llvm::MDNode* flag : flags->operands()) {
+      const auto* key = flag->getNumOperands() > 1 ? llvm::dyn_cast<llvm::MDString>(flag->getOperand(1)) : nullptr;
+      if (!key || (key->getString() != "Dwarf Version" && key->getString() != "Debug Info Version")) keep.push_back(flag);
+    }
+    flags->clearOperands();
+    for (llvm::MDNode* flag : keep) flags->addOperand(flag);
+  }
+  return write(**mod);
 }
 
 }  // namespace xcargo

@@ -19,4 +19,9 @@ namespace xcargo {
 // come back unchanged if the module reads no variadic arguments.
 [[nodiscard]] Result<Bytes> portable_varargs(ByteView bitcode, const std::string& what);
 
+// Returns the module without debug information: bitcode is built with line tables so that
+// what xcargo build refuses is shown at its FILE:LINE, and shipped without them (nothing a
+// loader uses, and no build paths in the cargo).
+[[nodiscard]] Result<Bytes> strip_debug_info(ByteView bitcode, const std::string& what);
+
 }  // namespace xcargo

@@ -4,8 +4,8 @@
  * into a buffer (snprintf, vsnprintf) is defined here, inline: it needs nothing from the
  * loader. It follows C's printf for the flags - + space # 0, width and precision (also *),
  * the lengths hh h l ll j z t L and the conversions d i u o x X c s p f F e E g G %; a
- * floating-point value is exact to 15 significant digits (its rounding is a double's, so
- * a 16th digit and beyond may differ from glibc's, which prints the binary value exactly). */
+ * floating-point value is printed as glibc prints it: its exact decimal expansion, rounded
+ * to nearest with ties to even (at most 380 characters of digits). */
 #ifndef XCARGO_STDIO_H
 #define XCARGO_STDIO_H
 
@@ -72,62 +72,145 @@ static inline char *xc_fmt_digits(char *end, unsigned long long v, unsigned base
   return end;
 }
 
-/* x rounded to an integer, ties to even (x >= 0, below 2^63). */
-static inline unsigned long long xc_fmt_round(double x) {
-  unsigned long long r = (unsigned long long)x;
-  double rest = x - (double)r;
-  if (rest > 0.5 || (rest == 0.5 && (r & 1))) ++r;
-  return r;
+/* The exact decimal expansion of a finite double x >= 0, one digit at a time: the whole
+ * part's digits (none if x < 1), then the fraction's. A double's whole part has at most 309
+ * digits; its fraction, at most 1074 bits, is kept as frac / 2^(32 * fl). */
+struct xc_fmt_dec {
+  char whole[320];
+  int nwhole, next; /* the whole part's digit count, and the next digit to give */
+  unsigned frac[36]; /* 32-bit limbs, least significant first; frac[fl] takes each digit */
+  int fl;
+};
+
+/* m < 2^53 shifted left by r < 32 bits into limbs w[0..3). */
+static inline void xc_fmt_put_shifted(unsigned *w, unsigned long long m, int r) {
+  unsigned long long lo = (m & 0xffffffffull) << r, hi = (m >> 32) << r;
+  w[0] = (unsigned)lo;
+  w[1] = (unsigned)(lo >> 32) | (unsigned)hi;
+  w[2] = (unsigned)(hi >> 32);
 }
 
-static inline double xc_fmt_pow10(int n) {
-  double p = 1;
-  for (; n > 0; --n) p *= 10;
-  return p;
+static inline void xc_fmt_dec_init(struct xc_fmt_dec *d, double x) {
+  unsigned long long bits;
+  __builtin_memcpy(&bits, &x, sizeof bits);
+  int biased = (int)(bits >> 52) & 0x7ff;
+  unsigned long long m = bits & 0xfffffffffffffull;
+  if (biased) m |= 1ull << 52;
+  else biased = 1;
+  const int e = biased - 1075; /* x = m * 2^e */
+  unsigned w[36] = {0};        /* the whole part */
+  int wl = 0;
+  for (int i = 0; i < 36; ++i) d->frac[i] = 0;
+  d->fl = 0;
+  if (e >= 0) {
+    xc_fmt_put_shifted(w + e / 32, m, e % 32);
+    wl = e / 32 + 3;
+  } else {
+    const int s = -e; /* fraction bits, 1 .. 1074 */
+    if (s < 64) {
+      w[0] = (unsigned)(m >> s);
+      w[1] = (unsigned)((m >> s) >> 32);
+      wl = 2;
+      m &= (1ull << s) - 1;
+    }
+    d->fl = (s + 31) / 32;
+    xc_fmt_put_shifted(d->frac, m, d->fl * 32 - s);
+  }
+  char rev[320];
+  int n = 0;
+  while (wl > 0 && w[wl - 1] == 0) --wl;
+  while (wl > 0) { /* nine digits at a time: the remainder of a division by 10^9 */
+    unsigned long long rem = 0;
+    for (int i = wl - 1; i >= 0; --i) {
+      const unsigned long long cur = (rem << 32) | w[i];
+      w[i] = (unsigned)(cur / 1000000000u);
+      rem = cur % 1000000000u;
+    }
+    while (wl > 0 && w[wl - 1] == 0) --wl;
+    for (int k = 0; k < 9; ++k, rem /= 10) rev[n++] = (char)('0' + rem % 10);
+  }
+  while (n > 0 && rev[n - 1] == '0') --n;
+  for (int i = 0; i < n; ++i) d->whole[i] = rev[n - 1 - i];
+  d->nwhole = n;
+  d->next = 0;
 }
 
-/* The decimal digits of x >= 0 with PREC digits after the point (precision up to 17; more are
- * zeros, up to 380 characters in all), into buf (at least 400 bytes): returns the count. */
+static inline int xc_fmt_dec_digit(struct xc_fmt_dec *d) {
+  if (d->next < d->nwhole) return d->whole[d->next++] - '0';
+  unsigned long long carry = 0;
+  for (int i = 0; i < d->fl; ++i) {
+    const unsigned long long v = (unsigned long long)d->frac[i] * 10 + carry;
+    d->frac[i] = (unsigned)v;
+    carry = v >> 32;
+  }
+  return (int)carry;
+}
+
+/* Whether a nonzero digit is still to come. */
+static inline int xc_fmt_dec_more(const struct xc_fmt_dec *d) {
+  for (int i = d->next; i < d->nwhole; ++i)
+    if (d->whole[i] != '0') return 1;
+  for (int i = 0; i < d->fl; ++i)
+    if (d->frac[i]) return 1;
+  return 0;
+}
+
+/* Rounds buf[0 .. n) (digits, perhaps with a '.') to nearest, ties to even, given what the
+ * expansion holds after it: returns 1 if a carry left the first digit (all zeros now). */
+static inline int xc_fmt_dec_round(char *buf, long n, struct xc_fmt_dec *d) {
+  long last = n - 1;
+  if (buf[last] == '.') --last;
+  const int next = xc_fmt_dec_digit(d);
+  if (!(next > 5 || (next == 5 && (xc_fmt_dec_more(d) || ((buf[last] - '0') & 1))))) return 0;
+  for (long i = last; i >= 0; --i) {
+    if (buf[i] == '.') continue;
+    if (buf[i] != '9') {
+      ++buf[i];
+      return 0;
+    }
+    buf[i] = '0';
+  }
+  return 1;
+}
+
+/* The decimal digits of x >= 0 with PREC digits after the point (up to 380 characters in
+ * all), into buf (at least 400 bytes): returns the count. */
 static inline long xc_fmt_fixed(char *buf, double x, int prec, int point) {
-  int shown = prec > 17 ? 17 : prec;
-  double scale = xc_fmt_pow10(shown);
-  double ip = __builtin_floor(x);
-  unsigned long long frac = xc_fmt_round((x - ip) * scale);
-  if ((double)frac >= scale) frac = 0, ip += 1;
-  char tmp[24], *d;
+  struct xc_fmt_dec d;
+  xc_fmt_dec_init(&d, x);
   long n = 0;
-  if (ip < 18446744073709551616.0) {
-    d = xc_fmt_digits(tmp + 24, (unsigned long long)ip, 10, 0);
-    while (d < tmp + 24) buf[n++] = *d++;
-  } else { /* a large whole number: its leading digits, then what a double cannot hold */
-    int e = 0;
-    while (ip >= 1e17) ip /= 10, ++e;
-    d = xc_fmt_digits(tmp + 24, xc_fmt_round(ip), 10, 0);
-    while (d < tmp + 24) buf[n++] = *d++;
-    for (; e > 0 && n < 340; --e) buf[n++] = '0';
-  }
+  if (d.nwhole == 0) buf[n++] = '0';
+  for (; d.next < d.nwhole; ++d.next) buf[n++] = d.whole[d.next];
   if (prec > 0 || point) buf[n++] = '.';
-  if (shown > 0) {
-    d = xc_fmt_digits(tmp + 24, frac, 10, 0);
-    for (long lead = shown - (tmp + 24 - d); lead > 0; --lead) buf[n++] = '0';
-    while (d < tmp + 24) buf[n++] = *d++;
+  for (int i = 0; i < prec && n < 380; ++i) buf[n++] = (char)('0' + xc_fmt_dec_digit(&d));
+  if (xc_fmt_dec_round(buf, n, &d)) {
+    for (long i = n; i > 0; --i) buf[i] = buf[i - 1];
+    buf[0] = '1';
+    ++n;
   }
-  for (int more = prec - shown; more > 0 && n < 380; --more) buf[n++] = '0';
   return n;
 }
 
-/* x >= 0 as d.ddd with PREC digits: the mantissa's digits into buf, the exponent in *exp. */
+/* x >= 0 as d.ddd with PREC digits after the point: the mantissa's digits into buf, the
+ * exponent in *exp. */
 static inline long xc_fmt_mantissa(char *buf, double x, int prec, int point, int *exp) {
-  int e = 0;
+  struct xc_fmt_dec d;
+  xc_fmt_dec_init(&d, x);
+  int e = 0, first = 0;
   if (x != 0) {
-    while (x >= 1e16) x /= 1e16, e += 16;
-    while (x >= 10) x /= 10, ++e;
-    while (x < 1e-16) x *= 1e16, e -= 16;
-    while (x < 1) x *= 10, --e;
+    if (d.nwhole > 0) {
+      e = d.nwhole - 1;
+      first = xc_fmt_dec_digit(&d);
+    } else {
+      for (e = -1; (first = xc_fmt_dec_digit(&d)) == 0; --e) {}
+    }
   }
-  long n = xc_fmt_fixed(buf, x, prec, point);
-  if (buf[0] == '1' && buf[1] == '0') { /* rounded up to 10: 1.000 with the exponent one more */
-    n = xc_fmt_fixed(buf, 1.0, prec, point);
+  long n = 0;
+  buf[n++] = (char)('0' + first);
+  if (prec > 0 || point) buf[n++] = '.';
+  for (int i = 0; i < prec && n < 380; ++i) buf[n++] = (char)('0' + xc_fmt_dec_digit(&d));
+  if (xc_fmt_dec_round(buf, n, &d)) { /* 9.99 became 0.00: 1.00 with the exponent one more */
+    buf[0] = '1';
     ++e;
   }
   *exp = e;

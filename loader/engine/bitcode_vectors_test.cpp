@@ -66,7 +66,7 @@ Bytes bitcode_cargo(const test::ScratchDir& dir, const std::string& ll) {
 
 TEST_CASE("bitcode vectors: a loader refuses what is outside the portable subset before compiling", "[engine][vectors]") {
   const auto vectors = read_vectors();
-  REQUIRE(vectors.size() >= 7);
+  REQUIRE(vectors.size() >= 12);
   for (const Vector& v : vectors) {
     INFO(v.file);
     test::ScratchDir dir;

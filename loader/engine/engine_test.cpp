@@ -638,7 +638,10 @@ TEST_CASE("C as real programs write it gives one reply from every variant", "[en
   X("%g|%g|%g|%g|%g|%.3g|%#g|%G|%g", 100000.0, 1000000.0, 0.0001, 0.00001, 3.14159, 2.71828, 1.0,    \
     1e-10, 0.0)                                                                                       \
   X("%*d|%-*d|%.*f|%5.1s|%f|%F", 6, 1, 6, 2, 2, 1.005, "xyz", 1.0 / 0.0, -1.0 / 0.0)                   \
-  X("%.20f|%.19e|%.30f", 0.5, 0.25, 0.125)
+  X("%.20f|%.19e|%.30f", 0.5, 0.25, 0.125)                                                            \
+  X("%.17g|%.17g|%.20f|%.0f|%.0f|%.0f|%.2f|%.1f", 1.0 / 3, 0.1, 0.1, 0.5, 1.5, 2.5, 2.675, 0.25)       \
+  X("%f|%.3e|%g|%.17e|%.25g|%.0e|%g", 1e308, 4.9e-324, 5e-324, 2.2250738585072014e-308, 1e23, 9.5,   \
+    999999.5)
 
 TEST_CASE("snprintf in a kernel formats as the C library does, natively, JIT-compiled and at the quick tier", "[engine][varargs]") {
   std::string expected, calls;

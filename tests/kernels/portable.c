@@ -3,7 +3,10 @@
 // value between the kernel's own functions, bit-fields, a switch dense enough for a jump
 // table, function pointers, recursion, memcpy of packed data, 64-bit integer arithmetic
 // (signed overflow avoided, shifts, division of negatives) and floating point with nothing a
-// compiler may fuse (printed to 9 significant digits). Used by engine_test and mixed_test.
+// compiler may fuse (printed to 9 significant digits), and what C leaves to each ABI but xcargo
+// makes the same everywhere: `char` and `wchar_t` signed, `long double` a double, `__int128`
+// arithmetic that needs no helper, a vector type inside a struct. Used by engine_test and
+// mixed_test.
 #include <stdio.h>
 #include <string.h>
 #include <xcargo/kernel.h>
@@ -33,6 +36,18 @@ struct packed {
   uint16_t more;
 };
 #pragma pack(pop)
+
+typedef float vec4 __attribute__((vector_size(16)));
+struct with_vec {
+  char tag;
+  vec4 v;  // at offset 16 on every variant: le64's own data layout aligns vectors to 4
+};
+
+static struct with_vec scale_vec(struct with_vec a, float k) {
+  a.v = a.v * k + (vec4){1, 2, 3, 4};
+  a.tag += 1;
+  return a;
+}
 
 static struct point add_points(struct point a, struct point b) {
   struct point r = {a.x + b.x, a.y + b.y, a.w * 0.5 + b.w * 0.25};
@@ -118,6 +133,22 @@ XC_ENTRY int run(xc_ctx *ctx, const void *in, size_t in_len) {
   for (int i = 1; i <= 50; ++i) acc_d += x * i / (i + 1.0);
   float fl = 1.0f / 3.0f;
   n += snprintf(out + n, sizeof out - n, "fp %.9g %.9g\n", acc_d, (double)fl);
+
+  long double third = 1.0L / (3 + (long double)in_len);
+  char c = (char)0xc8;
+  wchar_t w = (wchar_t)-1;
+  n += snprintf(out + n, sizeof out - n, "abi %zu %.17g %d %d %zu\n", sizeof(long double), (double)third, c, w < 0,
+                sizeof(wchar_t));
+
+  unsigned __int128 wide = (unsigned __int128)ub * 0x9e3779b97f4a7c15ull;
+  __int128 sw = (__int128)big << 40;
+  sw = (sw >> 3) + wide;
+  n += snprintf(out + n, sizeof out - n, "int128 %016llx%016llx %016llx %016llx\n", (unsigned long long)(wide >> 64),
+                (unsigned long long)wide, (unsigned long long)((unsigned __int128)sw >> 64), (unsigned long long)sw);
+
+  struct with_vec wv = scale_vec((struct with_vec){'a', {0.5f, -1.25f, 8, 1e-3f}}, 2 + (float)in_len);
+  n += snprintf(out + n, sizeof out - n, "vector %c %zu %zu %.9g %.9g %.9g %.9g\n", wv.tag, sizeof wv,
+                __builtin_offsetof(struct with_vec, v), (double)wv.v[0], (double)wv.v[1], (double)wv.v[2], (double)wv.v[3]);
 
   return xc_reply(ctx, out, (size_t)n);
 }

@@ -15,8 +15,10 @@ namespace xcargo::bitcode {
 
 // Refuses (Errc::import, naming the function) inline assembly and module-level assembly,
 // which bypass the allow-list and which ORC's code generator cannot assemble, ifuncs, whose
-// resolvers would run at link time, and reading variadic arguments, whose va_list is not
-// portable (naming FILE:LINE too when the module has debug locations); then
+// resolvers would run at link time, reading variadic arguments, whose va_list is not
+// portable, and what needs a runtime helper on some CPU (division of and conversions with
+// integers wider than 64 bits, 80- and 128-bit floating point, atomics wider than 8 bytes,
+// llvm.powi), naming FILE:LINE too when the module has debug locations; then
 // (Errc::malformed) a module the IR verifier rejects, which LLVM's passes assume never
 // happens.
 [[nodiscard]] Status check_module(const llvm::Module& module, const std::string& what);

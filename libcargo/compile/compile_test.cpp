@@ -218,3 +218,42 @@ TEST_CASE("bitcode whose types a CPU lays out differently is refused, naming the
   CHECK(r.error().message().find("the type %s = type { i8, <4 x float> } is laid out differently once the bitcode is retargeted: "
                                  "member 1 at offset 4 where x86_64 puts it at 16") != std::string::npos);
 }
+
+TEST_CASE("bitcode that needs a helper no loader provides is refused at its line, and shipped without line tables", "[compile]") {
+  test::ScratchDir dir;
+  auto refused = [&](const std::string& name, const std::string& body, const std::string& message, const std::string& hint) {
+    auto src = write(dir, name, "#include <xcargo/kernel.h>\n#include <math.h>\nXC_ENTRY int run(xc_ctx *c, const void *in, size_t n) {\n" +
+                                    body + "\n  return 0;\n}\n");
+    auto r = compile_kernels({{src}});
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().message());
+    CHECK(r.error().code() == Errc::import);
+    CHECK(r.error().message().find(message) != std::string::npos);
+    const auto& hints = r.error().hints();
+    CHECK(std::any_of(hints.begin(), hints.end(), [&](const std::string& h) { return h.find(hint) != std::string::npos; }));
+  };
+  refused("div.c", "  __int128 a = (__int128)n << 70;\n  volatile long q = (long)(a / (long)(n + 3));",
+          "bitcode: div.c:5: function 'run' divides integers wider than 64 bits", "use 64-bit integers");
+  refused("powi.c", "  volatile double p = __builtin_powi(1.5, (int)n);", "bitcode: powi.c:4: function 'run' raises to an integer power",
+          "pow()");
+  // rint is an instruction on aarch64 and with SSE4.1, a call on baseline x86_64.
+  refused("rint.c", "  volatile double r = __builtin_rint(n * 0.5);",
+          "bitcode (as a loader on x86_64 compiles it): the kernel imports 'rint'", "round(), floor(), ceil() and trunc() are");
+  // An object variant names the helper it would import.
+  auto src = write(dir, "obj.c", "#include <xcargo/kernel.h>\nXC_ENTRY int run(xc_ctx *c, const void *in, size_t n) {\n"
+                                 "  __int128 a = (__int128)n << 70;\n  volatile long q = (long)(a % 7);\n  return 0;\n}\n");
+  auto r = compile_kernels({{src}, {"x86_64"}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("'__modti3'") != std::string::npos);
+
+  // What builds ships no debug information: no directory of the build in the bitcode.
+  auto ok = write(dir, "fine.c", "#include <xcargo/kernel.h>\nXC_ENTRY int run(xc_ctx *c, const void *in, size_t n) {\n"
+                                 "  long double x = n / 3.0L;\n  unsigned __int128 w = (unsigned __int128)n * n;\n"
+                                 "  long r = (long)(x * 1e6) + (long)(w >> 3);\n  return xc_reply(c, &r, sizeof r);\n}\n");
+  auto built = compile_kernels({{ok}});
+  REQUIRE(built.ok());
+  const Bytes& bc = built->payloads[0].raw;
+  const std::string text(bc.begin(), bc.end());
+  CHECK(text.find(dir.path()) == std::string::npos);
+  CHECK(text.find("Debug Info Version") == std::string::npos);
+}

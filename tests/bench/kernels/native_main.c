@@ -24,7 +24,7 @@ int xc_reply(xc_ctx *c, const void *data, size_t len) {
 }
 void *xc_alloc(xc_ctx *c, size_t len) {
   if (c->nblocks == 16) return NULL;
-  void *p = malloc(len ? len : 1);
+  void *p = aligned_alloc(64, (len + 63) / 64 * 64);  /* 64-byte blocks, as the loader's */
   if (p) c->blocks[c->nblocks++] = p;
   return p;
 }

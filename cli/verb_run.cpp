@@ -45,7 +45,10 @@ Runner add_run(CLI::App& app) {
       ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));
   cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
-  cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();
+  auto* timeout = cmd->add_option("--timeout", o->timeout,
+                                  "Time limit of each invocation's kernel, in seconds (a node stops it past\n"
+                                  "that; without it, a node's own limit applies, and none is ever above it)")
+                      ->capture_default_str()->check(CLI::Range(1u, 4000000u));
   cmd->add_option("--prefer", o->prefer, "Local runs: native objects or bitcode first")->check(CLI::IsMember({"native", "bitcode"}));
   cmd->add_option("--cache", o->cache, "Local runs: JIT cache directory")->type_name("DIR");
   cmd->add_option("--repeat", o->repeat, "Run it N times (one push); every run must succeed. The last reply is printed, "
@@ -56,7 +59,7 @@ Runner add_run(CLI::App& app) {
       ->type_name("K")->check(CLI::Range(1u, 128u))->capture_default_str();
   cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
               "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
-  return [o] {
+  return [o, timeout] {
     set_json_output(o->json);
     if (!o->cluster.empty()) {
       auto address = cluster_node_address(o->cluster, o->node);
@@ -84,6 +87,7 @@ Runner add_run(CLI::App& app) {
     auto conn = open_connection(o->to, o->trust, o->cache, o->prefer, o->timeout);
     if (!conn.ok()) return report(conn.error());
     client::Connection& c = **conn;
+    if (timeout->count() > 0) c.set_kernel_timeout(std::chrono::seconds(o->timeout));
 
     // Over the node's limit: said here, naming both sizes, instead of sent and refused.
     if (const uint64_t max = c.node().max_input; max != 0 && input_size > max)

@@ -258,8 +258,10 @@ Status check_entry(std::string_view entry) {
 }  // namespace
 
 ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t id, const Digest& d, std::string_view e, uint64_t n) {
-  if (bytes.size() < 8 || n != input_size || d != digest || e != entry || (seal && session != c.session_)) {
-    bytes = encode(Invoke{id, d, std::string(e), n}, std::move(bytes));
+  if (bytes.size() < 8 || n != input_size || d != digest || e != entry || (seal && session != c.session_) ||
+      timeout_ms != c.kernel_timeout_ms_) {
+    bytes = encode(Invoke{id, d, std::string(e), n, c.kernel_timeout_ms_}, std::move(bytes));
+    timeout_ms = c.kernel_timeout_ms_;
     if (seal) bytes = c.sealed(std::move(bytes));
     digest = d;
     entry.assign(e);

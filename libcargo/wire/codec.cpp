@@ -393,7 +393,7 @@ Result<HasReply> decode_has_reply(ByteView h) {
 
 Bytes encode(const Invoke& m) { return encode(m, Bytes()); }
 Bytes encode(const Invoke& m, Bytes&& into) {
-  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u64(m.input_size).str(m.entry).take();
+  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u64(m.input_size).u32(m.timeout_ms).zeros(4).str(m.entry).take();
 }
 Result<Invoke> decode_invoke(ByteView h) {
   In in(h, "invoke");
@@ -401,6 +401,8 @@ Result<Invoke> decode_invoke(ByteView h) {
   m.request_id = in.u64();
   in.raw(m.digest.data(), 32);
   m.input_size = in.u64();
+  m.timeout_ms = in.u32();
+  in.zeros(4);
   m.entry = in.str(kMaxName);
   if (!in.failed() && m.entry.empty()) in.fail("empty entry name");
   return done(in, std::move(m));

@@ -135,12 +135,20 @@ TEST_CASE("push, has and their replies round-trip", "[wire]") {
 }
 
 TEST_CASE("invoke and result round-trip", "[wire]") {
-  Invoke inv{11, some_digest(), "sgemm_run", 1 << 20};
+  Invoke inv{11, some_digest(), "sgemm_run", 1 << 20, 2500};
   auto i = decode_invoke(encode(inv));
   REQUIRE(i.ok());
   CHECK(i->entry == "sgemm_run");
   CHECK(i->input_size == 1u << 20);
+  CHECK(i->timeout_ms == 2500);
   check_strict(encode(inv), decode_invoke);
+  {  // timeout_ms where servers read it before decoding, and its reserved word checked
+    Bytes b = encode(inv);
+    CHECK(b[kInvokeTimeoutOffset] == (2500 & 0xff));
+    CHECK(b[kInvokeTimeoutOffset + 1] == (2500 >> 8));
+    b[kInvokeTimeoutOffset + 4] = 1;
+    CHECK_FALSE(decode_invoke(b).ok());
+  }
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, "", 0})).ok());
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, std::string(65, 'a'), 0})).ok());
 

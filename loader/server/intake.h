@@ -82,4 +82,12 @@ inline uint64_t request_id_of(wire::MsgType type, ByteView header) {
   return wire::leading_request_id(type, header).value_or(0);
 }
 
+// An invoke's own kernel limit in ns (its timeout_ms, read before the header is decoded: a
+// header too short for it has none), 0 for none and for other requests.
+inline int64_t requested_limit_ns(wire::MsgType type, ByteView header) {
+  if (type != wire::MsgType::invoke || header.size() < wire::kInvokeTimeoutOffset + 4) return 0;
+  const uint8_t* p = header.data() + wire::kInvokeTimeoutOffset;  // little-endian u32
+  return int64_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24) * 1000000;
+}
+
 }  // namespace xcargo::loader

@@ -30,6 +30,7 @@ struct Slot {
   std::atomic<int> phase{0};
   std::atomic<int64_t> since{0};          // when its request started (steady clock, ns); 0 idle
   std::atomic<bool> kernel{false};        // that request runs a kernel (the time limit applies); stored before since
+  std::atomic<int64_t> limit_ns{0};       // that request's own kernel limit (an invoke's timeout_ms), 0: the node's; stored before since
   bool kernel_after_load = false;         // kernel, while a load (Engine::on_load) times the request by the request limit
   std::atomic<std::shared_ptr<Job>> job;  // read by the monitor for time-out replies
   sigjmp_buf env;

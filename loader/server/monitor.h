@@ -51,7 +51,12 @@ public:
 private:
   const std::vector<std::unique_ptr<Slot>>& slots_;
   const int64_t promote_ns_, limit_ns_, request_limit_ns_;
-  int64_t limit_of(const Slot& s) const { return s.kernel.load() ? limit_ns_ : request_limit_ns_; }
+  // A kernel's limit is the node's, or its request's own if shorter (never longer).
+  int64_t limit_of(const Slot& s) const {
+    if (!s.kernel.load()) return request_limit_ns_;
+    const int64_t own = s.limit_ns.load(std::memory_order_relaxed);
+    return own > 0 && own < limit_ns_ ? own : limit_ns_;
+  }
   Hooks hooks_;
   int64_t hard_exit_at_ = 0;
   bool exit_forced_ = false;

@@ -62,7 +62,7 @@ std::string UcxServer::Impl::about(MsgType type, ByteView header, const std::str
 }
 
 Reply UcxServer::Impl::failure_reply(Slot& s, uint64_t request_id, bool inline_run, const std::string& about) {
-  const KernelFailure f = failure_of(s, limit_text());
+  const KernelFailure f = failure_of(s, limit_text(s));
   if (f.status != ReplyStatus::timeout || inline_run) {
     report_failure("failed invoke: " + f.what + (inline_run ? " (run inline)" : "") + about + "; restarting the worker",
                    f.what + about);
@@ -75,9 +75,10 @@ Reply UcxServer::Impl::failure_reply(Slot& s, uint64_t request_id, bool inline_r
   return {MsgType::result, encode(m), {}};
 }
 
-bool UcxServer::Impl::mark_inline(Slot& s) {
+bool UcxServer::Impl::mark_inline(Slot& s, int64_t limit_ns) {
   const int64_t turn = turn_ns.load(std::memory_order_relaxed);
   const int64_t start = turn ? turn : steady_ns();
+  s.limit_ns.store(limit_ns, std::memory_order_relaxed);
   if (s.phase.load(std::memory_order_relaxed) == 3) {
     s.since.store(start, std::memory_order_release);
     return false;
@@ -91,7 +92,7 @@ bool UcxServer::Impl::mark_inline(Slot& s) {
 
 bool UcxServer::Impl::run_inline(MsgType type, Ep ep, ByteView header, ByteView data) {
   Slot& s = *t_guarded_slot;  // the leader's own: only the leader calls into UCX
-  const bool marked = mark_inline(s);
+  const bool marked = mark_inline(s, requested_limit_ns(type, header));
   if (marked && lane_batch) batch_marked = true;  // poll_lanes unmarks it at the batch's end
   std::optional<Step> r;
   const Client* c = eps.find(ep);
@@ -164,6 +165,7 @@ void UcxServer::Impl::lead(Slot& me) {
       // The time limit is a kernel's: a push waits for its compile (bounded by the compile
       // service's own limit), and timing it out restarted the worker for every cargo.
       me.kernel = j->type == MsgType::invoke || j->type == MsgType::forward;
+      me.limit_ns.store(requested_limit_ns(j->type, j->header), std::memory_order_relaxed);
       me.since = ns_of(last_activity);
       me.phase = 1;
       monitor->started(me);
@@ -302,7 +304,7 @@ void UcxServer::Impl::loading(bool starting) {
 }
 
 void UcxServer::Impl::time_out(Slot& s) {
-  const std::string what = s.kernel ? "the kernel ran past the time limit of " + limit_text()
+  const std::string what = s.kernel ? "the kernel ran past the time limit of " + limit_text(s)
                                     : "the request (no kernel: a push, or a cargo loading before its kernel runs) ran past its limit of " +
                                           std::to_string(request_limit().count()) + " s";
   const bool inline_run = s.phase.load() == 3;

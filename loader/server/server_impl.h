@@ -97,6 +97,14 @@ struct UcxServer::Impl : IntakeHost {
     std::snprintf(s, sizeof s, "%g s", opt.timeout_s);
     return s;
   }
+  // The limit slot s's kernel ran under: its request's own where that is shorter.
+  std::string limit_text(const Slot& s) const {
+    const int64_t own = s.limit_ns.load(std::memory_order_relaxed);
+    if (own <= 0 || double(own) >= opt.timeout_s * 1e9) return limit_text();
+    char t[96];
+    std::snprintf(t, sizeof t, "%g s (its request's own; the node's is %g s)", double(own) / 1e9, opt.timeout_s);
+    return t;
+  }
   uint64_t largest_request() const { return std::max(handler->max_cargo(), handler->max_input()); }
   // The unit of the byte limits in flight (in_flight.h): the largest request or reply.
   uint64_t largest() const { return std::max(largest_request(), handler->max_reply()); }
@@ -447,7 +455,7 @@ struct UcxServer::Impl : IntakeHost {
   // next one, another client's, timed out and blamed; and no barrier per request waits for
   // the lane stores of the reply before it to reach the cache (spread_counter.h). False:
   // marked already.
-  bool mark_inline(Slot& s);
+  bool mark_inline(Slot& s, int64_t limit_ns);
   static void unmark_inline(Slot& s) {
     s.since.store(0, std::memory_order_release);
     s.phase.store(0, std::memory_order_release);

@@ -246,6 +246,16 @@ took=$(( $(now_ms) - t0 ))
 check "a hanging kernel's client hears back ($took ms, ceiling 1 s + $RECOVERY_MS ms)" test "$took" -lt $((1000 + RECOVERY_MS))
 expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$safe"
 eventually 10 "a restarted worker's lines reach the log" grep -q 'accepted invoke: [0-9a-f]*/ok' safe.log
+# A request's own limit (run --timeout): shorter than the node's, it applies; longer, the node's does.
+t0=$(now_ms)
+expect 3 "timeout: the kernel ran past the time limit of 1 s \\(its request's own; the node's is 10 s\\)" -- \
+  "$X" run faults.xcargo --entry spin --to "$node" --timeout 1
+took=$(( $(now_ms) - t0 ))
+check "run --timeout 1 on a node whose limit is 10 s: its client hears back ($took ms, ceiling 1 s + $RECOVERY_MS ms)" \
+  test "$took" -lt $((1000 + RECOVERY_MS))
+expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$node"
+expect 3 'timeout: the kernel ran past the time limit of 1 s and was stopped' -- \
+  "$X" run faults.xcargo --entry spin --to "$safe" --timeout 60
 expect 3 'crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
 # The same for kernels quick enough to have been run inline, on the thread receiving requests.

@@ -3,6 +3,9 @@
 // network verbs are thin layers over this.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -63,6 +66,10 @@ public:
   Result<wire::PushReply> push(ByteView cargo);
   Result<bool> has(const Digest& digest);
   Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
+  // The time limit of each kernel this connection's invokes run from now on (wire-protocol.md
+  // 4.6): a node stops one past it with status `timeout`. Zero (the default) leaves the node's
+  // own limit, and a node never allows more than its own.
+  void set_kernel_timeout(std::chrono::milliseconds limit) { kernel_timeout_ms_ = uint32_t(std::clamp<int64_t>(limit.count(), 0, UINT32_MAX)); }
   // The same into reply, whose buffers take the node's answer: a caller that invokes again and
   // again with one InvokeReply allocates nothing per call once warm (the other overload makes
   // a new reply, its output a new buffer, each time). On an error, reply holds nothing useful.
@@ -155,11 +162,13 @@ private:
     Digest digest{};
     std::string entry;
     uint64_t input_size = 0, session = 0;
+    uint32_t timeout_ms = 0;
     // The header of invocation id, sealed or not: the last one's with its id written in when
     // only that differs.
     ByteView make(const Connection& c, bool seal, uint64_t id, const Digest& digest, std::string_view entry, uint64_t input_size);
   };
   InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
+  uint32_t kernel_timeout_ms_ = 0;  // set_kernel_timeout
   // An invoke's result frame to request id, into r: its strings take the reply's (no
   // allocation), and its output buffer and f's data trade places.
   Status decode_invoke_reply(wire::Frame& f, uint64_t id, InvokeReply& r) const;

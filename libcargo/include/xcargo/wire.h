@@ -1,4 +1,4 @@
-// The xcargo wire protocol, version 3: message types, status codes and their encodings.
+// The xcargo wire protocol (version kVersion): message types, status codes and their encodings.
 // Paired with format-spec/wire-protocol.md; change both together.
 //
 // Every message is a UCX Active Message whose id is the MsgType, whose AM header is the
@@ -20,7 +20,7 @@
 
 namespace xcargo::wire {
 
-inline constexpr uint16_t kVersion = 5;
+inline constexpr uint16_t kVersion = 6;
 inline constexpr uint8_t kHelloMagic[4] = {'X', 'C', 'W', 'P'};
 inline constexpr size_t kMaxHeader = 8192;        // no header is longer
 inline constexpr size_t kMaxName = 64;            // entry and variant names
@@ -152,7 +152,11 @@ struct Invoke {
   Digest digest{};
   std::string entry;
   uint64_t input_size = 0;  // the AM data's length
+  uint32_t timeout_ms = 0;  // version 6: the kernel's time limit for this request; 0: the node's (never above it)
 };
+// Where an invoke header's timeout_ms lies (wire-protocol.md 4.6), for servers that read it
+// before decoding the header.
+inline constexpr size_t kInvokeTimeoutOffset = 48;
 struct ResultMsg {
   uint64_t request_id = 0;
   ReplyStatus status = ReplyStatus::ok;

@@ -21,10 +21,12 @@
 namespace {
 
 // Ctrl-C, SIGTERM, SIGHUP: child processes (compilers, a local loader) are killed at once;
-// then the verb exits, unless it holds scratch files, which it removes as it unwinds.
+// then the verb exits, unless it holds on (scratch files it removes as it unwinds, a node's
+// run it cancels); a second signal exits at once.
 void on_interrupt(int sig) {
+  const bool again = xcargo::interrupted() != 0;  // a second Ctrl-C does not wait for the unwinding
   xcargo::interrupt_now(sig);
-  if (!xcargo::cleanup_held()) ::_exit(128 + sig);
+  if (again || !xcargo::cleanup_held()) ::_exit(128 + sig);
 }
 
 }  // namespace

@@ -28,7 +28,9 @@ nlohmann::json error_json(const Error& error) {
 int report(const Error& error, const std::string& subject) {
   if (int sig = interrupted()) {  // what failed was cut short: say that, once
     static bool said = false;
-    if (!said) std::fprintf(stderr, "xcargo: interrupted (%s)\n", strsignal(sig));
+    // What the interrupted work says of itself (a node's run: cancelled there) goes with it.
+    const std::string what = error.message().find("cancelled") != std::string::npos ? ": " + error.message() : "";
+    if (!said) std::fprintf(stderr, "xcargo: interrupted (%s)%s\n", strsignal(sig), what.c_str());
     said = true;
     return 128 + sig;
   }

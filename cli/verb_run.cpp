@@ -12,6 +12,7 @@
 #include "report.h"
 #include "values.h"
 #include "verbs.h"
+#include "xcargo/interrupt.h"
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"
 #include "xcargo/file.h"
@@ -112,7 +113,13 @@ Runner add_run(CLI::App& app) {
     uint64_t failures = 0, first_failure = 0;
     double seconds = 0;
     if (o->repeat == 1) {
+      // Ctrl-C on a node's run cancels it there (the signal handler returns while this holds
+      // on; a second signal ends xcargo at once): the invoke sends `cancel` and returns the
+      // node's answer.
+      const bool remote = !o->to.empty();
+      if (remote) hold_cleanup();
       reply = c.invoke(container->digest, o->entry, input);
+      if (remote) release_cleanup();
     } else {  // pipelined: the first failure is the reply reported, else the last reply
       const client::Invocation call{container->digest, o->entry, input};
       const auto t0 = std::chrono::steady_clock::now();
@@ -144,6 +151,8 @@ Runner add_run(CLI::App& app) {
       Error e(Errc::remote, o->entry + " on " + c.peer() + " failed" + repeated + ": " + wire::status_name(res.status) +
                                 (res.message.empty() ? "" : ": " + res.message));
       if (res.status == wire::ReplyStatus::no_entry) e.hint("'xcargo inspect " + o->cargo + "' lists the entries");
+      if (res.status == wire::ReplyStatus::timeout && !o->to.empty() && timeout->count() == 0)
+        e.hint("the node's own time limit applied; --timeout SECONDS sets a shorter one for a run");
       failed = std::move(e);
     } else if (value = decode_result(o->result, r->output); !value.ok()) {
       failed = value.error();

@@ -1,5 +1,6 @@
 // The protocol's client half over any transport that can do one request/reply roundtrip.
 #include "xcargo/client.h"
+#include "xcargo/interrupt.h"
 
 #include <algorithm>
 #include <bit>
@@ -279,10 +280,23 @@ Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view en
   return r;
 }
 
+std::optional<ByteView> Connection::cancel_due() {
+  if (!awaited_invoke_ || cancel_sent_ || !(cancel_requested_.load(std::memory_order_relaxed) || interrupted())) return std::nullopt;
+  cancel_sent_ = true;
+  cancel_header_ = sealed(encode(RequestOnly{awaited_invoke_}));
+  return ByteView(cancel_header_);
+}
+
 Status Connection::invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply) {
   XC_TRY(check_entry(entry));
   const uint64_t id = next_id_++;
+  // A cancel asked for before this invoke, or after its reply, is for no invoke.
+  cancel_requested_.store(false, std::memory_order_relaxed);
+  cancel_sent_ = false;
+  awaited_invoke_ = id;
   auto f = request(MsgType::invoke, MsgType::result, request_header_.make(*this, false, id, digest, entry, input.size()), input);
+  awaited_invoke_ = 0;
+  cancel_requested_.store(false, std::memory_order_relaxed);
   XC_TRY(f);
   Status s = decode_invoke_reply(*f, id, reply);
   spare_header_ = std::move(f->header);  // the next reply's header goes there

@@ -31,6 +31,8 @@ namespace {
 constexpr uint64_t kMaxReplyData = 1ull << 33;
 // How long a wait for a reply polls before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(200);
+// How long a wait for a reply sleeps at most before it looks for a cancel_invoke().
+constexpr auto kCancelLook = std::chrono::milliseconds(200);
 
 class TlsConnection final : public Connection {
 public:
@@ -226,9 +228,17 @@ private:
   Status wait(short events, Clock::time_point deadline, const char* what) {
     pollfd p{channel_->fd(), events, 0};
     for (;;) {
+      if (std::optional<ByteView> cancel = cancel_due()) {  // leaves with the next flush, while the reply is awaited
+        auto io = channel_->send_view(MsgType::cancel, *cancel, {});
+        if (!io.ok()) return fail(io.error());
+        auto out = channel_->flush();
+        if (!out.ok()) return fail(out.error());
+        p.events = short(POLLIN | (channel_->queued() ? POLLOUT : 0));
+      }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) break;
-      const int n = ::poll(&p, 1, int(std::min<int64_t>(left, 1000)));
+      // Woken at least every kCancelLook: cancel_invoke() from another thread is sent soon.
+      const int n = ::poll(&p, 1, int(std::min<int64_t>(left, kCancelLook.count())));
       if (n > 0) return {};
       if (n < 0 && errno != EINTR) return fail(Error(Errc::unreachable, std::string("poll: ") + std::strerror(errno)));
     }

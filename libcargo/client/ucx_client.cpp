@@ -316,6 +316,7 @@ private:
       // clock is read every 16th time only.
       if (++quiet_ < kQuietPolls || (c_.lane_ && quiet_ % 16 != 0)) return true;
       const auto now = Clock::now();
+      c_.send_cancel_if_due();
       if (quiet_ == kQuietPolls) {
         start_ = now;
         deadline_ = now + std::chrono::milliseconds(c_.timeout_ms_);
@@ -389,6 +390,18 @@ private:
 
   // Sleeps until UCX has an event or ms pass; a node writing a reply into the lane meanwhile
   // kicks this worker awake (wire-protocol.md 8.3).
+  // The `cancel` of the awaited invoke, once asked for (Connection::cancel_due); through UCX,
+  // never a lane (section 8.2). Its completion only frees the request: a lost connection
+  // shows in the wait.
+  void send_cancel_if_due() {
+    const std::optional<ByteView> h = cancel_due();
+    if (!h || !ep_) return;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    p.cb.send = [](void* request, ucs_status_t, void*) { UCX->ucp_request_free(request); };
+    (void)UCX->ucp_am_send_nbx(ep_, unsigned(MsgType::cancel), h->data(), h->size(), nullptr, 0, &p);
+  }
   void sleep(int ms) {
     if (lane_) {
       lane_.set_client_idle(true);

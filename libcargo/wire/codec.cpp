@@ -31,6 +31,7 @@ const char* status_name(ReplyStatus s) {
     case ReplyStatus::unauthenticated: return "unauthenticated";
     case ReplyStatus::interrupted: return "interrupted";
     case ReplyStatus::restarting: return "restarting";
+    case ReplyStatus::cancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -18,7 +18,7 @@ uint16_t verbs_needed(MsgType type) {
     case MsgType::hello: case MsgType::auth: return 0;
     case MsgType::push: return auth::kPush;
     case MsgType::has: return auth::kPush | auth::kRun;  // either
-    case MsgType::invoke: return auth::kRun;
+    case MsgType::invoke: case MsgType::cancel: return auth::kRun;
     case MsgType::lane: case MsgType::kick: return auth::kRun | auth::kForward;  // either: clients' and peers' lanes
     case MsgType::list: case MsgType::stats: return auth::kList;
     case MsgType::region: case MsgType::region_read: return auth::kRead;

@@ -40,6 +40,7 @@ struct Job {
   // Set by whoever answers it first: its executor with its result, the monitor with a
   // time-out, or a worker about to be replaced with `interrupted` (exactly one reply).
   std::atomic<bool> answered{false};
+  std::atomic<bool> cancelled{false};  // its client sent `cancel`: it does not run, or is stopped (wire-protocol.md 4.15)
 
   ~Job() { release_large(std::move(data)); }  // a large input's pages serve the next one
 };
@@ -59,6 +60,13 @@ public:
   // be replaced answers them).
   std::vector<std::shared_ptr<Job>> take_all();
   size_t size() const { return jobs_.size(); }
+  // The queued request for which pred holds, still on the queue; null if none.
+  template <class Pred>
+  std::shared_ptr<Job> find(Pred pred) const {
+    for (const auto& j : jobs_)
+      if (pred(*j)) return j;
+    return nullptr;
+  }
   size_t held() const { return held_.size(); }
 
 private:

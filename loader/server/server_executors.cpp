@@ -161,6 +161,15 @@ void UcxServer::Impl::lead(Slot& me) {
       // one TCP endpoint at once: a client got a garbled message and UCX aborted it.
       flush_lanes();
       last_activity = Clock::now();
+      if (j->cancelled) {  // its client cancelled it while it waited: it does not run
+        ResultMsg m;
+        m.request_id = request_id_of(j->type, j->header);
+        m.status = ReplyStatus::cancelled;
+        m.message = "its client cancelled it before it ran";
+        if (!j->answered.exchange(true))
+          deliver(eps.live(j->ep, j->serial), Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
+        continue;
+      }
       me.job.store(j);
       // The time limit is a kernel's: a push waits for its compile (bounded by the compile
       // service's own limit), and timing it out restarted the worker for every cargo.
@@ -304,9 +313,13 @@ void UcxServer::Impl::loading(bool starting) {
 }
 
 void UcxServer::Impl::time_out(Slot& s) {
-  const std::string what = s.kernel ? "the kernel ran past the time limit of " + limit_text(s)
-                                    : "the request (no kernel: a push, or a cargo loading before its kernel runs) ran past its limit of " +
-                                          std::to_string(request_limit().count()) + " s";
+  const std::shared_ptr<Job> running = s.job.load();
+  const bool cancelled = running && running->cancelled;  // cancel() set its limit to now
+  const std::string what = cancelled ? "its client cancelled the kernel while it ran"
+                           : s.kernel ? "the kernel ran past the time limit of " + limit_text(s)
+                                      : "the request (no kernel: a push, or a cargo loading before its kernel runs) ran past its limit of " +
+                                            std::to_string(request_limit().count()) + " s";
+  const std::string event = cancelled ? "cancelled invoke: " : "failed invoke: ";
   const bool inline_run = s.phase.load() == 3;
   set_incident(what);
   // Ending before the reply leaves: a client that gets it and sends at once must be
@@ -316,14 +329,14 @@ void UcxServer::Impl::time_out(Slot& s) {
     loader::time_out(s);  // its own thread logs and answers (failure_reply)
   } else if (std::shared_ptr<Job> j = s.job.load(); j && !j->answered.exchange(true)) {
     const std::string a = about(j->type, j->header, j->origin.get());
-    report_failure("failed invoke: " + what + a + "; restarting the worker", what + a);
+    report_failure(event + what + a + "; restarting the worker", what + a);
     ResultMsg m;
     m.request_id = request_id_of(j->type, j->header);
-    m.status = ReplyStatus::timeout;
+    m.status = cancelled ? ReplyStatus::cancelled : ReplyStatus::timeout;
     m.message = what + " and was stopped; the node recovered";
     post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
   } else {
-    log("failed invoke: " + what + "; restarting the worker");
+    log(event + what + "; restarting the worker");
   }
   sleeper->wake();
 }

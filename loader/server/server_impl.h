@@ -456,6 +456,9 @@ struct UcxServer::Impl : IntakeHost {
   // the lane stores of the reply before it to reach the cache (spread_counter.h). False:
   // marked already.
   bool mark_inline(Slot& s, int64_t limit_ns);
+  // A client's `cancel` of one of its invokes: a queued one is marked (answered `cancelled`
+  // at its turn), a running one stopped through the monitor.
+  void cancel(Ep ep, const Client* client, ByteView header);
   static void unmark_inline(Slot& s) {
     s.since.store(0, std::memory_order_release);
     s.phase.store(0, std::memory_order_release);

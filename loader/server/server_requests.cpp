@@ -53,6 +53,7 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
   if (type == MsgType::kick) return;  // it woke this worker, which polls its lanes next
   if (restart) return unrun(ep, type, hv);  // this worker is ending
   if (type == MsgType::lane) return open_lane(ep, client, hv);
+  if (type == MsgType::cancel) return cancel(ep, client, hv);
   // A relay's data at hand (TLS, a lane, UCX eager): sent on at once; UCX rendezvous data
   // is fetched first, as a request's (execute()).
   if (type == MsgType::relay && !rndv) return relay_in(hv, data, length, owned);
@@ -95,6 +96,29 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
     job->ready = true;
   }
   jobs.push(std::move(job));
+}
+
+void UcxServer::Impl::cancel(Ep ep, const Client* client, ByteView header) {
+  auto c = decode_request(header);
+  if (!c.ok() || !client) return;  // no reply of its own, not even to say it did not decode
+  auto same = [&](const Job& j) {
+    return j.ep == ep && j.serial == client->serial && j.type == MsgType::invoke && request_id_of(j.type, j.header) == c->request_id;
+  };
+  if (std::shared_ptr<Job> queued = jobs.find(same)) {  // answered `cancelled` when its turn comes, instead of run
+    queued->cancelled = true;
+    return;
+  }
+  for (const auto& sp : slots) {
+    Slot& s = *sp;
+    std::shared_ptr<Job> j = s.job.load();
+    if (!j || !same(*j) || s.phase.load() == 3 || !s.since.load()) continue;
+    // Stopped as a kernel past its limit is: its limit becomes the time it has run, and the
+    // monitor, woken, times it out (time_out() answers it `cancelled`).
+    j->cancelled = true;
+    s.limit_ns.store(1, std::memory_order_relaxed);
+    monitor->started(s);
+    return;
+  }  // else it has been answered, or was never here: nothing to do
 }
 
 void UcxServer::Impl::send(Ep ep, Reply&& r) {

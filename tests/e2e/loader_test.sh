@@ -256,6 +256,23 @@ check "run --timeout 1 on a node whose limit is 10 s: its client hears back ($to
 expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$node"
 expect 3 'timeout: the kernel ran past the time limit of 1 s and was stopped' -- \
   "$X" run faults.xcargo --entry spin --to "$safe" --timeout 60
+# Ctrl-C on a node's run cancels its kernel there (exit 130, the node says so and recovers);
+# so does Connection::cancel_invoke() from another thread (xcargo-invoke-only's CANCEL_MS).
+"$X" run faults.xcargo --entry marked_gated --arg u64:4242 --to "$node" > cancel.out 2>&1 &
+runner=$!
+eventually 30 "the kernel to be cancelled runs (its mark is set)" \
+  bash -c "\"$X\" run faults.xcargo --entry mark --result u64 --to \"$node\" | grep -qx 4242"
+kill -INT "$runner"
+for _ in $(seq 300); do kill -0 "$runner" 2>>"$DISCARD" || break; sleep 0.1; done
+kill -0 "$runner" 2>>"$DISCARD" && kill -9 "$runner"
+wait "$runner"
+rc=$?
+check "Ctrl-C on a node's run exits 130 (got $rc) and says the node cancelled it" \
+  bash -c "[ $rc -eq 130 ] && grep -q 'interrupted (Interrupt): marked_gated on .* failed: cancelled: its client cancelled the kernel' cancel.out"
+eventually 10 "the node logs the cancel" grep -q 'cancelled invoke: its client cancelled the kernel while it ran' node.log
+expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$node"
+expect 3 '^cancelled: its client cancelled the kernel while it ran' -- "$INVOKE" "$node" faults.xcargo spin 300
+expect 0 '^fine$' -- "$X" run faults.xcargo --entry ok --result str --to "$node"
 expect 3 'crashed: .*signal 4' -- "$X" run faults.xcargo --entry trap --to "$safe"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$safe"
 # The same for kernels quick enough to have been run inline, on the thread receiving requests.

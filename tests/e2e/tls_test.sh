@@ -223,4 +223,10 @@ if [ "$(id -u)" -eq 0 ] && id nobody > id.txt 2>&1; then
   expect 0 '^HI$' -- "$X" run shout.xcargo --entry shout --arg "str:hi" --result str --to "$USERNODE"
   check "the --user worker logged no UCX error and was not replaced" bash -c "! grep -Eq 'UCX +ERROR|worker stopped|restarting' user.log"
 fi
+# Over TLS too (last: they restart the worker): --timeout is the request's own limit, and
+# cancel_invoke() stops a kernel.
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 2>>"$DISCARD"
+expect 3 "ran past the time limit of 1 s \\(its request's own" -- "$X" run faults.xcargo --entry spin --to "$NODE" --timeout 1
+expect 3 '^cancelled: its client cancelled the kernel while it ran' -- "$(dirname "$X")/xcargo-invoke-only" "$NODE" faults.xcargo spin 300
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
 finish

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,12 @@ public:
   // 4.6): a node stops one past it with status `timeout`. Zero (the default) leaves the node's
   // own limit, and a node never allows more than its own.
   void set_kernel_timeout(std::chrono::milliseconds limit) { kernel_timeout_ms_ = uint32_t(std::clamp<int64_t>(limit.count(), 0, UINT32_MAX)); }
+  // Stops the invoke this connection is waiting for, if any; the one call that is safe from
+  // another thread. The node is sent `cancel` (wire-protocol.md 4.15) and the invoke returns
+  // its answer: status `cancelled`, or the kernel's own result if it ended first. Within a
+  // program whose signal handler calls interrupt_now() (xcargo/interrupt.h), a signal does
+  // the same for the invoke under way.
+  void cancel_invoke() { cancel_requested_.store(true, std::memory_order_relaxed); }
   // The same into reply, whose buffers take the node's answer: a caller that invokes again and
   // again with one InvokeReply allocates nothing per call once warm (the other overload makes
   // a new reply, its output a new buffer, each time). On an error, reply holds nothing useful.
@@ -145,6 +152,10 @@ protected:
   // The node key the transport itself proved (TLS), which hello_reply must name before this
   // client signs its proof for that key; null for a transport that proves none.
   virtual const wire::RawKey* proven_node_key() const { return nullptr; }
+  // For a transport's wait for a reply, when nothing arrived: once a cancel is asked for
+  // (cancel_invoke, interrupt_now) while an invoke awaits its reply, the `cancel` message's
+  // header (sealed; valid until the next invoke) for the transport to send; else nothing.
+  std::optional<ByteView> cancel_due();
 
 private:
   // Sends a request and returns its reply; one answered `restarting` is sent again on a new
@@ -169,6 +180,10 @@ private:
   };
   InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
   uint32_t kernel_timeout_ms_ = 0;  // set_kernel_timeout
+  std::atomic<bool> cancel_requested_{false};  // cancel_invoke
+  uint64_t awaited_invoke_ = 0;                // the invoke whose reply invoke() waits for; 0: none
+  bool cancel_sent_ = false;                   // for awaited_invoke_
+  Bytes cancel_header_;
   // An invoke's result frame to request id, into r: its strings take the reply's (no
   // allocation), and its output buffer and f's data trade places.
   Status decode_invoke_reply(wire::Frame& f, uint64_t id, InvokeReply& r) const;

@@ -42,8 +42,9 @@ enum class MsgType : uint16_t {
   lane = 21, lane_reply = 22,                  // a shared-memory lane for this connection (section 8)
   kick = 23,                                   // wakes the other end of a lane; no reply (section 8.3)
   relay = 25,  // loader to loader: a chain's result for a client of the origin node's front door (4.13); no reply
+  cancel = 27, // version 6: stop an invoke of this connection (4.15); no reply of its own
 };
-inline constexpr uint16_t kMaxMsgType = 25;
+inline constexpr uint16_t kMaxMsgType = 27;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {
@@ -67,8 +68,9 @@ enum class ReplyStatus : uint16_t {
   unauthenticated = 17, // the connection has not authenticated, or its key may not do this
   interrupted = 18,     // this kernel was running when another one's failure replaced the worker; it may have partly run
   restarting = 19,      // the node is replacing its worker: this request did not run; send it again on a new connection
+  cancelled = 20,       // version 6: its client cancelled it; queued, it did not run; running, it was stopped and the node recovered
 };
-inline constexpr uint16_t kMaxStatus = 19;
+inline constexpr uint16_t kMaxStatus = 20;
 
 // What a loader asks of its clients (hello_reply's `auth`).
 enum class AuthMode : uint16_t {

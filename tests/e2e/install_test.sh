@@ -53,7 +53,7 @@ ADDR=$(cat loader.addr)
 # The consumer project, copied so the test can edit its header.
 cp -r "$SRC/tests/install/consumer" consumer
 check "consumer: cmake configure (find_package(xcargo))" \
-  cmake -S consumer -B cbuild -G Ninja -DCMAKE_PREFIX_PATH="$P" -DSIGNING_KEY="$TMP/k"
+  cmake -S consumer -B cbuild -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_CXX_COMPILER=g++ -DSIGNING_KEY="$TMP/k"
 cmake --build cbuild > cbuild.out 2>&1
 check "consumer: builds its cargo and program" grep -q 'Building cargo scale' cbuild.out
 diagnose cbuild.out
@@ -64,13 +64,28 @@ sed -i 's/#define FACTOR 3/#define FACTOR 5/' consumer/kernels/scale.h
 expect 0 'Building cargo scale' -- cmake --build cbuild
 expect 0 '^150 variant x86_64' -- cbuild/offload "$ADDR" 5
 
-# pkg-config, for builds that do not use CMake.
-export PKG_CONFIG_PATH=$P/lib/pkgconfig
-check "pkg-config knows xcargo" pkg-config --exists xcargo
-libdir=$(pkg-config --variable=libdir xcargo)
-check "pkg-config: a program builds" bash -c "c++ -o pc_offload consumer/offload.cpp -DSCALE_CARGO='\"$TMP/cbuild/scale.xcargo\"' \
-  \$(pkg-config --cflags --libs xcargo) -Wl,-rpath,$libdir"
-expect 0 '^150 variant x86_64' -- ./pc_offload "$ADDR" 5
+# The README's examples exactly as it writes them (the code block after each "<!-- e2e.install: NAME -->"
+# line), the prefix /opt/xcargo being this install's, with the consumer's sources and g++.
+readme_block() {
+  awk -v m="<!-- e2e.install: $1 -->" '$0 == m { on = 1; next } on && /^```/ { if (in_block) exit; in_block = 1; next }
+                                       in_block { print }' "$SRC/README.md" | sed "s|/opt/xcargo|$P|g"
+}
+mkdir readme && cp -r "$SRC/tests/install/consumer/kernels" "$SRC/tests/install/consumer/offload.cpp" readme/
+cp -p k readme/ci.key
+readme_block cmake > readme/CMakeLists.txt
+check "README: its CMake example is found" grep -q 'xcargo::client' readme/CMakeLists.txt
+check "README: its CMake example configures" \
+  bash -c "cmake -S readme -B rbuild -G Ninja -DCMAKE_PREFIX_PATH='$P' -DCMAKE_CXX_COMPILER=g++ > rconfigure.out 2>&1"
+diagnose rconfigure.out
+cmake --build rbuild > rbuild.out 2>&1
+check "README: its CMake example builds with g++" grep -q 'Linking CXX executable offload' rbuild.out
+diagnose rbuild.out
+expect 0 '^30 variant x86_64' -- bash -c "cd rbuild && ./offload '$ADDR' 5"
+readme_block pkg-config > pkg-config.sh
+check "README: its pkg-config command is found" grep -q '^g++ .*pkg-config --cflags --libs xcargo' pkg-config.sh
+check "README: its pkg-config command builds a program" bash -c "cd readme && bash ../pkg-config.sh"
+cp rbuild/scale.xcargo readme/
+expect 0 '^30 variant x86_64' -- bash -c "cd readme && env -u LD_LIBRARY_PATH ./offload '$ADDR' 5"
 
 # Man pages: one per verb, each listing every option its --help lists.
 for verb in keygen build sign verify inspect extract push run ls; do

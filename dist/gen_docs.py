@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Man pages and bash completion for xcargo and xcargo-loader, made from their own --help text
-(CLI11's layout), so that neither can drift from the programs.
+"""Man pages and bash completion for xcargo, xcargo-loader and xcargo-slurm, made from their own
+--help text (CLI11's layout; xcargo-slurm's docstring layout), so that neither can drift from the
+programs.
 
-gen_docs.py --xcargo BIN --loader BIN --version V --out DIR VERB...
-writes DIR/man1/{xcargo,xcargo-VERB,xcargo-loader}.1 and DIR/completions/{xcargo,xcargo-loader}.
+gen_docs.py --xcargo BIN --loader BIN --slurm SCRIPT --version V --out DIR VERB...
+writes DIR/man1/{xcargo,xcargo-VERB,xcargo-loader,xcargo-slurm}.1 and
+DIR/completions/{xcargo,xcargo-loader}.
 """
 import argparse
 import os
@@ -68,10 +70,16 @@ def roff(s):
     return "\n".join(("\\&" + l if l.startswith((".", "'")) else l) for l in s.split("\n"))
 
 
+def name_line(name, desc):
+    """The NAME section's text: what the program does, without the "PROGRAM: " its --help starts with."""
+    what = desc[0] if desc else name
+    return what[len(name) + 2:] if what.startswith(name + ": ") else what
+
+
 def man_page(name, section_title, version, parsed, see_also):
     desc, usage, sections, footer = parsed
     out = [f'.TH {name.upper()} 1 "" "xcargo {version}" "{section_title}"',
-           ".SH NAME", f"{roff(name)} \\- {roff(desc[0] if desc else name)}",
+           ".SH NAME", f"{roff(name)} \\- {roff(name_line(name, desc))}",
            ".SH SYNOPSIS", f".B {roff(usage.split(' [')[0])}", roff(usage[len(usage.split(' [')[0]):].strip())]
     if len(desc) > 1:
         out += [".SH DESCRIPTION", roff(" ".join(desc[1:]))]
@@ -82,6 +90,38 @@ def man_page(name, section_title, version, parsed, see_also):
     if footer:
         out += [".SH NOTES", ".nf", roff("\n".join(footer)), ".fi"]
     out += [".SH SEE ALSO", ", ".join(f"\\fB{roff(s)}\\fR(1)" for s in see_also)]
+    return "\n".join(out) + "\n"
+
+
+def slurm_page(version, text):
+    """xcargo-slurm's man page from its --help (the script's docstring): a first line
+    "xcargo-slurm: WHAT", a "Usage:" block, paragraphs, an "Options:" block of
+    "  --flag VALUE   text" entries, more paragraphs (indented lines kept as they are), and a
+    last "Exit status: ..." paragraph."""
+    paras = text.strip("\n").split("\n\n")
+    what = name_line("xcargo-slurm", paras.pop(0).split("\n")[:1]).rstrip(".")
+    out = [f'.TH XCARGO-SLURM 1 "" "xcargo {version}" "User Commands"', ".SH NAME", f"xcargo\\-slurm \\- {roff(what)}"]
+    if paras and paras[0].startswith("Usage:"):
+        out += [".SH SYNOPSIS", ".nf"] + [roff(l.strip()) for l in paras.pop(0).split("\n")[1:]] + [".fi"]
+    out.append(".SH DESCRIPTION")
+    for p in paras:
+        lines = p.split("\n")
+        if lines[0] == "Options:":
+            out.append(".SH OPTIONS")
+            for l in lines[1:]:
+                if l.startswith("  ") and not l.startswith("   "):
+                    head, _, rest = l[2:].partition("  ")
+                    out += [".TP", ".B " + roff(head.strip()), roff(rest.strip())]
+                else:
+                    out.append(roff(l.strip()))
+            out.append(".SH NOTES")
+        elif p.startswith("Exit status:"):
+            out += [".SH EXIT STATUS", roff(" ".join(l.strip() for l in lines)[len("Exit status:"):].strip())]
+        elif any(l.startswith("  ") for l in lines):
+            out += [".PP", ".nf", roff(p), ".fi"]
+        else:
+            out += [".PP", roff(" ".join(lines))]
+    out += [".SH SEE ALSO", "\\fBxcargo\\fR(1), \\fBxcargo\\-loader\\fR(1), \\fBsrun\\fR(1)"]
     return "\n".join(out) + "\n"
 
 
@@ -165,6 +205,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--xcargo", required=True)
     ap.add_argument("--loader", required=True)
+    ap.add_argument("--slurm", required=True)
     ap.add_argument("--version", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("verbs", nargs="+")
@@ -176,11 +217,12 @@ def main():
     if sorted(listed) != sorted(a.verbs):
         raise SystemExit(f"gen_docs.py: xcargo --help lists verbs {listed}, CMake gave {a.verbs}: update dist/CMakeLists.txt")
     pages = [f"xcargo-{v}" for v in a.verbs]
-    write(f"{a.out}/man1/xcargo.1", man_page("xcargo", "User Commands", a.version, top, pages + ["xcargo-loader"]))
+    write(f"{a.out}/man1/xcargo.1", man_page("xcargo", "User Commands", a.version, top, pages + ["xcargo-loader", "xcargo-slurm"]))
     for v, parsed in verbs.items():
         write(f"{a.out}/man1/xcargo-{v}.1", man_page(f"xcargo-{v}", "User Commands", a.version, parsed, ["xcargo"]))
     write(f"{a.out}/man1/xcargo-loader.1",
           man_page("xcargo-loader", "System Administration", a.version, loader, ["xcargo", "systemd.service"]))
+    write(f"{a.out}/man1/xcargo-slurm.1", slurm_page(a.version, help_text([a.slurm])))
     write(f"{a.out}/completions/xcargo", xcargo_completion(top, verbs))
     write(f"{a.out}/completions/xcargo-loader", loader_completion(loader))
 

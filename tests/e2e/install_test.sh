@@ -98,6 +98,11 @@ for verb in keygen build sign verify inspect extract push run ls; do
   check "man xcargo-$verb lists every option of --help (missing:$missing)" test -z "$missing"
 done
 expect 0 '--listen HOST:PORT' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-loader.1'"
+check "man xcargo-slurm is found under the prefix" test "$(MANPATH=$P/share/man man -w xcargo-slurm 2>&1)" = "$P/share/man/man1/xcargo-slurm.1"
+expect 0 '^ +--base-port P$' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-slurm.1'"
+expect 0 '^ +xcargo-slurm stop \[--dir DIR\]$' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-slurm.1'"
+# NAME lines (what apropos and whatis show) say what a program is for, xcargo's its running code.
+expect 0 '^ +xcargo - build, sign and check .*run their kernels' -- bash -c "MANWIDTH=300 man -l '$P/share/man/man1/xcargo.1' | sed -n '/^NAME/{n;p}'"
 
 # Bash completion.
 cat > complete_words <<'SH'

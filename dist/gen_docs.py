@@ -13,6 +13,12 @@ import re
 import subprocess
 
 FILE_KINDS = {"FILE", "KEY", "PATH", "CARGO", "SRC"}
+# Values offered for a kind of value whose --help gives no {choices}: each word must appear in
+# the option's --help text (main() fails otherwise), so the list cannot drift from xcargo's.
+LISTED_VALUES = {"TARGET": ["bitcode", "x86_64", "aarch64", "riscv64"]}
+# Options whose values are names in the cargo named on the command line: what
+# _xcargo_cargo_names reads from `xcargo inspect CARGO --json`.
+CARGO_NAMES = {"--entry": "entries", "--variant": "variants"}
 SECTION = re.compile(r"^([A-Z][A-Za-z ]*):$")
 
 
@@ -130,16 +136,26 @@ def choices(value):
     return m.group(1).split(",") if m else None
 
 
-def completion_cases(func_prefix, options):
-    """case arms completing an option's value: its choices, else file names."""
+def completion_cases(func_prefix, options, xcargo_helpers=False):
+    """case arms completing an option's value: its choices, else file names. With
+    xcargo_helpers, also LISTED_VALUES and CARGO_NAMES (through the functions
+    XCARGO_HELPERS defines)."""
     arms = []
-    for names, value, _, _ in options:
+    for names, value, _, text in options:
         if not value:
             continue
         pattern = "|".join(f"{func_prefix}{n}" for n in names.split(","))
         c = choices(value)
         kind = value.split(" ")[0].split("=")[0].split(":")[0]
-        if c:
+        cargo_names = next((CARGO_NAMES[n] for n in names.split(",") if n in CARGO_NAMES), None)
+        if xcargo_helpers and kind in LISTED_VALUES:
+            missing = [w for w in LISTED_VALUES[kind] if w not in text]
+            if missing:
+                raise SystemExit(f"gen_docs.py: {names} no longer names {missing} in its --help: update LISTED_VALUES")
+            action = f"_xcargo_list '{' '.join(LISTED_VALUES[kind])}'"
+        elif xcargo_helpers and cargo_names:
+            action = f"_xcargo_cargo_names {cargo_names}"
+        elif c:
             action = f"COMPREPLY=($(compgen -W '{' '.join(c)}' -- \"$cur\"))"
         elif kind == "DIR":
             action = 'COMPREPLY=($(compgen -d -- "$cur"))'
@@ -155,22 +171,52 @@ def option_words(options):
     return " ".join(n for names, _, _, _ in options for n in names.split(","))
 
 
+XCARGO_HELPERS = r"""# _xcargo_list WORDS: the last item of a comma-separated list ($cur), from WORDS.
+_xcargo_list() {
+  local before=""
+  [[ "$cur" == *,* ]] && before="${cur%,*},"
+  COMPREPLY=($(compgen -W "$1" -P "$before" -- "${cur##*,}"))
+}
+# _xcargo_cargo_names entries|variants: those names in the cargo named on the line (a word
+# ending in .xcargo, else the first file that is not an option's value), as
+# `xcargo inspect CARGO --json` prints them.
+_xcargo_cargo_names() {
+  local i w cargo=""
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="${COMP_WORDS[i]/#\~/$HOME}"
+    if [[ -f "$w" && "$w" == *.xcargo ]]; then cargo="$w"; break; fi
+    if [[ -z "$cargo" && -f "$w" && "${COMP_WORDS[i-1]}" != -* ]]; then cargo="$w"; fi
+  done
+  [[ -n "$cargo" ]] || { COMPREPLY=(); return; }
+  local names
+  names=$("${COMP_WORDS[0]/#\~/$HOME}" inspect "$cargo" --json 2>/dev/null | awk -v want="$1" '
+    want == "entries" && /^  "entries": \[/ { on = 1; next }
+    on && /^  \]/ { exit }
+    on { gsub(/[ ",]/, ""); print }
+    want == "variants" && /^      "name": "/ { sub(/^ *"name": "/, ""); sub(/",?$/, ""); print }')
+  COMPREPLY=($(compgen -W "$names" -- "$cur"))
+}
+"""
+
+
 def xcargo_completion(top, verbs):
     _, _, sections, _ = top
     top_opts = sections.get("Options", [])
     lines = ["# bash completion for xcargo (generated from its --help by dist/gen_docs.py)",
-             "_xcargo() {",
+             XCARGO_HELPERS + "_xcargo() {",
              '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" verb="" i',
              "  for ((i = 1; i < COMP_CWORD; i++)); do",
-             f'    case "${{COMP_WORDS[i]}}" in {"|".join(verbs)}) verb="${{COMP_WORDS[i]}}"; break ;; esac',
+             f'    case "${{COMP_WORDS[i]}}" in help|{"|".join(verbs)}) verb="${{COMP_WORDS[i]}}"; break ;; esac',
              "  done",
+             "  # xcargo help VERB is xcargo VERB --help.",
+             f'  if [[ "$verb" == help ]]; then COMPREPLY=($(compgen -W "{" ".join(verbs)}" -- "$cur")); return; fi',
              '  case "$verb:$prev" in']
     for verb, parsed in verbs.items():
-        lines += completion_cases(f"{verb}:", parsed[2].get("Options", []))
-    lines += completion_cases("*:", top_opts)
+        lines += completion_cases(f"{verb}:", parsed[2].get("Options", []), xcargo_helpers=True)
+    lines += completion_cases("*:", top_opts, xcargo_helpers=True)
     lines += ["  esac",
               '  if [[ -z "$verb" ]]; then',
-              f'    COMPREPLY=($(compgen -W "{" ".join(verbs)} {option_words(top_opts)}" -- "$cur")); return',
+              f'    COMPREPLY=($(compgen -W "help {" ".join(verbs)} {option_words(top_opts)}" -- "$cur")); return',
               "  fi",
               '  if [[ "$cur" == -* ]]; then',
               '    case "$verb" in']

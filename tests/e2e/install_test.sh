@@ -2,8 +2,9 @@
 # An install as its users meet it: `cmake --install` to a prefix that is then moved, a CMake
 # project outside the tree (find_package(xcargo), xcargo_add_cargo, the client library) that
 # builds a cargo and runs it on the installed loader, header changes rebuilding the cargo
-# (its depfile), pkg-config, man pages and completion made from --help, the systemd unit
-# (systemd-analyze verify), and the installed loader serving as an unprivileged user.
+# (its depfile), the README's CMake and pkg-config examples built as written with g++, man
+# pages and bash completion made from --help (entries and variants read from a cargo), the
+# systemd unit (systemd-analyze verify), and the installed loader serving as an unprivileged user.
 # usage: install_test.sh XCARGO SOURCE_DIR BUILD_DIR
 X=$1
 SRC=$2
@@ -116,6 +117,22 @@ expect 0 '^build$' -- ./complete_words "$P/share/bash-completion/completions/xca
 expect 0 '^contract strict$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --fp ''
 expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --de
 expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
+COMPLETION=$P/share/bash-completion/completions/xcargo
+expect 0 '^help$' -- ./complete_words "$COMPLETION" xcargo h
+expect 0 '^run$' -- ./complete_words "$COMPLETION" xcargo help r
+expect 0 '^bitcode x86_64 aarch64 riscv64$' -- ./complete_words "$COMPLETION" xcargo build -t ''
+expect 0 '^bitcode x86_64 aarch64 riscv64$' -- ./complete_words "$COMPLETION" xcargo build k.c --target ''
+expect 0 '^bitcode,aarch64$' -- ./complete_words "$COMPLETION" xcargo build -t bitcode,a  # a comma-separated list
+# --entry and --variant: the names in the cargo on the line, read by the installed xcargo.
+"$P/bin/xcargo" build "$SRC/examples/hello/hello.c" -o hello.xcargo -t x86_64,bitcode > build.out 2>&1
+expect 0 '^add greet$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run hello.xcargo --entry ''
+expect 0 '^greet$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run --trust k.pub hello.xcargo --entry g
+expect 0 '^scale$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run cbuild/scale.xcargo --to "$ADDR" --entry ''
+expect 0 '^x86_64 bitcode$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo extract hello.xcargo --variant ''
+expect 0 '^$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run --entry ''  # no cargo named yet
+# bash-completion finds it under the prefix (XDG_DATA_DIRS names the prefix's share/, as for /usr/local).
+expect 0 '^complete -o filenames -F _xcargo xcargo$' -- env XDG_DATA_DIRS="$P/share" bash -c \
+  'source /usr/share/bash-completion/bash_completion && __load_completion xcargo && complete -p xcargo'
 
 # The loader as a user of its own (what the unit's DynamicUser gives it): no root at all.
 # Its client here is root, another user, which its same-host door refuses: it comes in

@@ -318,7 +318,7 @@ Result<Access> load_access(const LoaderConfig& cfg) {
       return Error(Errc::invalid_argument, cfg.node_key + ": the node's private key lies in " + dir +
                                                ", which the worker that runs kernels may read")
           .hint("keep it apart from the trust directory and the clients: for example --node-key /etc/xcargo/node.key "
-                "with --trust /etc/xcargo/trust/ and --clients /etc/xcargo/clients/");
+                "with --trust /etc/xcargo/trust/ and --clients /etc/xcargo/clients/ (or a clients file in that directory)");
   if (cfg.clients.empty() && !cfg.allow_anyone)
     return Error(Errc::invalid_argument, "no authorized clients: the loader would serve nobody")
         .hint("pass --clients PATH (a directory of clients' .pub files, or a key-list file; loader/SECURITY.md)")

@@ -8,23 +8,23 @@ SRC=$2
 LOADER=$(dirname "$X")/xcargo-loader
 source "$(dirname "$0")/lib.sh"
 cd "$TMP"
-mkdir trust clients etc
+mkdir -p trust clients etc/clients
 "$X" keygen -o k >>"$DISCARD" && cp k.pub trust/
 "$X" keygen -o ci >>"$DISCARD"
 "$X" keygen -o me >>"$DISCARD" && cp me.pub clients/
 "$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key k -t x86_64 >>"$DISCARD" 2>&1
 
 # The README's line (the code block after "<!-- e2e.clients: restricted -->"), /etc/xcargo
-# being this test's etc/; it names the key file ci.pub in the current directory.
+# being this test's etc/; it reads the key file ci.pub in the current directory.
 awk '$0 == "<!-- e2e.clients: restricted -->" { on = 1; next } on && /^```/ { if (b) exit; b = 1; next } b { print }' \
   "$SRC/README.md" | sed "s|/etc/xcargo|$TMP/etc|g" > restricted.sh
 check "README: the restricted-verbs line is found" grep -q '^echo "verbs=run,ls ' restricted.sh
 check "README: the restricted-verbs line runs" bash restricted.sh
-check "it wrote one line for ci" test "$(wc -l < etc/clients.txt)" -eq 1
+check "it wrote one line for ci" test "$(wc -l < etc/clients/clients.txt)" -eq 1
 
-start() {  # start NAME CLIENTS: a loader, its address in $NAME
+start() {  # start NAME CLIENTS ARGS...: a loader, its address in $NAME
   rm -f "$1.addr"
-  "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file "$1.addr" --trust trust --clients "$2" --no-standby 2> "$1.log" &
+  "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file "$1.addr" --trust trust --clients "$2" --no-standby "${@:3}" 2> "$1.log" &
   pids+=($!)
   disown $!
   diagnose "$1.log"
@@ -32,14 +32,16 @@ start() {  # start NAME CLIENTS: a loader, its address in $NAME
   eval "$1=\$(head -1 $1.addr)"
 }
 
-start file etc/clients.txt
+# With the README's node key beside the clients directory, which the worker must not read.
+"$X" keygen -o etc/node.key >>"$DISCARD"
+start file etc/clients/clients.txt --node-key etc/node.key
 eventually 10 "the loader of the README's file serves one key" grep -q '1 authorized client keys' file.log
 expect 0 'nothing loaded' -- "$X" ls --to "$file" --identity ci
 expect 5 '\(ci\) may .*not push' -- "$X" push hello.xcargo --to "$file" --identity ci
 expect 5 'refused identity' -- "$X" ls --to "$file" --identity me
 
 # The same line in a clients directory is no key there: the loader says so, and why.
-cp etc/clients.txt clients/clients.txt
+cp etc/clients/clients.txt clients/clients.txt
 start dir clients
 eventually 10 "a stray file in the clients directory is logged at start" \
   grep -q "clients: clients/clients.txt: ignored, not a .pub file: a clients directory holds one .pub file per client" dir.log

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   // xcargo needs no OpenSSL configuration (it uses only the built-in default provider);
   // skipping openssl.cnf saves ~0.3 ms of every run.
   OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
-  CLI::App app{"xcargo: build, sign and check signed multi-architecture code containers (cargos)"};
+  CLI::App app{"xcargo: build, sign and check multi-architecture code containers (cargos), and run their kernels on remote nodes or locally"};
   app.name("xcargo");
   app.set_version_flag("--version", std::string("xcargo ") + XCARGO_VERSION_STRING,
                        "Print the version and exit; with -v also where xcargo finds its kernel headers, clang and the loader");
@@ -50,9 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--passphrase-env", g_passphrase_env, "Environment variable holding the passphrase of encrypted keys "
                  "(--key, --identity, keygen --encrypt); default: $XCARGO_PASSPHRASE, else asked on the terminal")
       ->type_name("VAR");
-  app.footer("Run 'xcargo VERB --help' (or 'xcargo help VERB') for a verb's options.\n"
-             "Exit codes: 0 ok, 1 verification failed, 2 usage or I/O error, 3 remote execution failed,\n"
-             "4 could not reach a node, 5 the node did not accept this client's identity.");
+  app.footer("Run 'xcargo VERB --help' (or 'xcargo help VERB') for a verb's options.\n\n" +
+             exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));
   std::map<CLI::App*, Runner> runners;
   for (const Verb& v : kVerbs) {
     CLI::App* before = nullptr;

@@ -70,7 +70,10 @@ Result<bool> ensure_loaded(client::Connection& c, ByteView cargo, const Digest& 
   const Errc sent = wire::errc_of(r->error_kind);
   Error e(is_verification_failure(sent) ? sent : Errc::remote, c.peer() + " refused the cargo: " + r->message);
   if (sent == Errc::import) e.hint("kernels may call only the functions declared in <xcargo/kernel.h>");
-  if (sent == Errc::untrusted) e.hint("the node's trust directory must hold the signer's .pub key");
+  if (sent == Errc::untrusted && is_revoked_signers_message(r->message))
+    for (std::string& h : revoked_signer_hints()) e.hint(std::move(h));
+  else if (sent == Errc::untrusted)
+    e.hint("the node's trust directory must hold the signer's .pub key");
   if (sent == Errc::revoked) e.hint("a rule of the node's trust directory refuses this cargo (format-spec/trust-directory.md)");
   return e;
 }

@@ -6,6 +6,7 @@
 #include <thread>
 #include <optional>
 
+#include "exit_codes.h"
 #include "key_files.h"
 #include "report.h"
 #include "verbs.h"
@@ -58,7 +59,7 @@ Runner add_build(CLI::App& app) {
   cmd->footer("Kernels #include <xcargo/kernel.h> and mark entry points with XC_ENTRY:\n"
               "  XC_ENTRY int add(xc_ctx *ctx, const void *in, size_t in_len) { ... }\n"
               "The same sources and options always give a byte-identical cargo.\n" +
-              std::string(kKeyFileHelp));
+              std::string(kKeyFileHelp) + "\n\n" + exit_codes_help({kExitOk, kExitUsage}));
   return [o] {
     std::string name = o->name;
     if (name.empty()) {

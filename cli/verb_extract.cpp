@@ -1,4 +1,5 @@
 // xcargo extract: writes one variant's payload out as a plain .o or .bc file.
+#include "exit_codes.h"
 #include "report.h"
 #include "verbs.h"
 #include "xcargo/cargo.h"
@@ -15,7 +16,8 @@ Runner add_extract(CLI::App& app) {
   cmd->add_option("cargo", o->cargo, "The cargo to read")->required()->type_name("CARGO");
   cmd->add_option("--variant", o->variant, "Variant name, as 'xcargo inspect' lists them")->required()->type_name("NAME");
   cmd->add_option("-o,--output", o->out, "The file to write ('-': standard output)")->required()->type_name("FILE");
-  cmd->footer("The payload's digests are checked before anything is written.");
+  cmd->footer("The payload's digests are checked before anything is written.\n\n" +
+              exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage}));
   return [o] {
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "describe.h"
+#include "exit_codes.h"
 #include "report.h"
 #include "verbs.h"
 
@@ -19,7 +20,8 @@ Runner add_inspect(CLI::App& app) {
   cmd->add_option("--trust", o->trust, "Also check signatures against these keys (a .pub file or a directory)")->type_name("PATH");
   cmd->add_flag("--json", o->json, "Print JSON on stdout");
   cmd->footer("Structure, manifest and digests are always checked; signatures only with --trust.\n"
-              "Use 'xcargo verify' to decide whether to trust a cargo.");
+              "Use 'xcargo verify' to decide whether to trust a cargo.\n\n" +
+              exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage}));
   return [o] {
     set_json_output(o->json);
     std::optional<TrustStore> trust;

@@ -1,6 +1,7 @@
 // xcargo keygen: writes an Ed25519 signing key (mode 0600, optionally encrypted) and its public key.
 #include <cstdio>
 
+#include "exit_codes.h"
 #include "key_files.h"
 #include "report.h"
 #include "verbs.h"
@@ -25,7 +26,8 @@ Runner add_keygen(CLI::App& app) {
               "An encrypted KEY asks for its passphrase whenever it is used. In CI, with the passphrase\n"
               "in a variable from the job's secrets (never on the command line):\n"
               "  xcargo keygen -o ci.key --encrypt --passphrase-env CI_KEY_PASSPHRASE\n"
-              "  xcargo build k.c -o k.xcargo --key ci.key --passphrase-env CI_KEY_PASSPHRASE");
+              "  xcargo build k.c -o k.xcargo --key ci.key --passphrase-env CI_KEY_PASSPHRASE\n\n" +
+              exit_codes_help({kExitOk, kExitUsage}));
   return [o] {
     if (o->out == "-")
       return report(Error(Errc::invalid_argument, "keygen writes two files, KEY and KEY.pub: '-' (standard output) cannot hold them")

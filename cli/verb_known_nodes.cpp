@@ -1,6 +1,7 @@
 // xcargo known-nodes: the node keys this user's TLS connections expect (xcargo/known_nodes.h).
 #include <cstdio>
 
+#include "exit_codes.h"
 #include "report.h"
 #include "verbs.h"
 #include "xcargo/known_nodes.h"
@@ -28,7 +29,8 @@ Runner add_known_nodes(CLI::App& app) {
               "HOST:PORT (as ssh does with known_hosts). Get NODE.pub from the node's admin, over a\n"
               "channel you trust, then:\n"
               "  xcargo known-nodes add node1.example.org:7401 node1.pub\n"
-              "  xcargo run k.xcargo --entry main --to tls://node1.example.org:7401");
+              "  xcargo run k.xcargo --entry main --to tls://node1.example.org:7401\n\n" +
+              exit_codes_help({kExitOk, kExitUsage}));
   return [o] {
     const std::string path = o->file.empty() ? auth::default_known_nodes_path() : o->file;
     if (path.empty())

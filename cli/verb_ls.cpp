@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "describe.h"
+#include "exit_codes.h"
 #include "node_target.h"
 #include "report.h"
 #include "verbs.h"
@@ -19,6 +20,7 @@ Runner add_ls(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node and the variant each runs, its memory regions, and the node's architecture");
   cmd->add_option("--to", o->to, "The node: HOST:PORT (UCX on a loopback address, TLS to any other), tls://HOST:PORT or ucx://HOST:PORT")->required()->type_name("HOST:PORT");
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
+  cmd->footer(exit_codes_help({kExitOk, kExitUsage, kExitUnreachable, kExitDenied}));
   return [o] {
     set_json_output(o->json);
     auto c = connect_node(o->to);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "exit_codes.h"
 #include "node_target.h"
 #include "report.h"
 #include "verbs.h"
@@ -18,8 +19,8 @@ Runner add_push(CLI::App& app) {
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--to", o->to, "Nodes, comma-separated: HOST:PORT (UCX on a loopback address, TLS to any other), tls://HOST:PORT or ucx://HOST:PORT")->required()->type_name("HOST:PORT[,HOST:PORT...]");
   cmd->footer("Each node verifies the cargo against its own trusted keys before loading it.\n"
-              "Exit codes: 0 loaded everywhere; 1 a node refused it as unverified, untrusted or revoked;\n"
-              "3 a node refused it otherwise; 4 a node could not be reached. Every node is tried.");
+              "Every node is tried; the exit code is the first failure's.\n\n" +
+              exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));
   return [o] {
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);

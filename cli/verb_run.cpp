@@ -58,8 +58,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--inflight", o->inflight, "With --repeat: keep up to K runs in flight on the connection at once "
                                              "(local runs: one at a time)")
       ->type_name("K")->check(CLI::Range(1u, 128u))->capture_default_str();
-  cmd->footer("Exit codes: 0 ok; 1 the cargo failed verification or trust; 2 usage or local I/O;\n"
-              "3 the run failed (non-zero return, crash, timeout, refused import); 4 could not reach the node.");
+  cmd->footer(exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));
   return [o, timeout] {
     set_json_output(o->json);
     if (!o->cluster.empty()) {

@@ -1,4 +1,5 @@
 // xcargo sign: adds a signature to a cargo (co-signing and key rotation keep the others).
+#include "exit_codes.h"
 #include "key_files.h"
 #include "report.h"
 #include "verbs.h"
@@ -19,7 +20,7 @@ Runner add_sign(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "Write the signed cargo here instead of in place ('-': standard output)")->type_name("FILE");
   cmd->footer("Existing signatures are kept; signing twice with the same key changes nothing.\n"
               "The cargo's digest (its identity) does not change when signatures are added.\n" +
-              std::string(kKeyFileHelp));
+              std::string(kKeyFileHelp) + "\n\n" + exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage}));
   return [o] {
     auto key = load_key(o->key);
     if (!key.ok()) return report(key.error());

@@ -18,8 +18,8 @@ Runner add_verify(CLI::App& app) {
   cmd->add_option("cargo", o->cargo, "The cargo to verify")->required()->type_name("CARGO");
   cmd->add_option("--trust", o->trust, "A trusted .pub key, or a directory of them")->required()->type_name("PATH");
   cmd->add_flag("--json", o->json, "Print the result as JSON on stdout");
-  cmd->footer("Exit codes: 0 valid and signed by a trusted key; 1 verification failed;\n"
-              "2 usage or I/O error (including an unreadable trust store).");
+  cmd->footer("A cargo is valid when it is intact and signed by a key of the trust store that is not revoked.\n\n" +
+              exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage}));
   return [o] {
     set_json_output(o->json);
     auto fail = [&](const Error& e, const std::string& subject) {

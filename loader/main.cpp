@@ -245,7 +245,8 @@ Status check_ucx_reach(const LoaderConfig& cfg) {
 }
 
 // What changes when the keys in a trust directory (or its revocation list and cargo rules),
-// or an authorized-clients file or directory, change.
+// or an authorized-clients file or directory, change: in a directory, any entry (a file that
+// is no key is reported when it appears).
 std::string files_stamp(const std::string& path) {
   std::string s;
   auto add = [&](const std::string& p) {
@@ -260,7 +261,7 @@ std::string files_stamp(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     for (const auto& e : std::filesystem::directory_iterator(path, ec))
-      if (e.path().extension() == ".pub") add(e.path().string());
+      add(e.path().string());
   return s;
 }
 
@@ -317,7 +318,7 @@ Result<Access> load_access(const LoaderConfig& cfg) {
       return Error(Errc::invalid_argument, cfg.node_key + ": the node's private key lies in " + dir +
                                                ", which the worker that runs kernels may read")
           .hint("keep it apart from the trust directory and the clients: for example --node-key /etc/xcargo/node.key "
-                "with --trust /etc/xcargo/trust/ and --clients /etc/xcargo/clients/");
+                "with --trust /etc/xcargo/trust/ and --clients /etc/xcargo/clients/ (or a clients file in that directory)");
   if (cfg.clients.empty() && !cfg.allow_anyone)
     return Error(Errc::invalid_argument, "no authorized clients: the loader would serve nobody")
         .hint("pass --clients PATH (a directory of clients' .pub files, or a key-list file; loader/SECURITY.md)")
@@ -484,6 +485,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
             note("clients: not reloaded (the old keys stay): " + c.error().message());
           } else {
             note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
+            for (const std::string& why : c->ignored()) note("clients: " + why);
             gate.set_keys(std::move(*c));
           }
         }
@@ -720,6 +722,8 @@ int main(int argc, char** argv) {
     so.started = "; node key " + to_hex(access->node_key->public_key().id) +
                  (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
+    if (access->clients)
+      for (const std::string& why : access->clients->ignored()) so.started_notes.push_back("clients: " + why);
     auto rc = supervise(
         so, g_stop,
         [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,

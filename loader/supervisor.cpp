@@ -452,6 +452,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
           }
         listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
         log_line("listening on " + listen.described(options.ucx_what) + options.started + (confined.empty() ? "" : "; worker " + confined));
+        for (const std::string& line : options.started_notes) log_line(line);
         first = false;
         standby_at = Clock::now() + timing::kFirstStandbyAfter;
       } else {

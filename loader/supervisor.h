@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "xcargo/error.h"
 
@@ -30,6 +31,7 @@ struct SupervisorOptions {
   Listen listen;            // the first worker's addresses; restarts keep the ports it bound
   std::string ready_file;   // receives Listen::ready_text once the first worker listens ("" for none)
   std::string started;      // what the first "listening on" line adds (node key, clients)
+  std::vector<std::string> started_notes;  // lines logged right after it (entries the clients directory ignores)
   std::string ucx_what;     // what it says of listen.ucx: who reaches this loader's UCX there, and how
   double kernel_timeout_s = 10;  // a stopping worker gets this long (plus 2 s) before SIGKILL
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the

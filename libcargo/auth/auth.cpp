@@ -3,6 +3,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sys/stat.h>
@@ -130,7 +131,13 @@ Result<AuthorizedKeys> AuthorizedKeys::load(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     AuthorizedKeys out;
     for (const auto& e : fs::directory_iterator(path, ec)) {
-      if (e.path().extension() != ".pub") continue;
+      if (e.path().extension() != ".pub") {
+        std::error_code kind;
+        out.ignored_.push_back(e.path().string() + ": ignored, " + (e.is_directory(kind) ? "a directory" : "not a .pub file") +
+                               ": a clients directory holds one .pub file per client, each allowed push, run, ls and read; "
+                               "for fewer verbs give --clients a file of 'verbs=LIST KEY NAME' lines instead");
+        continue;
+      }
       std::error_code kind;
       if (!e.is_regular_file(kind))  // a FIFO would hold the reader until someone writes
         return Error(Errc::key, e.path().string() + ": not a regular file").hint("an authorized client is a .pub file from 'xcargo keygen'");
@@ -141,6 +148,7 @@ Result<AuthorizedKeys> AuthorizedKeys::load(const std::string& path) {
       out.keys_.push_back({std::move(*key), kAllClientVerbs, e.path().stem().string()});
     }
     if (ec) return Error(Errc::io, path + ": " + ec.message());
+    std::sort(out.ignored_.begin(), out.ignored_.end());
     return out;
   }
   auto text = read_file(path, kMaxAuthorizedFile);

@@ -5,9 +5,12 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "auth_gate.h"
 #include "support.h"
 #include "xcargo/auth.h"
+#include "xcargo/file.h"
 #include "xcargo/identity.h"
 
 using namespace xcargo;
@@ -94,6 +97,30 @@ TEST_CASE("authorized-keys files", "[auth]") {
   auto fifo = auth::AuthorizedKeys::load(dir.path());
   REQUIRE_FALSE(fifo.ok());
   CHECK(fifo.error().message().find("mallory.pub: not a regular file") != std::string::npos);
+}
+
+// Issue 48: a clients.txt dropped into a clients directory was ignored without a word.
+TEST_CASE("a clients directory names the entries it ignores, and what it expects", "[auth]") {
+  const SigningKey alice = test::fresh_key(), bob = test::fresh_key();
+  test::ScratchDir dir;
+  const std::string pem = public_key_to_pem(alice.public_key());
+  REQUIRE(write_file(dir / "alice.pub", as_bytes(pem)).ok());
+  REQUIRE(write_file(dir / "clients.txt", as_bytes("verbs=run,ls " + b64_of(bob.public_key()) + " bob\n")).ok());
+  std::filesystem::create_directory(dir / "old");
+  auto keys = auth::AuthorizedKeys::load(dir.path());
+  REQUIRE(keys.ok());
+  CHECK(keys->size() == 1);
+  CHECK(keys->find(bob.public_key().raw) == nullptr);
+  REQUIRE(keys->ignored().size() == 2);
+  CHECK(keys->ignored()[0].starts_with(std::string(dir / "clients.txt") + ": ignored, not a .pub file: "));
+  CHECK(keys->ignored()[0].find("give --clients a file of 'verbs=LIST KEY NAME' lines") != std::string::npos);
+  CHECK(keys->ignored()[1].starts_with(std::string(dir / "old") + ": ignored, a directory: "));
+  // The same lines as a clients file: bob with his verbs, nothing ignored.
+  auto file = auth::AuthorizedKeys::load(dir / "clients.txt");
+  REQUIRE(file.ok());
+  REQUIRE(file->find(bob.public_key().raw) != nullptr);
+  CHECK(file->find(bob.public_key().raw)->verbs == (auth::kRun | auth::kList));
+  CHECK(file->ignored().empty());
 }
 
 TEST_CASE("the gate admits authorized keys, for their verbs only", "[auth]") {

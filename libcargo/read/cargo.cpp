@@ -262,9 +262,7 @@ Status check_signatures(const Container& c, const TrustStore& trust, std::vector
     signer.key_source = key->source;
     ++trusted;
   }
-  if (trusted == 0 && !revoked.empty())
-    return Error(Errc::untrusted, "signed only by revoked keys, or by keys not trusted here (revoked: " + revoked + ")")
-        .hint(std::string("the trust directory's ") + kRevocationList + " lists them");
+  if (trusted == 0 && !revoked.empty()) return revoked_signers_error(revoked);
   if (trusted == 0) {
     std::string ids;
     for (const auto& s : c.signatures) ids += (ids.empty() ? "" : ", ") + to_hex(s.key_id);

@@ -8,6 +8,7 @@
 #include "xcargo/file.h"
 #include "xcargo/keys.h"
 #include "xcargo/rules.h"
+#include "xcargo/trust.h"
 
 using namespace xcargo;
 
@@ -197,4 +198,35 @@ TEST_CASE("load_cargo refuses revoked and rolled-back cargos, naming the rule", 
   auto big = TrustStore::load(trust);
   REQUIRE_FALSE(big.ok());
   CHECK(big.error().message().starts_with(trust + "/minimum-versions.txt: "));
+}
+
+// Issue 48: a revoked signer's refusal had the hint of an unknown signer ("the trust
+// directory must hold the signer's .pub key", which it did).
+TEST_CASE("a cargo signed only by revoked keys is refused with the hints of a revocation", "[rules][trust]") {
+  const SigningKey signer = test::vector_signer();
+  const std::string id = to_hex(signer.public_key().id);
+  TrustStore trust;
+  trust.add(signer.public_key());
+  trust.revoke(signer.public_key().id);
+
+  auto refused = load_cargo(signed_cargo("1.0", {&signer}), &trust);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == Errc::untrusted);
+  CHECK(refused.error().message().find("revoked: " + id) != std::string::npos);
+  CHECK(is_revoked_signers_message(refused.error().message()));  // what a client sees of a node's refusal
+  CHECK(refused.error().hints() == revoked_signer_hints());
+  const std::vector<std::string> hints = refused.error().hints();
+  REQUIRE(hints.size() == 3);
+  CHECK(hints[0].find("revoked.txt") != std::string::npos);  // what revocation is
+  CHECK(hints[1].find("deletes its line from revoked.txt") != std::string::npos);  // how an admin undoes it
+  CHECK(hints[2].find("signed again by a key that is trusted and not revoked") != std::string::npos);
+  for (const std::string& h : hints) CHECK(h.find("must hold the signer's .pub key") == std::string::npos);
+
+  // A signer that is merely unknown keeps its own refusal and hint.
+  const TrustStore none;
+  auto unknown = load_cargo(signed_cargo("1.0", {&signer}), &none);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code() == Errc::untrusted);
+  CHECK_FALSE(is_revoked_signers_message(unknown.error().message()));
+  CHECK(unknown.error().hints().front().find("add the signer's .pub file") != std::string::npos);
 }

@@ -162,6 +162,27 @@ const PublicKey* TrustStore::find(const KeyId& id) const {
   return nullptr;
 }
 
+namespace {
+constexpr std::string_view kRevokedSigners = "signed only by revoked keys";
+}  // namespace
+
+std::vector<std::string> revoked_signer_hints() {
+  return {std::string("a revoked key is listed in the trust directory's ") + kRevocationList +
+              ": its signatures are refused even while its .pub file stays there",
+          std::string("if revoking it was a mistake, the trust directory's admin deletes its line from ") + kRevocationList +
+              " (a running loader rereads it within a second)",
+          "otherwise the cargo must be signed again by a key that is trusted and not revoked: "
+          "'xcargo sign CARGO --key KEY' (then push it again)"};
+}
+
+Error revoked_signers_error(const std::string& ids) {
+  Error e(Errc::untrusted, std::string(kRevokedSigners) + ", or by keys not trusted here (revoked: " + ids + ")");
+  for (std::string& h : revoked_signer_hints()) e.hint(std::move(h));
+  return e;
+}
+
+bool is_revoked_signers_message(std::string_view message) { return message.find(kRevokedSigners) != std::string_view::npos; }
+
 bool ed25519_verify(const PublicKey& key, ByteView msg, ByteView signature) {
   if (signature.size() != 64) return false;
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(

@@ -76,6 +76,26 @@ for verb in keygen build sign verify inspect extract push run ls; do
   expect 0 '^xcargo [0-9]+\.[0-9]+\.[0-9]+$' -- "$X" "$verb" --version
 done
 expect 0 '^Usage: xcargo \[OPTIONS\] SUBCOMMAND' -- "$X" help
+# Each verb's help lists the exit codes it can return, in the words of the one table
+# (cli/exit_codes.h); the network verbs include 5, a client the node did not accept.
+for verb in keygen build sign verify inspect extract push run ls known-nodes; do
+  expect 0 '^  0  ok$' -- "$X" help "$verb"
+  expect 0 '^  2  usage error' -- "$X" help "$verb"
+done
+for verb in push run ls; do
+  expect 0 '^  4  a node could not be reached' -- "$X" help "$verb"
+  expect 0 '^  5  the node did not accept this client' -- "$X" help "$verb"
+done
+expect 0 '^  3  the run or push failed on the node' -- "$X" help run
+for code in 0 1 2 3 4 5; do
+  check "xcargo --help and README's table both list exit code $code" \
+    bash -c "'$X' --help | grep -q '^  $code  ' && grep -q '^| $code ' '$SRC/README.md'"
+done
+
+# README names every runtime function of the kernel ABI's allow-list (format-spec 5.5).
+for f in $(grep -o '^| `xc_[a-z_]*` | runtime' "$SRC/format-spec/xcargo-format.md" | grep -o 'xc_[a-z_]*'); do
+  check "README's list of kernel functions names $f" bash -c "sed -n '/^Kernels are freestanding/,/^\$/p' '$SRC/README.md' | grep -q '\`$f\`'"
+done
 expect 2 "unknown verb 'bogus'" -- "$X" help bogus
 
 # UCX settings that leave it nothing: one line saying what was asked, exit 2 (usage).

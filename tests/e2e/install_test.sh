@@ -2,8 +2,9 @@
 # An install as its users meet it: `cmake --install` to a prefix that is then moved, a CMake
 # project outside the tree (find_package(xcargo), xcargo_add_cargo, the client library) that
 # builds a cargo and runs it on the installed loader, header changes rebuilding the cargo
-# (its depfile), pkg-config, man pages and completion made from --help, the systemd unit
-# (systemd-analyze verify), and the installed loader serving as an unprivileged user.
+# (its depfile), the README's CMake and pkg-config examples built as written with g++, man
+# pages and bash completion made from --help (entries and variants read from a cargo), the
+# systemd unit (systemd-analyze verify), and the installed loader serving as an unprivileged user.
 # usage: install_test.sh XCARGO SOURCE_DIR BUILD_DIR
 X=$1
 SRC=$2
@@ -53,7 +54,7 @@ ADDR=$(cat loader.addr)
 # The consumer project, copied so the test can edit its header.
 cp -r "$SRC/tests/install/consumer" consumer
 check "consumer: cmake configure (find_package(xcargo))" \
-  cmake -S consumer -B cbuild -G Ninja -DCMAKE_PREFIX_PATH="$P" -DSIGNING_KEY="$TMP/k"
+  cmake -S consumer -B cbuild -G Ninja -DCMAKE_PREFIX_PATH="$P" -DCMAKE_CXX_COMPILER=g++ -DSIGNING_KEY="$TMP/k"
 cmake --build cbuild > cbuild.out 2>&1
 check "consumer: builds its cargo and program" grep -q 'Building cargo scale' cbuild.out
 diagnose cbuild.out
@@ -64,13 +65,28 @@ sed -i 's/#define FACTOR 3/#define FACTOR 5/' consumer/kernels/scale.h
 expect 0 'Building cargo scale' -- cmake --build cbuild
 expect 0 '^150 variant x86_64' -- cbuild/offload "$ADDR" 5
 
-# pkg-config, for builds that do not use CMake.
-export PKG_CONFIG_PATH=$P/lib/pkgconfig
-check "pkg-config knows xcargo" pkg-config --exists xcargo
-libdir=$(pkg-config --variable=libdir xcargo)
-check "pkg-config: a program builds" bash -c "c++ -o pc_offload consumer/offload.cpp -DSCALE_CARGO='\"$TMP/cbuild/scale.xcargo\"' \
-  \$(pkg-config --cflags --libs xcargo) -Wl,-rpath,$libdir"
-expect 0 '^150 variant x86_64' -- ./pc_offload "$ADDR" 5
+# The README's examples exactly as it writes them (the code block after each "<!-- e2e.install: NAME -->"
+# line), the prefix /opt/xcargo being this install's, with the consumer's sources and g++.
+readme_block() {
+  awk -v m="<!-- e2e.install: $1 -->" '$0 == m { on = 1; next } on && /^```/ { if (in_block) exit; in_block = 1; next }
+                                       in_block { print }' "$SRC/README.md" | sed "s|/opt/xcargo|$P|g"
+}
+mkdir readme && cp -r "$SRC/tests/install/consumer/kernels" "$SRC/tests/install/consumer/offload.cpp" readme/
+cp -p k readme/ci.key
+readme_block cmake > readme/CMakeLists.txt
+check "README: its CMake example is found" grep -q 'xcargo::client' readme/CMakeLists.txt
+check "README: its CMake example configures" \
+  bash -c "cmake -S readme -B rbuild -G Ninja -DCMAKE_PREFIX_PATH='$P' -DCMAKE_CXX_COMPILER=g++ > rconfigure.out 2>&1"
+diagnose rconfigure.out
+cmake --build rbuild > rbuild.out 2>&1
+check "README: its CMake example builds with g++" grep -q 'Linking CXX executable offload' rbuild.out
+diagnose rbuild.out
+expect 0 '^30 variant x86_64' -- bash -c "cd rbuild && ./offload '$ADDR' 5"
+readme_block pkg-config > pkg-config.sh
+check "README: its pkg-config command is found" grep -q '^g++ .*pkg-config --cflags --libs xcargo' pkg-config.sh
+check "README: its pkg-config command builds a program" bash -c "cd readme && bash ../pkg-config.sh"
+cp rbuild/scale.xcargo readme/
+expect 0 '^30 variant x86_64' -- bash -c "cd readme && env -u LD_LIBRARY_PATH ./offload '$ADDR' 5"
 
 # Man pages: one per verb, each listing every option its --help lists.
 for verb in keygen build sign verify inspect extract push run ls; do
@@ -83,6 +99,11 @@ for verb in keygen build sign verify inspect extract push run ls; do
   check "man xcargo-$verb lists every option of --help (missing:$missing)" test -z "$missing"
 done
 expect 0 '--listen HOST:PORT' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-loader.1'"
+check "man xcargo-slurm is found under the prefix" test "$(MANPATH=$P/share/man man -w xcargo-slurm 2>&1)" = "$P/share/man/man1/xcargo-slurm.1"
+expect 0 '^ +--base-port P$' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-slurm.1'"
+expect 0 '^ +xcargo-slurm stop \[--dir DIR\]$' -- bash -c "MANWIDTH=200 man -l '$P/share/man/man1/xcargo-slurm.1'"
+# NAME lines (what apropos and whatis show) say what a program is for, xcargo's its running code.
+expect 0 '^ +xcargo - build, sign and check .*run their kernels' -- bash -c "MANWIDTH=300 man -l '$P/share/man/man1/xcargo.1' | sed -n '/^NAME/{n;p}'"
 
 # Bash completion.
 cat > complete_words <<'SH'
@@ -96,6 +117,22 @@ expect 0 '^build$' -- ./complete_words "$P/share/bash-completion/completions/xca
 expect 0 '^contract strict$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --fp ''
 expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --de
 expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
+COMPLETION=$P/share/bash-completion/completions/xcargo
+expect 0 '^help$' -- ./complete_words "$COMPLETION" xcargo h
+expect 0 '^run$' -- ./complete_words "$COMPLETION" xcargo help r
+expect 0 '^bitcode x86_64 aarch64 riscv64$' -- ./complete_words "$COMPLETION" xcargo build -t ''
+expect 0 '^bitcode x86_64 aarch64 riscv64$' -- ./complete_words "$COMPLETION" xcargo build k.c --target ''
+expect 0 '^bitcode,aarch64$' -- ./complete_words "$COMPLETION" xcargo build -t bitcode,a  # a comma-separated list
+# --entry and --variant: the names in the cargo on the line, read by the installed xcargo.
+"$P/bin/xcargo" build "$SRC/examples/hello/hello.c" -o hello.xcargo -t x86_64,bitcode > build.out 2>&1
+expect 0 '^add greet$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run hello.xcargo --entry ''
+expect 0 '^greet$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run --trust k.pub hello.xcargo --entry g
+expect 0 '^scale$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run cbuild/scale.xcargo --to "$ADDR" --entry ''
+expect 0 '^x86_64 bitcode$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo extract hello.xcargo --variant ''
+expect 0 '^$' -- env PATH="$P/bin:$PATH" ./complete_words "$COMPLETION" xcargo run --entry ''  # no cargo named yet
+# bash-completion finds it under the prefix (XDG_DATA_DIRS names the prefix's share/, as for /usr/local).
+expect 0 '^complete -o filenames -F _xcargo xcargo$' -- env XDG_DATA_DIRS="$P/share" bash -c \
+  'source /usr/share/bash-completion/bash_completion && __load_completion xcargo && complete -p xcargo'
 
 # The loader as a user of its own (what the unit's DynamicUser gives it): no root at all.
 # Its client here is root, another user, which its same-host door refuses: it comes in

@@ -166,6 +166,10 @@ echo "$kid  # revoked by the test" > rtrust/revoked.txt
 expect 1 "revoked: $kid" -- "$X" verify hello.xcargo --trust rtrust
 eventually 30 "the loader rereads its trust directory" grep -q 'trust: reloaded 1 keys; 1 loaded cargos no longer trusted' rnode.log
 expect 1 "refused.*revoked: $kid" -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to "$rnode"
+# ... with the hints of a revocation, not those of an unknown signer (issue 48).
+expect 1 "hint: .*deletes its line from revoked.txt" -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to "$rnode"
+check "a revoked signer gets no 'must hold the .pub' hint" bash -c \
+  "! '$X' run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to '$rnode' 2>&1 | grep -q 'must hold the signer'"
 rm rtrust/revoked.txt
 eventually 30 "the loader rereads its trust directory again" lines_at_least 2 'trust: reloaded 1 keys' rnode.log
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$rnode"

@@ -49,6 +49,7 @@ struct AuthorizedKey {
 // The keys a loader accepts (its `clients` setting), in the spirit of OpenSSH's
 // authorized_keys. PATH is either
 //   a directory: every *.pub file in it is a key with the client verbs (push, run, ls, read);
+//   any other entry is no key, and ignored() says which and why (for the loader's log);
 //   a file of lines "[verbs=LIST] KEY [NAME]", KEY being the base64 line of a .pub file
 //   (its second line), '#' starting a comment.
 // Errors name the file and line; nothing is skipped silently.
@@ -59,9 +60,13 @@ public:
   void add(AuthorizedKey k) { keys_.push_back(std::move(k)); }
   const AuthorizedKey* find(const std::array<uint8_t, 32>& raw) const;
   size_t size() const { return keys_.size(); }
+  // The entries of a clients directory that hold no key, each "PATH: why, and what a clients
+  // directory expects", in directory order; empty for a file.
+  const std::vector<std::string>& ignored() const { return ignored_; }
 
 private:
   std::vector<AuthorizedKey> keys_;
+  std::vector<std::string> ignored_;
 };
 
 // The line for an authorized-keys file that grants key these verbs.

@@ -29,6 +29,15 @@ std::string public_key_to_pem(const PublicKey& key);
 // `xcargo inspect` shows them), one per line; '#' starts a comment.
 inline constexpr const char* kRevocationList = "revoked.txt";
 
+// The refusal of a cargo whose signers this verifier trusts are all revoked (Errc::untrusted),
+// with hints for that case: what revocation means, how an admin undoes it, and that the cargo
+// needs a signature by a key that is trusted and not revoked. ids: the revoked signers' key ids.
+Error revoked_signers_error(const std::string& ids);
+// Whether a refusal's message (as a node sends it, without its hints) is the one of
+// revoked_signers_error: a client then adds revoked_signer_hints() itself.
+bool is_revoked_signers_message(std::string_view message);
+std::vector<std::string> revoked_signer_hints();
+
 class TrustStore {
 public:
   // PATH is one .pub file or a directory whose *.pub files are all loaded, with its

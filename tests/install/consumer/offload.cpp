@@ -8,6 +8,10 @@
 #include <xcargo/client.h>
 #include <xcargo/version.h>
 
+#ifndef SCALE_CARGO
+#define SCALE_CARGO "scale.xcargo"  // where the README's CMake example builds it
+#endif
+
 int main(int argc, char** argv) {
   if (argc != 3) return std::fprintf(stderr, "usage: offload HOST:PORT X\n"), 2;
   auto bytes = xcargo::read_cargo_file(SCALE_CARGO);

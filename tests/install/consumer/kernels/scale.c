@@ -3,6 +3,10 @@
 #include <xcargo/kernel.h>
 #include "scale.h"
 
+#ifndef OFFSET
+#define OFFSET 0  /* the README's CMake example passes no DEFINES */
+#endif
+
 int64_t twice(int64_t x);
 
 XC_ENTRY int scale(xc_ctx *ctx, const void *in, size_t in_len) {

@@ -114,7 +114,9 @@ LogFields log_fields(std::string_view line) {
     else if (line.find("the kernel ran past the time limit") != std::string_view::npos) f.status = "timeout";
     else if (line.find("the sandbox stopped the kernel") != std::string_view::npos) f.status = "sandbox";
   }
-  if (const size_t k = line.find(" key "); k != std::string_view::npos) {
+  size_t k = line.find(" key ");
+  if (k != std::string_view::npos && k >= 4 && line.substr(k - 4, 4) == "node") k = line.find(" key ", k + 1);  // the node's own
+  if (k != std::string_view::npos) {
     std::string key = token(line, k + 5, " ;,)");
     bool hex = !key.empty();
     for (char c : key) hex = hex && hex_digit(c);
@@ -122,6 +124,7 @@ LogFields log_fields(std::string_view line) {
   }
   if (const size_t at = line.find("from "); at != std::string_view::npos && (at == 0 || line[at - 1] == ' ' || line[at - 1] == '(')) {
     std::string peer = token(line, at + 5, " ;,)");
+    if (!peer.empty() && peer.back() == ':') peer.pop_back();  // "from HOST:PORT: key ..."
     if (peer.find(':') != std::string::npos) f.peer = std::move(peer);
   }
   return f;

@@ -41,6 +41,10 @@ TEST_CASE("fields are found in the lines' wording", "[log_json]") {
   CHECK(f.cargo == "0ebf63e0ea55dc38");
   CHECK(f.entry == "crash");
   CHECK(log_fields("error: cache /x: denied").level == "error");
+  f = log_fields("accepted client from 127.0.0.1:37728: key aa5b631d0d3e4f80 (me): may push");
+  CHECK(f.peer == "127.0.0.1:37728");
+  CHECK(f.client == "aa5b631d0d3e4f80");
+  CHECK(log_fields("listening on 127.0.0.1:1; node key 2a5722234f0de3ad; 1 authorized client keys").client.empty());
   f = log_fields("listening on 127.0.0.1:7400");
   CHECK(f.cargo.empty());
   CHECK(f.status.empty());

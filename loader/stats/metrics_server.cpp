@@ -58,6 +58,7 @@ struct Conn {
   int fd = -1;
   std::chrono::steady_clock::time_point deadline;
   size_t used = 0;
+  bool draining = false;  // answered: what the client still sends is read and dropped until it closes
   char head[kMaxHttpHead];  // fixed: a request cannot make this process allocate
 };
 
@@ -126,26 +127,31 @@ int serve_metrics(int listen_fd, const NodeStats& stats, const std::atomic<bool>
         if (c.fd < 0) {
           c.fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           c.used = 0;
+          c.draining = false;
           c.deadline = now + std::chrono::milliseconds(kMetricsDeadlineMs);
           break;
         }
     for (Conn& c : conns) {
       if (c.fd < 0) continue;
       bool done = now > c.deadline;
-      while (!done && c.used < sizeof c.head) {
+      while (!done && (c.draining || c.used < sizeof c.head)) {
+        if (c.draining) c.used = 0;
         const ssize_t r = ::recv(c.fd, c.head + c.used, sizeof c.head - c.used, 0);
         if (r > 0) c.used += size_t(r);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) done = true;
         if (r <= 0) break;
       }
-      if (!done) {
+      if (!done && !c.draining) {
         const HttpRequest q = parse_http_request(std::string_view(c.head, c.used));
         if (q.verdict != HttpVerdict::incomplete) {
           timespec ts{};
           ::clock_gettime(CLOCK_REALTIME, &ts);
           const std::string body = q.verdict == HttpVerdict::metrics ? prometheus_text(stats.snapshot(), double(ts.tv_sec) + ts.tv_nsec / 1e9) : "";
-          (void)send_all(c, http_response(q.verdict, q.head_only, body));
-          done = true;
+          // Then no more from this side; the socket closes once the client has closed its
+          // side (or at the deadline): closed with unread bytes, it would reset the
+          // connection, and the client could lose the response.
+          done = !send_all(c, http_response(q.verdict, q.head_only, body)) || ::shutdown(c.fd, SHUT_WR) != 0;
+          c.draining = true;
         }
       }
       if (done) {

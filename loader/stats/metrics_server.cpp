@@ -37,7 +37,10 @@ Result<int> bind_unix(const std::string& path) {
       ::close(fd);
       return Error(Errc::invalid_argument, "metrics unix:" + path + ": exists and is not a socket").hint("choose another path");
     }
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool served = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (probe >= 0) ::close(probe);
+    if (served) {
       ::close(fd);
       return Error(Errc::invalid_argument, "metrics unix:" + path + ": another process serves it").hint("choose another path, or stop that loader");
     }

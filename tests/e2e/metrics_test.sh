@@ -31,6 +31,8 @@ expect 2 'metrics 0\.0\.0\.0:0: not a loopback address' -- "$LOADER" --listen 12
 expect 2 'log-format.*text or json' -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients clients --log-format yaml
 
 M=unix:$TMP/metrics.sock
+# A socket left by a loader that ended is replaced (one still served is refused, below).
+$PY -c "import socket; socket.socket(socket.AF_UNIX).bind('$TMP/metrics.sock')"
 "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file node.addr --trust trust --clients clients --metrics "$M" \
   --log-format json --log "$TMP/node.log" 2>>node.err &
 pids+=($!)
@@ -81,6 +83,8 @@ expect 0 '^HTTP/1.1 400' -- $PY "$HERE/scrape_metrics.py" "$M" 'GET /metrics HTT
 expect 0 '^HTTP/1.1 431' -- $PY "$HERE/scrape_metrics.py" "$M" "GET /metrics HTTP/1.1\r\nX: $(head -c 5000 /dev/zero | tr '\0' a)"
 check "the endpoint serves after hostile requests" $PY "$HERE/scrape_metrics.py" "$M"
 check "the endpoint is not the client's: the socket has mode 0660" bash -c "[ \$(stat -c %a '$TMP/metrics.sock') = 660 ]"
+expect 2 'metrics unix:.*: another process serves it' -- "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --trust trust \
+  --clients clients --metrics "$M"
 
 kill -TERM "${pids[0]}"
 for _ in $(seq 300); do kill -0 "${pids[0]}" 2>>"$DISCARD" || break; sleep 0.1; done

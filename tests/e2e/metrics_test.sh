@@ -34,7 +34,7 @@ M=unix:$TMP/metrics.sock
 # A socket left by a loader that ended is replaced (one still served is refused, below).
 $PY -c "import socket; socket.socket(socket.AF_UNIX).bind('$TMP/metrics.sock')"
 "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --ready-file node.addr --trust trust --clients clients --metrics "$M" \
-  --log-format json --log "$TMP/node.log" 2>>node.err &
+  --timeout 4 --log-format json --log "$TMP/node.log" 2>>node.err &
 pids+=($!)
 diagnose node.log node.err
 wait_file node.addr || echo "FAIL: the loader did not start: $(tail -3 node.err)"
@@ -47,6 +47,23 @@ expect 0 'no entry' -- bash -c "'$X' run hello.xcargo --entry nope --to '$node' 
 expect 0 'crash' -- bash -c "'$X' run faults.xcargo --entry segfault --to '$node' 2>&1; true"
 # The worker that crashed is replaced: the next run is served by its successor.
 expect 0 '^45$' -- "$X" run hello.xcargo --entry add --arg i64:5 --arg i64:40 --result i64 --to "$node"
+# A kernel that spins: in flight while it runs, then timed out (the node's --timeout 4), and
+# its worker replaced too.
+"$X" run faults.xcargo --entry spin --to "$node" > spin.out 2>&1 &
+spinner=$!
+check "the spinning kernel is counted in flight while it runs" $PY -c "
+import sys, time
+sys.path.insert(0, '$HERE')
+from scrape_metrics import scrape
+deadline = time.time() + 30
+while scrape('$M')['xcargo_invocations_in_flight'] != 1:
+    assert time.time() < deadline, 'never 1 in flight'
+    time.sleep(0.02)
+"
+for _ in $(seq 600); do kill -0 "$spinner" 2>>"$DISCARD" || break; sleep 0.1; done
+wait "$spinner"
+check "the spinning kernel was timed out" grep -q 'time limit' spin.out
+expect 0 '^46$' -- "$X" run hello.xcargo --entry add --arg i64:6 --arg i64:40 --result i64 --to "$node"
 
 check "the scrape parses with prometheus_client's text parser" bash -c "$PY '$HERE/scrape_metrics.py' '$M' > scrape.json"
 "$X" ls --to "$node" --json > ls.json 2>>"$DISCARD"
@@ -55,26 +72,28 @@ import json
 m = json.load(open('scrape.json'))
 ok = lambda c, why: c or exit('%s: %s' % (why, json.dumps(m, indent=1)))
 inv = m['xcargo_invocations_total']
-ok(inv >= 7, 'invocations %s, at least 7 (5 ok, no_entry, crashed)' % inv)
+ok(inv >= 9, 'invocations %s, at least 9 (6 ok, no_entry, crashed, timeout)' % inv)
 ok(m['xcargo_invocations_failed_total{status=\"crashed\"}'] == 1, 'one crashed')
 ok(m['xcargo_invocations_failed_total{status=\"no_entry\"}'] == 1, 'one no_entry')
-ok(m['xcargo_invocations_failed_total{status=\"timeout\"}'] == 0, 'no timeout')
+ok(m['xcargo_invocations_failed_total{status=\"timeout\"}'] == 1, 'one timeout')
+ok(m['xcargo_kernel_timeouts_total'] == 1, 'one time-out')
 ok(m['xcargo_kernel_crashes_total'] == 1, 'one crash')
-ok(m['xcargo_worker_restarts_total'] == 1, 'one restart')
+ok(m['xcargo_worker_restarts_total'] == 2, 'two restarts (the crash, the time-out)')
 ok(m['xcargo_invocations_in_flight'] == 0, 'nothing in flight')
 ok(m['xcargo_loader_uptime_seconds'] > 0, 'uptime')
 ok(m['xcargo_input_bytes_total'] >= 5 * 16, 'input bytes')
 ok(m['xcargo_output_bytes_total'] >= 5 * 8, 'output bytes')
 hello = [v for k, v in m.items() if k.startswith('xcargo_cargo_invocations_total{') and 'cargo=\"hello\"' in k]
-ok(hello and hello[0] >= 6, 'hello counted apart: %s' % hello)
+ok(hello and hello[0] >= 7, 'hello counted apart: %s' % hello)
 crashed = [v for k, v in m.items() if k.startswith('xcargo_cargo_invocations_failed_total{') and 'cargo=\"faults\"' in k]
-ok(crashed == [1], 'faults failed once: %s' % crashed)
+ok(crashed == [2], 'faults failed twice: %s' % crashed)
 keys = [v for k, v in m.items() if k.startswith('xcargo_client_invocations_total{client=\"') and 'other' not in k]
-ok(keys and max(keys) >= 7, 'the client key counted: %s' % keys)
+ok(keys and max(keys) >= 9, 'the client key counted: %s' % keys)
 ls = json.load(open('ls.json'))['stats']
 ok(ls['invocations'] == inv, 'ls invocations %s, metrics %s' % (ls['invocations'], inv))
-ok(ls['invocations_failed'] == inv - m.get('xcargo_invocations_failed_total{status=\"ok\"}', 0) - (inv - sum(v for k, v in m.items() if k.startswith('xcargo_invocations_failed_total{'))), 'ls failed %s' % ls['invocations_failed'])
-ok(ls['invocations_failed'] >= 2 and ls['kernel_crashes'] == 1 and ls['worker_restarts'] == 1, 'ls stats %s' % ls)
+failed = sum(v for k, v in m.items() if k.startswith('xcargo_invocations_failed_total{'))
+ok(ls['invocations_failed'] == failed, 'ls failed %s, metrics %s' % (ls['invocations_failed'], failed))
+ok(ls['invocations_failed'] >= 3 and ls['kernel_crashes'] == 1 and ls['kernel_timeouts'] == 1 and ls['worker_restarts'] == 2, 'ls stats %s' % ls)
 "
 # Hostile requests: each answered and closed, and the endpoint still serves.
 expect 0 '^HTTP/1.1 404' -- $PY "$HERE/scrape_metrics.py" "$M" 'GET /other HTTP/1.1\r\n\r\n'

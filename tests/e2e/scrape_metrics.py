@@ -27,11 +27,8 @@ def exchange(addr, request, limit_s=20):
     return data
 
 
-def main():
-    addr = sys.argv[1]
-    if len(sys.argv) > 2:
-        print(exchange(addr, sys.argv[2].encode().decode("unicode_escape").encode("latin-1")).split(b"\r\n", 1)[0].decode())
-        return
+def scrape(addr):
+    """The samples of one scrape, {"name{labels}": value}, after checking the response."""
     raw = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain\r\n\r\n")
     head, body = raw.split(b"\r\n\r\n", 1)
     lines = head.decode("ascii").split("\r\n")
@@ -45,7 +42,16 @@ def main():
         for s in family.samples:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
             out[s.name + ("{" + labels + "}" if labels else "")] = s.value
-    print(json.dumps(out, indent=1, sort_keys=True))
+    return out
 
 
-main()
+def main():
+    addr = sys.argv[1]
+    if len(sys.argv) > 2:
+        print(exchange(addr, sys.argv[2].encode().decode("unicode_escape").encode("latin-1")).split(b"\r\n", 1)[0].decode())
+        return
+    print(json.dumps(scrape(addr), indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

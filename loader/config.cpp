@@ -145,6 +145,17 @@ const std::vector<Setting>& settings() {
                                  "connection, then one line a second summing the runs after it)", SWITCH(log_every_run)},
       {"log-max-size", "SIZE", "Rotate the log file before it passes this size (default 64M; at most twice this on disk)",
        SIZE(log_max_size)},
+      {"log-format", "text|json", "text: one line per event; json: one JSON object per line (time, level, pid, message, "
+                                  "and the fields the line names: cargo, entry, status, client, peer)",
+       [](LoaderConfig& c, const std::string& t) -> Status {
+         if (t != "text" && t != "json") return must_be("text or json");
+         c.log_format = t;
+         return {};
+       }},
+      {"metrics", "ADDR", "Serve the node's counters in Prometheus' text format (GET /metrics, no authentication) at "
+                          "unix:/PATH or 127.0.0.1:PORT (loader/README.md, 'Metrics')", TEXT(metrics)},
+      {"metrics-any-address", nullptr, "Let metrics listen on an address other hosts can reach (anyone who reaches it "
+                                       "reads the counts)", SWITCH(metrics_any_address)},
   };
   return table;
 }

@@ -45,6 +45,10 @@ struct LoaderConfig {
   bool verbose = false;     // --exec only: log requests
   std::string log;          // --log FILE: the log goes here instead of stderr, rotated
   uint64_t log_max_size = 64ull << 20;  // FILE is rotated to FILE.1 before it passes this
+  std::string log_format = "text";  // text or json (log.h, set_log_json)
+  std::string metrics;      // unix:/PATH or HOST:PORT of the metrics endpoint (empty: none)
+  bool metrics_any_address = false;  // metrics may listen on a non-loopback address
+  int node_stats_fd = -1;   // the supervisor's counters, which workers inherit (not a setting)
 };
 
 // The one table of settings: each is a flag (--NAME) and a loader.yaml key (NAME, or with

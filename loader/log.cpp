@@ -2,6 +2,7 @@
 // and the log copier, a process that copies every loader process's stderr pipe into the log.
 #include "log.h"
 
+#include "log_json.h"
 #include "processes.h"
 #include "xcargo/file.h"
 
@@ -36,6 +37,21 @@
 namespace xcargo::loader {
 
 namespace {
+
+// --log-format json: set before any process that logs is forked, so all of them agree.
+bool g_json = false;
+
+// "YYYY-MM-DDTHH:MM:SS.uuuuuuZ", now, in UTC.
+std::string utc_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  tm g{};
+  ::gmtime_r(&t.tv_sec, &g);
+  char b[40];
+  const size_t n = std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &g);
+  std::snprintf(b + n, sizeof b - n, ".%06ldZ", long(t.tv_nsec / 1000));
+  return b;
+}
 
 // Lines beyond this many unwritten bytes are dropped (and counted) rather than buffered: a
 // stderr nobody reads must not grow the loader without bound.
@@ -99,6 +115,16 @@ struct Log {
       }
       write_out(out);
     }
+  }
+  // Called with mu held: line, prefixed (or as a JSON object), and its newline.
+  void append_line(std::string_view line) {
+    if (g_json) {
+      if (!pid) pid = int(::getpid());
+      buf.append(json_log_line(utc_now(), pid, line)).append(1, '\n');
+      return;
+    }
+    prefix();
+    buf.append(line).append(1, '\n');
   }
   // Called with mu held.
   void prefix() {
@@ -215,16 +241,36 @@ struct FileSink {
       constexpr size_t kPiece = (64 << 10) - 1;
       while (pending.size() >= kPiece) {
         std::string piece = pending.substr(0, kPiece) + '\n';
-        emit(piece.data(), piece.size());
+        if (g_json) emit_json(piece.data(), piece.size());
+        else emit(piece.data(), piece.size());
         pending.erase(0, kPiece);
       }
       return;
     }
-    emit(pending.data(), end + 1);
+    if (g_json) emit_json(pending.data(), end + 1);
+    else emit(pending.data(), end + 1);
     pending.erase(0, end + 1);
   }
+  // JSON mode: the loader's lines are objects already; any other (a library's own line on
+  // stderr, a line cut at kPiece) becomes one, with pid 0, so that every line parses.
+  void emit_json(const char* p, size_t n) {
+    std::string out;
+    for (size_t at = 0; at < n;) {
+      const char* nl = static_cast<const char*>(std::memchr(p + at, '\n', n - at));
+      const size_t end = nl ? size_t(nl - p) : n;
+      const std::string_view line(p + at, end - at);
+      if (line.rfind("{\"time\":", 0) == 0 && line.back() == '}') out.append(line).append(1, '\n');
+      else out.append(json_log_line(utc_now(), 0, line)).append(1, '\n');
+      at = end + 1;
+    }
+    emit(out.data(), out.size());
+  }
   void finish(Source& src) {
-    if (!src.pending.empty()) src.pending.push_back('\n'), emit(src.pending.data(), src.pending.size());
+    if (!src.pending.empty()) {
+      src.pending.push_back('\n');
+      if (g_json) emit_json(src.pending.data(), src.pending.size());
+      else emit(src.pending.data(), src.pending.size());
+    }
     ::close(src.fd);
   }
   std::vector<Source> sources;  // the supervisor's own stderr first, then one per child
@@ -346,14 +392,15 @@ void log_directly() {
   g.direct = true;
 }
 
+void set_log_json(bool on) { g_json = on; }
+
 void log_line(std::string_view line) {
   Log& g = the_log();
   if (g.direct) {
     std::string out;
     {
       std::lock_guard<std::mutex> l(g.mu);
-      g.prefix();
-      g.buf.append(line).append(1, '\n');
+      g.append_line(line);
       out.swap(g.buf);
     }
     return g.write_out(out);
@@ -366,12 +413,10 @@ void log_line(std::string_view line) {
     return;
   }
   if (g.dropped) {
-    g.prefix();
-    g.buf.append("(").append(std::to_string(g.dropped)).append(" log lines dropped: stderr was not read)\n");
+    g.append_line("(" + std::to_string(g.dropped) + " log lines dropped: stderr was not read)");
     g.dropped = 0;
   }
-  g.prefix();
-  g.buf.append(line).append(1, '\n');
+  g.append_line(line);
   if (was_empty) g.cv.notify_one();
 }
 

@@ -14,6 +14,10 @@ namespace xcargo::loader {
 // microseconds). Under systemd (JOURNAL_STREAM is set), which stamps lines itself, only
 // "xcargo-loader: LINE".
 void log_line(std::string_view line);
+// From now on each line is a JSON object instead (log_json.h: --log-format json), in this
+// process and in those it forks later, the log copier included (which makes any other line
+// its stderr pipes carry one too). Call before forking.
+void set_log_json(bool on);
 // Starts the thread that writes queued lines (else started by the first line): in a process
 // whose sandbox refuses new threads, before that.
 void start_log();

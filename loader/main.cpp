@@ -30,6 +30,8 @@
 #include "key_service.h"
 #include "node_key.h"
 #include "log.h"
+#include "metrics_server.h"
+#include "node_stats.h"
 #include "regions.h"
 #include "service.h"
 #include "sandbox.h"
@@ -385,6 +387,40 @@ Result<int> start_compiler(const LoaderConfig& cfg) {
   return fd;
 }
 
+// The metrics endpoint's process (metrics_server.h), a child of the supervisor: it holds the
+// listening socket and a read-only view of the counters, nothing else, confined like the key
+// service (the worker's user, no files, no new threads, the filters).
+Result<pid_t> start_metrics(const LoaderConfig& cfg, const std::optional<sandbox::User>& user, int listen_fd, int stats_fd) {
+  ChildLog child_log = log_for_child();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    parent_done(child_log);
+    return Error(Errc::io, std::string("cannot start the metrics endpoint's process: ") + std::strerror(errno));
+  }
+  if (pid > 0) {
+    parent_done(child_log);
+    return pid;
+  }
+  child_stderr(child_log);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the loader gone, so is its endpoint
+  ::prctl(PR_SET_NAME, "xcargo-metrics");
+  sandbox::Options box;
+  box.syscall_filter = cfg.sandbox;
+  box.confine = cfg.sandbox;
+  box.user = user;
+  box.start_files.read = {"/proc/self"};
+  box.start_files.write = {"/dev/null"};
+  box.serve_files = box.start_files;
+  box.no_new_threads = true;
+  if (auto c = sandbox::prepare(box, {listen_fd, stats_fd}); !c.ok()) ::_exit(fail_in_log(c.error()));
+  auto stats = NodeStats::open(stats_fd, false);
+  if (!stats.ok()) ::_exit(fail_in_log(stats.error()));
+  if (auto s = sandbox::lock_down(box); !s.ok()) ::_exit(fail_in_log(s.error()));
+  const int rc = serve_metrics(listen_fd, **stats, g_stop);
+  flush_log();
+  ::_exit(rc);
+}
+
 // Blocks until the supervisor says go (true), or its end of go_fd closes or the loader is
 // stopping (false).
 bool wait_for_go(int go_fd) {
@@ -408,7 +444,8 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (serving) log_line(line);
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd});
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
+                                        cfg.node_stats_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox || !cfg.trusted_network)
     if (auto s = set_worker_transports(access.user.has_value(), cfg.trusted_network); !s.ok()) return fail_in_log(s.error());
@@ -431,6 +468,14 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
   Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
+  // The node's counters, which this worker adds to once it serves.
+  std::unique_ptr<NodeStats> stats;
+  if (cfg.node_stats_fd >= 0) {
+    auto st = NodeStats::open(cfg.node_stats_fd, true);
+    if (!st.ok()) return fail_in_log(st.error());
+    stats = std::move(*st);
+    handler.set_node_stats(stats.get());
+  }
   ServerOptions so;
   so.listen = cfg.listen;
   so.ucx_listener = cfg.trusted_network;
@@ -533,6 +578,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   }
   ::prctl(PR_SET_NAME, "xcargo-loader");  // the serving worker now (supervisor.cpp)
   serving = true;
+  if (stats) stats->begin_serving();
   (*engine)->keep_cargos(true);
   if (auto s = (*engine)->open_regions(); !s.ok()) {
     fail_in_log(s.error());
@@ -614,6 +660,7 @@ int main(int argc, char** argv) {
         return fail(Error(Errc::invalid_argument, flag_of(s) + " " + v + ": " + st.error().message()));
   }
   cfg.verbose = verbose;
+  set_log_json(cfg.log_format == "json");
   if (!cfg.cluster.empty()) {
     auto c = read_cluster_file(cfg.cluster);
     if (!c.ok()) return fail(c.error());
@@ -679,6 +726,20 @@ int main(int argc, char** argv) {
     auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
     if (!kept.ok()) return fail(kept.error());
     cfg.kept_cargos_fd = *kept;
+    // And the node's counters (loader/stats/node_stats.h): workers count, this process counts
+    // restarts, the metrics endpoint reads them.
+    auto stats_fd = NodeStats::create_memory();
+    if (!stats_fd.ok()) return fail(stats_fd.error());
+    cfg.node_stats_fd = *stats_fd;
+    auto node_stats = NodeStats::open(*stats_fd, true);
+    if (!node_stats.ok()) return fail(node_stats.error());
+    int metrics_fd = -1;
+    std::string metrics_at;
+    if (!cfg.metrics.empty()) {
+      auto m = bind_metrics(cfg.metrics, cfg.metrics_any_address, &metrics_at);
+      if (!m.ok()) return fail(m.error());
+      metrics_fd = *m;
+    }
     SupervisorOptions so;
     // The door offers a worker's System V shared memory; a worker without it opens none
     // (its clients take the listener, or the TLS front door).
@@ -712,6 +773,15 @@ int main(int argc, char** argv) {
     so.standby = cfg.standby;
     log_directly();
     if (auto s = start_log_copier(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
+    pid_t metrics_pid = -1;
+    if (metrics_fd >= 0) {
+      auto p = start_metrics(cfg, access->user, metrics_fd, *stats_fd);
+      ::close(metrics_fd);
+      if (!p.ok()) return fail(p.error());
+      metrics_pid = *p;
+    }
+    so.on_restart = [&node_stats] { (*node_stats)->worker_restarted(); };
+    so.on_worker_ended = [&node_stats](pid_t pid) { (*node_stats)->worker_ended(pid); };
     so.connect_key = [&access]() -> Result<std::pair<int, uint64_t>> {
       auto c = access->node_key->connect();
       if (!c.ok()) return c.take_error();
@@ -724,6 +794,7 @@ int main(int argc, char** argv) {
                                   : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
     if (access->clients)
       for (const std::string& why : access->clients->ignored()) so.started_notes.push_back("clients: " + why);
+    if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
     auto rc = supervise(
         so, g_stop,
         [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
@@ -734,6 +805,12 @@ int main(int argc, char** argv) {
           return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
+    if (metrics_pid > 0) {
+      ::kill(metrics_pid, SIGTERM);
+      while (::waitpid(metrics_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      if (cfg.metrics.rfind("unix:", 0) == 0) ::unlink(cfg.metrics.c_str() + 5);
+    }
     close_log();
     return rc.ok() ? *rc : fail(rc.error());
   }

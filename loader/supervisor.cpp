@@ -323,6 +323,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (!stop) log_line("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
       flush_log();
       if (door) door->ended(c.door);  // its same-host clients' lifelines close
+      if (options.on_worker_ended) options.on_worker_ended(c.pid);
       c.release();
       ending.erase(ending.begin() + long(i));
     }
@@ -456,6 +457,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         first = false;
         standby_at = Clock::now() + timing::kFirstStandbyAfter;
       } else {
+        if (options.on_restart) options.on_restart();
         log_line("worker restarted; listening on " + Listen{addr, tls}.text() + " " + ms_since(gap_since) + " ms after the last one began to end" +
                  (was_ready ? "" : " (no standby was ready)"));
       }

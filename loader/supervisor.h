@@ -47,6 +47,10 @@ struct SupervisorOptions {
   std::function<Result<std::pair<int, uint64_t>>()> connect_key;
   std::function<void(uint64_t id)> disconnect_key;
   std::function<bool(std::string* why)> key_alive;
+  // Told when a worker took over from one that ended, and when a worker was reaped (the
+  // node's counters: loader/stats/node_stats.h). Either may be empty.
+  std::function<void()> on_restart;
+  std::function<void(pid_t)> on_worker_ended;
 };
 
 // The worker's main. Prepares everything but its listener, writes "standby\n" to addr_fd,

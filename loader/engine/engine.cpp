@@ -562,6 +562,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     }
   }
   r.variant = cargo->summary.variant;
+  r.cargo_name = &cargo->summary.name;
   r.signed_by = cargo->signed_by.load(std::memory_order_acquire);
   if (cargo->revoked.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> why_lock(cargo->why_mu);

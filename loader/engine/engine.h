@@ -76,6 +76,7 @@ struct InvokeResult {
   std::string message;  // for failures: what went wrong, in a message for people
   std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
   const std::string* signed_by = nullptr;  // the cargo's trusted signers, for log lines (LoadReport); kept for the engine's life
+  const std::string* cargo_name = nullptr; // the cargo's name, once it was found; kept for the engine's life
 };
 
 struct LoadReport {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "line.h"
 #include "log.h"
@@ -83,6 +84,67 @@ std::string Handler::describe(MsgType type, ByteView header) const {
   }
   auto signed_by = engine_.signed_by(digest);
   return "cargo " + short_digest(digest) + "/" + entry + (signed_by ? ", " + *signed_by : "");
+}
+
+uint16_t Handler::cargo_label(const Digest& digest, const std::string* name) {
+  if (!name) return stats_->label(LabelKind::cargo, "unknown");  // digests nobody pushed do not take slots
+  struct Cached {
+    const NodeStats* stats = nullptr;
+    Digest digest{};
+    uint16_t slot = 0;
+  };
+  thread_local Cached c;
+  if (c.stats != stats_ || c.digest != digest) c = {stats_, digest, stats_->label(LabelKind::cargo, short_digest(digest) + " " + *name)};
+  return c.slot;
+}
+
+uint16_t Handler::client_label() {
+  const std::string* origin = RequestOrigin::current();
+  if (!origin) return stats_->label(LabelKind::client, "none");
+  // "from PEER key KEYID (NAME)": the key; a connection without one is anonymous.
+  struct Cached {
+    const NodeStats* stats = nullptr;
+    const std::string* origin = nullptr;
+    size_t at = 0;
+    std::string key;
+    uint16_t slot = 0;
+  };
+  thread_local Cached c;
+  if (c.stats == stats_ && c.origin == origin && origin->size() >= c.at + c.key.size() && origin->compare(c.at, c.key.size(), c.key) == 0)
+    return c.slot;
+  const size_t k = origin->find(" key ");
+  c.stats = stats_;
+  c.origin = origin;
+  c.at = k == std::string::npos ? origin->size() : k + 5;
+  c.key = origin->substr(c.at, origin->find(' ', c.at) - c.at);
+  c.slot = stats_->label(LabelKind::client, c.key.empty() ? "anonymous" : c.key);
+  return c.slot;
+}
+
+void Handler::count_answer(MsgType type, ByteView header, ReplyStatus status) {
+  if (!stats_) return;
+  Digest digest{};
+  uint64_t in = 0;
+  if (type == MsgType::invoke) {
+    auto i = decode_invoke(header);
+    if (!i.ok()) return;
+    digest = i->digest, in = i->input_size;
+  } else if (type == MsgType::forward) {
+    auto f = decode_forward(header);
+    if (!f.ok()) return;
+    digest = f->digest, in = f->input_size;
+  } else {
+    return;
+  }
+  const std::string* name = nullptr;
+  if (status != ReplyStatus::restarting)  // rare: the worker's failure; restarting answers may be many
+    for (const auto& c : engine_.list())
+      if (c.digest == digest) {
+        thread_local std::string found;
+        found = c.name;
+        name = &found;
+      }
+  stats_->answered(cargo_label(digest, name), client_label(), status, in, 0);
 }
 
 Reply Handler::bad_request(const std::string& why) {
@@ -316,9 +378,12 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     r.status = ReplyStatus::limit;
     r.message = "input of " + std::to_string(input.size()) + " bytes is over this node's limit of " + std::to_string(max_input_);
     note_request(std::string("refused ") + what + r.message);
+    if (stats_) stats_->answered(cargo_label(digest, nullptr), client_label(), r.status, input.size(), 0);
     return Step{{MsgType::result, encode(r), {}}, reply_to()};
   }
+  if (stats_) stats_->kernel_started();
   std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
+  if (stats_) stats_->kernel_ended();
   if (!res) return std::nullopt;
   if (const size_t n = res->reply_from_input) {  // the kernel replied with its input (or a prefix)
     // Only a buffer the reply fills at least half of: an unread reply is charged by its size
@@ -353,6 +418,9 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     note_request(std::string("failed ") + what + short_digest(digest) + "/" + entry + " -> " + status_name(res->status) + ": " +
          res->message + (res->signed_by ? " (" + *res->signed_by + ")" : ""));
   }
+  if (stats_)
+    stats_->answered(cargo_label(digest, res->cargo_name), client_label(), res->status, input.size(),
+                     res->forward ? 0 : res->output.size());
   if (res->forward) {
     Step s;
     s.send_reply = false;
@@ -383,8 +451,14 @@ Reply Handler::list(ByteView header) {
   auto q = decode_request(header);
   if (!q.ok()) return bad_request(q.error().message());
   Listing out;
-  for (const auto& c : engine_.list())
-    out.cargos.push_back({c.digest, c.invocations, c.name, c.version, c.variant, c.variants, c.entries});
+  const StatsSnapshot n = stats_ ? stats_->snapshot() : StatsSnapshot{};
+  for (const auto& c : engine_.list()) {
+    uint64_t invocations = c.invocations;  // this worker's runs; the node's answers if it counts them
+    const std::string key = short_digest(c.digest) + " ";
+    for (const LabelCounts& l : n.cargos)
+      if (l.value.compare(0, key.size(), key) == 0) invocations = l.counts.invocations;
+    out.cargos.push_back({c.digest, invocations, c.name, c.version, c.variant, c.variants, c.entries});
+  }
   for (const auto& [name, length] : engine_.regions().list()) out.regions.push_back({name, length});
   out.triple = engine_.host().triple.substr(0, kMaxName);
   out.cpu = engine_.host().cpu.substr(0, kMaxName);
@@ -433,6 +507,23 @@ Reply Handler::stats(ByteView header) {
                             {"jit_compiles", s.jit_compiles}, {"disk_cache_hits", s.disk_cache_hits},
                             {"disk_cache_misses", s.disk_cache_misses}, {"disk_cache_corrupt", s.disk_cache_corrupt},
                             {"invocations", s.invocations}, {"invocations_failed", s.invocations_failed}};
+  if (stats_) {  // the node's counts, kept across workers (this worker's alone above otherwise)
+    const StatsSnapshot n = stats_->snapshot();
+    c[6].value = n.total.invocations;
+    c[7].value = n.total.failed();
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    const double now = double(ts.tv_sec) + ts.tv_nsec / 1e9;
+    c.push_back({"kernel_crashes", n.total.by_status[size_t(ReplyStatus::crashed)]});
+    c.push_back({"kernel_timeouts", n.total.by_status[size_t(ReplyStatus::timeout)]});
+    c.push_back({"worker_restarts", n.worker_restarts});
+    c.push_back({"uptime_s", uint64_t(now > n.started_unix_s ? now - n.started_unix_s : 0)});
+    c.push_back({"invocations_in_flight", n.running});
+    c.push_back({"input_bytes", n.total.bytes_in});
+    c.push_back({"output_bytes", n.total.bytes_out});
+    for (size_t i = 1; i < kStatusKinds; ++i)
+      if (n.total.by_status[i]) c.push_back({std::string("failed_") + status_name(ReplyStatus(i)), n.total.by_status[i]});
+  }
   if (transport_counters_)
     for (Counter& t : transport_counters_()) c.push_back(std::move(t));
   return {MsgType::stats_reply, encode(RequestOnly{q->request_id}), encode_counters(c)};

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "reply.h"
 #include "line_limit.h"
+#include "node_stats.h"
 #include "run_log.h"
 #include "xcargo/wire.h"
 
@@ -92,6 +93,13 @@ public:
   bool tier_up_ready() const { return engine_.tier_up_ready(); }
   void tier_up(bool ready = false);
 
+  // The node's counters (node_stats.h), which outlive this worker: every invocation and
+  // forward answered is counted there once begin_serving was called on them. Null: none.
+  void set_node_stats(NodeStats* stats) { stats_ = stats; }
+  // An invoke or forward the server answered without the handler (a kernel's crash, time-out
+  // or sandbox stop; interrupted; restarting): counted with its status.
+  void count_answer(wire::MsgType type, ByteView header, wire::ReplyStatus status);
+
   // Counters of the transport (the UCX server's) that stats replies add to the engine's.
   // Called from whichever thread answers a stats request.
   void set_transport_counters(std::function<std::vector<wire::Counter>()> f) { transport_counters_ = std::move(f); }
@@ -120,6 +128,11 @@ private:
   LineLimit refusals_;
   bool every_run_;
   std::function<std::vector<wire::Counter>()> transport_counters_;
+  NodeStats* stats_ = nullptr;
+  // The label slots of a cargo (by digest; name null: not loaded) and of this thread's
+  // request origin (its client key), cached per thread.
+  uint16_t cargo_label(const Digest& digest, const std::string* name);
+  uint16_t client_label();
 };
 
 }  // namespace xcargo::loader

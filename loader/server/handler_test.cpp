@@ -227,3 +227,38 @@ TEST_CASE("a forward header is remembered but for its id and hop; any other byte
   REQUIRE(on->forward);
   CHECK(on->forward->hop == 10);
 }
+
+TEST_CASE("invocations are counted in the node's counters, by cargo and client key, answered by the server too", "[handler]") {
+  Echoes t;
+  auto fd = NodeStats::create_memory();
+  REQUIRE(fd.ok());
+  auto stats = NodeStats::open(*fd, true);
+  REQUIRE(stats.ok());
+  (*stats)->begin_serving();
+  t.handler->set_node_stats(stats->get());
+  const std::string who = "from 127.0.0.1:4000 key 00c0ffee00c0ffee (ci)";
+  {
+    RequestOrigin origin(&who);
+    const Bytes in = pattern(16);
+    for (int i = 0; i < 3; ++i) t.invoke("echo", in, nullptr);
+    wire::Invoke inv;
+    inv.digest = t.digest;
+    inv.entry = "missing";
+    inv.input_size = 4;
+    REQUIRE(t.handler->invoke(wire::encode(inv), pattern(4), {}, false));
+    t.handler->count_answer(wire::MsgType::invoke, wire::encode(inv), wire::ReplyStatus::crashed);
+  }
+  const StatsSnapshot s = (*stats)->snapshot();
+  CHECK(s.total.invocations == 5);
+  CHECK(s.total.by_status[size_t(wire::ReplyStatus::no_entry)] == 1);
+  CHECK(s.total.by_status[size_t(wire::ReplyStatus::crashed)] == 1);
+  CHECK(s.total.bytes_in == 3 * 16 + 4 + 4);
+  CHECK(s.total.bytes_out == 3 * 16);
+  CHECK(s.running == 0);
+  REQUIRE(s.cargos.size() == 1);
+  CHECK(s.cargos[0].value == to_hex(ByteView(t.digest).first(8)) + " echoes");
+  CHECK(s.cargos[0].counts.invocations == 5);
+  REQUIRE(s.clients.size() == 1);
+  CHECK(s.clients[0].value == "00c0ffee00c0ffee");
+  ::close(*fd);
+}

@@ -17,6 +17,7 @@ Step UcxServer::Impl::interrupted(MsgType type, ByteView header) const {
   m.node_id = opt.node_id;
   m.message = "the kernel was running when another kernel's failure made the node replace its worker; it may have "
               "partly run (its writes to node memory stay)";
+  handler->count_answer(type, header, ReplyStatus::interrupted);
   return Step{{MsgType::result, encode(m), {}}, reply_to_of(type, header)};
 }
 
@@ -32,6 +33,7 @@ Bytes UcxServer::Impl::restarting_header(MsgType type, ByteView header) const {
   m.status = ReplyStatus::restarting;
   m.node_id = opt.node_id;
   m.message = ending_why;
+  handler->count_answer(type, header, ReplyStatus::restarting);
   return encode(m);
 }
 
@@ -51,6 +53,7 @@ void UcxServer::Impl::flush_and_quit() {
       }
       log("interrupted invoke: " + handler->describe(j->type, j->header) + (j->origin ? ", " + *j->origin : "") +
           ": its kernel was running when another kernel's failure ended the worker");
+      RequestOrigin origin(j->origin.get());
       deliver(eps.live(j->ep, j->serial), interrupted(j->type, j->header));
     }
   answer_the_rest();

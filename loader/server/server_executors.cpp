@@ -49,10 +49,14 @@ Step UcxServer::Impl::execute(Slot& s, Job& j, bool* failed) {
                                       : handler->forward(j.header, j.data, false, &j.data);
       }))
     return std::move(*r);
-  j.answered = true;  // before failure_reply asks for the restart: the worker's end must not answer it too
+  // Before failure_reply asks for the restart: the worker's end must not answer it too. A
+  // time-out's answer was counted by time_out.
+  const bool timed_out = j.answered.exchange(true);
   *failed = true;
-  return Step{failure_reply(s, request_id_of(j.type, j.header), false, about(j.type, j.header, j.origin.get())),
-              reply_to_of(j.type, j.header)};
+  Step failed_step{failure_reply(s, request_id_of(j.type, j.header), false, about(j.type, j.header, j.origin.get())),
+                   reply_to_of(j.type, j.header)};
+  if (!timed_out) handler->count_answer(j.type, j.header, failure_of(s, limit_text()).status);
+  return failed_step;
 }
 
 std::string UcxServer::Impl::about(MsgType type, ByteView header, const std::string* origin) const {
@@ -101,8 +105,10 @@ bool UcxServer::Impl::run_inline(MsgType type, Ep ep, ByteView header, ByteView 
   const ByteView reply_address = type == MsgType::invoke ? ByteView(client_address(ep)) : ByteView();
   if (!guarded(s, [&] {
         r = type == MsgType::invoke ? handler->invoke(header, data, reply_address, true) : handler->forward(header, data, true);
-      }))
+      })) {
     r = Step{failure_reply(s, request_id_of(type, header), true, about(type, header, who)), reply_to_of(type, header)};
+    handler->count_answer(type, header, failure_of(s, limit_text()).status);
+  }
   if (marked && !lane_batch) unmark_inline(s);
   if (!r) return false;
   if (r->ended_ns) turn_ns.store(r->ended_ns, std::memory_order_relaxed);
@@ -334,6 +340,10 @@ void UcxServer::Impl::time_out(Slot& s) {
     m.request_id = request_id_of(j->type, j->header);
     m.status = cancelled ? ReplyStatus::cancelled : ReplyStatus::timeout;
     m.message = what + " and was stopped; the node recovered";
+    {
+      RequestOrigin origin(j->origin.get());
+      handler->count_answer(j->type, j->header, ReplyStatus::timeout);
+    }
     post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
   } else {
     log(event + what + "; restarting the worker");

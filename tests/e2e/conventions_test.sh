@@ -55,7 +55,7 @@ json_outcome 2 invalid_argument "$X" run hello.xcargo --entry add --arg i64:x --
 check "a time-out says so in the JSON" grep -q 'ran past the time limit' spin.json
 "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --trust k.pub --json > ok.json 2> ok.err
 check "a good run: ok true and the value" python3 -c "
-import json; j = json.load(open('ok.json')); assert j['ok'] is True and j['value'] == '42', j"
+import json; j = json.load(open('ok.json')); assert j['ok'] is True and j['value'] == 42, j"
 
 # '-': standard input and output.
 printf '\x05\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00' > in.bin

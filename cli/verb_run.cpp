@@ -38,6 +38,7 @@ Runner add_run(CLI::App& app) {
                      ->type_name("FILE");
   cmd->add_option("--node", o->node, "With --cluster: the id of the node to run on")->needs(cluster)->capture_default_str();
   cluster->excludes("--to");
+  add_connect_options(*cmd);
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
   cmd->add_option("--arg", o->args, "Input value, repeatable, in order: TYPE:VALUE (i32 i64 u32 u64 f32 f64 str),\n"
                                      "e.g. --arg i64:2, or an array from a file, TYPE[]:FILE (u8[] i32[] i64[] u32[]\n"

@@ -10,8 +10,9 @@
 
 namespace xcargo::client {
 
-// One try at a connection (connect() retries those that fail as unreachable).
-using Attempt = std::function<Result<std::unique_ptr<Connection>>()>;
+// One try at a connection, handshake included, within timeout_ms. *refused: it failed
+// because nothing listens at the address (connect() tries again other failures to reach it).
+using Attempt = std::function<Result<std::unique_ptr<Connection>>(int timeout_ms, bool* refused)>;
 
 // Tries at the front door of a node at HOST:PORT (no scheme) over TLS 1.3, expecting the
 // node key options.node_key, else the one the known-nodes file pins for that address (an

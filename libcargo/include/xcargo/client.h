@@ -186,9 +186,17 @@ struct LocalOptions {
 };
 
 struct ConnectOptions {
-  int connect_timeout_ms = 5000;   // for the handshake
-  int retry_ms = 5000;             // keep retrying a refused connection this long: a node restarting
-                                   // after a kernel failure takes 0.15 s quiet, about 1 s slow and busy
+  // How long connect() may take in all: reaching the node, the TLS handshake, the version
+  // handshake and authentication, and tries again; past it, Errc::unreachable ("no answer
+  // within the connect timeout"). Also each reconnection's limit.
+  int connect_timeout_ms = 5000;
+  // connect(): a refused connection (nothing listens at the address) fails at once, as ssh's
+  // does; with retry_refused it is tried again within connect_timeout_ms, for a node that is
+  // starting, or whose TLS front door is closed for a moment while a worker is replaced.
+  bool retry_refused = false;
+  int retry_ms = 5000;             // after a node answered `restarting`: keep retrying a refused connection
+                                   // this long: a node restarting after a kernel failure takes 0.15 s quiet,
+                                   // about 1 s slow and busy
   int reply_timeout_ms = 120000;   // for any later reply (the node enforces its own kernel limit)
   // A wait for a reply polls 0.2 ms, sleeps until 0.5 ms before the last wait's length, and
   // polls again until twice that length, at most this long after it began; then it sleeps

@@ -40,8 +40,9 @@ Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host
   o.connect_timeout_ms = std::max(1, int(g_connect_timeout_s * 1000 + 0.5));
   const auto start = std::chrono::steady_clock::now();
   auto c = client::connect(host_port, o);
+  // Failed as its time ran out (waits end within a few ms of it): the timeout may be short.
   if (!c.ok() && c.error().code() == Errc::unreachable &&
-      std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(o.connect_timeout_ms)) {
+      std::chrono::steady_clock::now() - start + std::chrono::milliseconds(20) >= std::chrono::milliseconds(o.connect_timeout_ms)) {
     char now[64];
     std::snprintf(now, sizeof now, "--connect-timeout SECONDS waits longer (it was %g s)", g_connect_timeout_s);
     return Error(c.error()).hint(now);

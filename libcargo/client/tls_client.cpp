@@ -47,9 +47,8 @@ public:
   bool pipelines() const override { return true; }
   const wire::RawKey* proven_node_key() const override { return &node_key_.raw; }
 
-  // Connects and performs both handshakes within timeout_ms. *refused: the TCP connection
-  // was refused (nothing listens at the address).
-  Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key, int timeout_ms, bool* refused) {
+  // Connects and performs both handshakes within timeout_ms; on failure, *how says why.
+  Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key, int timeout_ms, TryFailure* how) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     address_ = address;
     o_ = o;
@@ -71,7 +70,9 @@ public:
     XC_TRY(context);
     context_ = std::move(*context);
     ::signal(SIGPIPE, SIG_IGN);  // a node that went away must give an error, not kill us
-    return attach(deadline, refused);
+    auto s = attach(deadline, &how->refused);
+    how->timed_out = timed_out_;
+    return s;
   }
 
 protected:
@@ -150,7 +151,7 @@ private:
   // deadline. *refused (if given): the TCP connection was refused.
   Status attach(Clock::time_point deadline, bool* refused) {
     close();
-    failed_ = handshaken_ = sent_since_reply_ = false;
+    failed_ = handshaken_ = sent_since_reply_ = timed_out_ = false;
     auto fd = dial(deadline, refused);
     XC_TRY(fd);
     auto ch = tls::Channel::start(context_, *fd);
@@ -179,7 +180,7 @@ private:
     timeout_ms_ = o_.reply_timeout_ms;
     if (!hs.ok()) {
       close();
-      if (Clock::now() >= deadline && hs.error().code() == Errc::unreachable)
+      if (timed_out_)
         return Error(Errc::unreachable, peer() + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
             .hint("the loader there may be stopped (SIGSTOP), overloaded, or not a loader");
       return hs;
@@ -205,6 +206,7 @@ private:
     const int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     if (::poll(&p, 1, ms) != 1) {
       ::close(fd);
+      timed_out_ = true;
       return Error(Errc::unreachable, peer() + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
           .hint("is the host up, and does a firewall let this port through? Nothing answered, not even a refusal");
     }
@@ -245,7 +247,7 @@ private:
       if (n > 0) return {};
       if (n < 0 && errno != EINTR) return fail(Error(Errc::unreachable, std::string("poll: ") + std::strerror(errno)));
     }
-    failed_ = true;
+    failed_ = timed_out_ = true;
     close();
     return Error(Errc::unreachable, peer() + ": no " + what + " within " + duration_text(timeout_ms_));
   }
@@ -269,6 +271,7 @@ private:
   std::unique_ptr<tls::Channel> channel_;
   int timeout_ms_ = 5000;
   bool failed_ = false, handshaken_ = false, sent_since_reply_ = false;
+  bool timed_out_ = false;  // attach() ran out of time (dial, wait)
 };
 
 }  // namespace
@@ -292,9 +295,9 @@ Result<Attempt> tls_attempt(const std::string& address, const ConnectOptions& op
           .hint("in a cluster, scripts/cluster pins its nodes from the cluster file");
     node_key = n->key;
   }
-  return Attempt([address, options, node_key](int timeout_ms, bool* refused) -> Result<std::unique_ptr<Connection>> {
+  return Attempt([address, options, node_key](int timeout_ms, TryFailure* how) -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<TlsConnection>();
-    XC_TRY(c->open(address, options, node_key, timeout_ms, refused));
+    XC_TRY(c->open(address, options, node_key, timeout_ms, how));
     return std::unique_ptr<Connection>(std::move(c));
   });
 }

@@ -10,9 +10,14 @@
 
 namespace xcargo::client {
 
-// One try at a connection, handshake included, within timeout_ms. *refused: it failed
-// because nothing listens at the address (connect() tries again other failures to reach it).
-using Attempt = std::function<Result<std::unique_ptr<Connection>>(int timeout_ms, bool* refused)>;
+// How a try at a connection failed, beyond its error: connect() decides from it whether to
+// try again, and which error to report.
+struct TryFailure {
+  bool refused = false;    // nothing listens at the address
+  bool timed_out = false;  // its time (timeout_ms) ran out
+};
+// One try at a connection, handshakes included, within timeout_ms; on failure, *how says why.
+using Attempt = std::function<Result<std::unique_ptr<Connection>>(int timeout_ms, TryFailure* how)>;
 
 // Tries at the front door of a node at HOST:PORT (no scheme) over TLS 1.3, expecting the
 // node key options.node_key, else the one the known-nodes file pins for that address (an

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sched.h>
+#include <optional>
 #include <thread>
 
 #include <netinet/in.h>
@@ -78,9 +79,9 @@ public:
     return a.ok() ? std::move(*a) : Bytes();
   }
 
-  // Connects and performs the handshake within timeout_ms. *refused: it failed because
-  // nothing listens at the address (no door, or a UCX listener's port refused).
-  Status open(const std::string& host_port, const ConnectOptions& o, bool listener_allowed, int timeout_ms, bool* refused) {
+  // Connects and performs the handshake within timeout_ms; on failure, *how says why
+  // (refused: no door, or a UCX listener's port refused).
+  Status open(const std::string& host_port, const ConnectOptions& o, bool listener_allowed, int timeout_ms, TryFailure* how) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     peer_ = host_port.find(':') == std::string::npos ? host_port + ":" + std::to_string(net::kDefaultPort) : host_port;
     auto addr = net::parse_host_port(host_port, nullptr);
@@ -99,7 +100,7 @@ public:
     // The door is named by the address as the loader bound it (localhost:7400 is 127.0.0.1:7400).
     door_at_ = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     if (net::door_route(*addr)) {
-      auto fd = door::connect(door_at_, refused);
+      auto fd = door::connect(door_at_, &how->refused);
       if (fd.ok()) door_first_ = *fd;
       // Another user's process holds this loader's name: nothing at the address can be
       // trusted to be the loader (UCX would not check its key), so no listener is tried.
@@ -131,12 +132,9 @@ public:
     }
     o_ = o;
     auto s = attach(deadline);
-    // Before the handshake, UCX says "not connected" (or "unreachable") when its connection
-    // to a listener was refused (tcp sockcm): nothing listens there.
-    if (!s.ok() && !via_door_ && !handshaken() && (fail_status_ == UCS_ERR_NOT_CONNECTED || fail_status_ == UCS_ERR_UNREACHABLE)) {
-      *refused = true;
-      return Error(Errc::unreachable, peer_ + ": connection refused (" + UCX->ucs_status_string(fail_status_) + ")")
-          .hint("is xcargo-loader running there with trusted-network, on this port? Its first log line says where it listens");
+    if (!s.ok()) {
+      how->refused = refused_by_listener();
+      how->timed_out = unanswered_ && !failed_;  // the handshake's time ran out
     }
     return s;
   }
@@ -184,7 +182,7 @@ private:
     timeout_ms_ = ms_until(deadline);
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
-    if (!hs.ok() && !failed_ && Clock::now() >= deadline)
+    if (!hs.ok() && unanswered_ && !failed_)  // roundtrip's time ran out
       return Error(Errc::unreachable, peer_ + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
           .hint("the loader there may be stopped (SIGSTOP), overloaded, or not a loader");
     return hs;
@@ -497,10 +495,18 @@ private:
     return true;
   }
 
+  // Before the handshake, UCX says "not connected" (or "unreachable") when its connection to
+  // a listener was refused (tcp sockcm): nothing listens there.
+  bool refused_by_listener() const {
+    return !via_door_ && !handshaken() && (fail_status_ == UCS_ERR_NOT_CONNECTED || fail_status_ == UCS_ERR_UNREACHABLE);
+  }
   Error lost() const {
     std::string why = UCX->ucs_status_string(fail_status_);
-    Error e(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
-    e.hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+    Error e(Errc::unreachable, refused_by_listener() ? peer_ + ": connection refused (" + why + ")"
+                               : (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
+    e.hint(handshaken()            ? "the node may have stopped, or restarted after a kernel failed"
+           : refused_by_listener() ? "is xcargo-loader running there with trusted-network, on this port? Its first log line says where it listens"
+                                   : "is xcargo-loader running there?");
     if (!handshaken() && !via_door_ && local_ && !net::sysv_enabled(std::getenv("UCX_TLS")))
       e.hint("a loader on this host serves its user over shared memory (sysv), through its same-host door, which UCX_TLS "
              "leaves out here; only a loader with trusted-network has a UCX listener");
@@ -833,9 +839,9 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   o.identity_key = *identity;
   auto route = route_of(host_port);
   XC_TRY(route);
-  Attempt attempt = [&](int timeout_ms, bool* refused) -> Result<std::unique_ptr<Connection>> {
+  Attempt attempt = [&](int timeout_ms, TryFailure* how) -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<UcxConnection>();
-    XC_TRY(c->open(route->host_port, o, route->ucx_listener, timeout_ms, refused));
+    XC_TRY(c->open(route->host_port, o, route->ucx_listener, timeout_ms, how));
     return std::unique_ptr<Connection>(std::move(c));
   };
   if (route->tls) {
@@ -849,15 +855,21 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   }
   // Every try, and the waits between them, within connect_timeout_ms. A refused connection
   // ends them at once (unless retry_refused): nothing listens there. Other failures to reach
-  // the node (a door that says its loader is replacing its worker) are tried again.
+  // the node (a door that says its loader is replacing its worker, a connection lost in its
+  // handshake) are tried again; a last try that only ran out of time reports the one before.
   const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  std::optional<Error> earlier;
   for (int tries = 0;; ++tries) {
-    bool refused = false;
-    auto c = attempt(ms_until(deadline), &refused);
+    TryFailure how;
+    auto c = attempt(ms_until(deadline), &how);
     if (c.ok()) return c;
+    if (how.timed_out && earlier)
+      return std::move(earlier->hint("tried again until the connect timeout (" + duration_text(options.connect_timeout_ms) +
+                                     ") ran out"));
     const auto pause = std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50));
-    if (c.error().code() != Errc::unreachable || (refused && !options.retry_refused) || Clock::now() + pause >= deadline)
+    if (c.error().code() != Errc::unreachable || (how.refused && !options.retry_refused) || Clock::now() + pause >= deadline)
       return c.take_error();
+    earlier = c.take_error();
     std::this_thread::sleep_for(pause);
   }
 }

@@ -84,7 +84,7 @@ check "a bad UCX_TLS gives one error line and a hint" test "$(env -u UCX_NET_DEV
 expect 4 'UCX_NET_DEVICES=nope is set: .ucx_info -d' -- env UCX_NET_DEVICES=nope "$X" ls --to ucx://127.0.0.1:1
 
 # Addresses: HOST alone is port 7400; IPv6 is refused with its reason.
-expect 4 'could not reach 127.0.0.1:7400' -- "$X" ls --to 127.0.0.1
+expect 4 '127.0.0.1:7400: connection refused' -- "$X" ls --to 127.0.0.1
 expect 2 'IPv6 addresses do not work with this UCX' -- "$X" ls --to '[::1]:7400'
 
 # README's kernel and commands, as printed: the kernel under "Writing a kernel", built, signed,

@@ -67,6 +67,18 @@ import json; j = json.load(open('products.json')); assert j['value'] == [i / 2 f
   }
 done
 
+# README's kernel and run, as printed ("A kernel's input"), on the loader.
+"$PY" - "$SRC/README.md" > readme_dot.c <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+section = text[text.index("### A kernel's input"):]
+print(re.search(r"```c\n(.*?)```", section, re.S).group(1))
+PY
+expect 0 'wrote readme.xcargo' -- "$X" build readme_dot.c -o readme.xcargo --key k
+readme_run=$(grep -m1 -o "xcargo run dot.xcargo --entry dot [^#]*--result f64" "$SRC/README.md")
+readme_run=${readme_run/#xcargo/$X}
+expect 0 '^250250$' -- bash -c "${readme_run/dot.xcargo/readme.xcargo} --to $DOOR"
+
 # Refused before anything runs: a file that is not whole f32 values (named, with a hint), a
 # type that is not one, standard input named twice.
 expect 2 'error: odd.f32: 4001 bytes, not a whole number of f32 elements \(4 bytes each\)' -- \

@@ -50,7 +50,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 (one value or several), the same\n"
                                          "with [] (an array: --json gives a JSON array), u8[], str or hex")
       ->capture_default_str()->type_name("TYPE")->check(CLI::Validator(
-          [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; }, "TYPE"));
+          [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; }, ""));
   cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_option("--timeout", o->timeout, "Local runs: time limit per invocation, in seconds")->capture_default_str();

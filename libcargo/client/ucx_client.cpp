@@ -16,9 +16,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "connect_time.h"
 #include "tls_client.h"
 #include "xcargo/ucx.h"
-#include "connect_time.h"
 #include "xcargo/auth.h"
 #include "xcargo/cluster.h"
 #include "xcargo/client.h"

@@ -107,8 +107,10 @@ public:
       else if (fd.error().code() == Errc::unauthenticated) return fd.take_error();
       // No door: no loader serves the address (it may be restarting), or a process of any
       // user listens there; UCX's listener only when the address said ucx:// on purpose.
-      else if (!listener_allowed)
+      else if (!listener_allowed) {
+        how->refused_for_good = how->refused;  // a loader's supervisor holds its door across worker restarts
         return Error(fd.error()).hint("ucx://" + peer_ + " reaches a loader's UCX listener (trusted-network), where no key proves who answers");
+      }
     }
     via_door_ = door_first_ >= 0;
     auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
@@ -853,11 +855,14 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
     XC_TRY(a);
     attempt = std::move(*a);
   }
-  // Every try, and the waits between them, within connect_timeout_ms. A refused connection
-  // ends them at once (unless retry_refused): nothing listens there. Other failures to reach
-  // the node (a door that says its loader is replacing its worker, a connection lost in its
-  // handshake) are tried again; a last try that only ran out of time reports the one before.
-  const auto deadline = Clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  // Every try, and the waits between them, within connect_timeout_ms. A refused connection is
+  // tried again within refused_retry_ms, at a same-host door not at all (refused_retry_ms).
+  // Other failures to reach the node (a door that says its loader is replacing its worker, a
+  // connection lost in its handshake) are tried again; a last try that only ran out of time
+  // reports the one before.
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options.connect_timeout_ms);
+  const auto refused_until = start + std::chrono::milliseconds(options.refused_retry_ms);
   std::optional<Error> earlier;
   for (int tries = 0;; ++tries) {
     TryFailure how;
@@ -867,8 +872,8 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
       return std::move(earlier->hint("tried again until the connect timeout (" + duration_text(options.connect_timeout_ms) +
                                      ") ran out"));
     const auto pause = std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50));
-    if (c.error().code() != Errc::unreachable || (how.refused && !options.retry_refused) || Clock::now() + pause >= deadline)
-      return c.take_error();
+    const bool refused_done = how.refused && (how.refused_for_good || Clock::now() + pause >= refused_until);
+    if (c.error().code() != Errc::unreachable || refused_done || Clock::now() + pause >= deadline) return c.take_error();
     earlier = c.take_error();
     std::this_thread::sleep_for(pause);
   }

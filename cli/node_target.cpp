@@ -1,8 +1,11 @@
-// Finding the loader binary for local runs.
+// Which loader a network verb talks to: connecting to nodes (with the verbs' common options),
+// or finding the loader binary for local runs.
 #include "node_target.h"
 
 #include "xcargo/cluster.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +16,14 @@
 namespace xcargo::cli {
 
 std::string g_identity;
+double g_connect_timeout_s = 5;
+
+void add_connect_options(CLI::App& cmd) {
+  cmd.add_option("--connect-timeout", g_connect_timeout_s,
+                 "How long reaching a node may take, its handshake included, in seconds (a refused\n"
+                 "connection fails at once)")
+      ->type_name("SECONDS")->capture_default_str()->check(CLI::Range(0.001, 3600.0));
+}
 
 Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host_port) {
   client::ConnectOptions o;
@@ -26,7 +37,16 @@ Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host
     identity = *k;
   }
   o.identity_key = identity;
+  o.connect_timeout_ms = std::max(1, int(g_connect_timeout_s * 1000 + 0.5));
+  const auto start = std::chrono::steady_clock::now();
   auto c = client::connect(host_port, o);
+  // Failed as its time ran out (waits end within a few ms of it): the timeout may be short.
+  if (!c.ok() && c.error().code() == Errc::unreachable &&
+      std::chrono::steady_clock::now() - start + std::chrono::milliseconds(20) >= std::chrono::milliseconds(o.connect_timeout_ms)) {
+    char now[64];
+    std::snprintf(now, sizeof now, "--connect-timeout SECONDS waits longer (it was %g s)", g_connect_timeout_s);
+    return Error(c.error()).hint(now);
+  }
   if (c.ok() && (*c)->node().auth == wire::AuthMode::optional)
     std::fprintf(stderr, "xcargo: warning: %s serves anyone who can reach it (allow-anyone): clients are not authenticated\n",
                  host_port.c_str());

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "verbs.h"
 #include "xcargo/client.h"
 
 namespace xcargo::cli {
@@ -15,8 +16,14 @@ std::string local_loader_path();
 // ($XCARGO_IDENTITY, ~/.config/xcargo/identity).
 extern std::string g_identity;
 
-// A UCX connection to HOST:PORT as this invocation's identity, with a warning on stderr
-// when the node serves anyone unauthenticated.
+// --connect-timeout SECONDS (add_connect_options): how long reaching a node may take,
+// handshakes included; a refused connection fails at once whatever it is.
+extern double g_connect_timeout_s;
+// Adds the options of every verb that connects to nodes (run, push, ls): --connect-timeout.
+void add_connect_options(CLI::App& cmd);
+
+// A connection to HOST:PORT as this invocation's identity, within --connect-timeout, with a
+// warning on stderr when the node serves anyone unauthenticated.
 Result<std::unique_ptr<client::Connection>> connect_node(const std::string& host_port);
 
 // --to HOST:PORT: a UCX connection; empty: a private local loader trusting `trust`.

@@ -19,6 +19,7 @@ Runner add_ls(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("ls", "List the cargos loaded on a node and the variant each runs, its memory regions, and the node's architecture");
   cmd->add_option("--to", o->to, "The node: HOST:PORT (UCX on a loopback address, TLS to any other), tls://HOST:PORT or ucx://HOST:PORT")->required()->type_name("HOST:PORT");
+  add_connect_options(*cmd);
   cmd->add_flag("--json", o->json, "Print JSON, with the node's statistics");
   cmd->footer(exit_codes_help({kExitOk, kExitUsage, kExitUnreachable, kExitDenied}));
   return [o] {

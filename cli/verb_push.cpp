@@ -18,6 +18,7 @@ Runner add_push(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("push", "Load a cargo on one or more nodes");
   cmd->add_option("cargo", o->cargo, "The cargo")->required()->type_name("CARGO");
   cmd->add_option("--to", o->to, "Nodes, comma-separated: HOST:PORT (UCX on a loopback address, TLS to any other), tls://HOST:PORT or ucx://HOST:PORT")->required()->type_name("HOST:PORT[,HOST:PORT...]");
+  add_connect_options(*cmd);
   cmd->footer("Each node verifies the cargo against its own trusted keys before loading it.\n"
               "Every node is tried; the exit code is the first failure's.\n\n" +
               exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));

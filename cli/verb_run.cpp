@@ -1,5 +1,6 @@
 // xcargo run: runs one entry of a cargo on a node (pushing it first if the node lacks it),
 // or, with no --to, in a private local loader with the same checks.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -21,9 +22,9 @@ namespace xcargo::cli {
 
 Runner add_run(CLI::App& app) {
   struct Opts {
-    std::string cargo, entry, to, trust, input, result = "hex", output, prefer, cache, cluster;
+    std::string cargo, entry, to, trust, result = "hex", output, prefer, cache, cluster;
     uint32_t node = 0;
-    std::vector<std::string> args;
+    std::vector<std::string> args, inputs;
     unsigned timeout = 10;
     bool json = false;
     uint64_t repeat = 1;
@@ -38,12 +39,19 @@ Runner add_run(CLI::App& app) {
                      ->type_name("FILE");
   cmd->add_option("--node", o->node, "With --cluster: the id of the node to run on")->needs(cluster)->capture_default_str();
   cluster->excludes("--to");
+  add_connect_options(*cmd);
   cmd->add_option("--trust", o->trust, "Local runs: the keys to trust (a .pub file or a directory)")->type_name("PATH");
-  cmd->add_option("--arg", o->args, "Input value, repeatable, packed little-endian in order:\n"
-                                     "i32 i64 u32 u64 f32 f64 str, e.g. --arg i64:2")->type_name("TYPE:VALUE")->allow_extra_args(false);
-  cmd->add_option("--input", o->input, "Append this file's bytes to the input ('-': standard input)")->type_name("FILE");
-  cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 str hex")
-      ->capture_default_str()->type_name("TYPE")->check(CLI::IsMember({"i32", "i64", "u32", "u64", "f32", "f64", "str", "hex"}));
+  cmd->add_option("--arg", o->args, "Input value, repeatable, in order: TYPE:VALUE (i32 i64 u32 u64 f32 f64 str),\n"
+                                     "e.g. --arg i64:2, or an array from a file, TYPE[]:FILE (u8[] i32[] i64[] u32[]\n"
+                                     "u64[] f32[] f64[]), e.g. --arg f32[]:a.f32; layout below")
+      ->type_name("TYPE:VALUE")->allow_extra_args(false);
+  cmd->add_option("--input", o->inputs, "Append this file's bytes to the input, after the --arg values; repeatable\n"
+                                        "('-': standard input)")
+      ->type_name("FILE")->allow_extra_args(false);
+  cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 (one value or several), the same\n"
+                                         "with [] (an array: --json gives a JSON array), u8[], str or hex")
+      ->capture_default_str()->type_name("TYPE")->check(CLI::Validator(
+          [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; }, ""));
   cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   auto* timeout = cmd->add_option("--timeout", o->timeout,
@@ -58,7 +66,14 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--inflight", o->inflight, "With --repeat: keep up to K runs in flight on the connection at once "
                                              "(local runs: one at a time)")
       ->type_name("K")->check(CLI::Range(1u, 128u))->capture_default_str();
-  cmd->footer(exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));
+  cmd->footer("The kernel's input: the --arg values in the order given, then each --input's bytes.\n"
+              "  i32 u32 f32: 4 bytes; i64 u64 f64: 8 bytes; little-endian, no padding before them.\n"
+              "  str:TEXT: the text's bytes, no length, no terminator.\n"
+              "  T[]:FILE: zero bytes up to the next multiple of 8 of the input, the element count as a u64,\n"
+              "  then FILE's bytes; FILE's size must be a whole number of T (u8 1, i32 u32 f32 4, i64 u64 f64 8).\n"
+              "  --input FILE: its bytes as they are, no length, no padding.\n"
+              "  A C kernel reads them in the same order with xc_in_* of <xcargo/kernel.h>.\n" +
+              exit_codes_help({kExitOk, kExitVerifyFailed, kExitUsage, kExitRemoteFailed, kExitUnreachable, kExitDenied}));
   return [o, timeout] {
     set_json_output(o->json);
     if (!o->cluster.empty()) {
@@ -66,16 +81,23 @@ Runner add_run(CLI::App& app) {
       if (!address.ok()) return report(address.error());
       o->to = *address;
     }
+    // Standard input holds one file: a second '-' would read nothing.
+    size_t stdin_uses = std::count(o->inputs.begin(), o->inputs.end(), "-") + (o->cargo == "-");
+    for (const auto& a : o->args) stdin_uses += a.size() > 4 && a.ends_with("[]:-");
+    if (stdin_uses > 1)
+      return report(Error(Errc::invalid_argument, "standard input ('-') is named " + std::to_string(stdin_uses) + " times")
+                        .hint("it can be read once; give the other inputs as files"));
     Bytes args;
     for (const auto& a : o->args)
       if (auto s = pack_arg(a, args); !s.ok()) return report(s.error());
-    std::optional<FileBytes> file;  // mapped, not copied: it goes to the node as it is
-    if (!o->input.empty()) {
-      auto f = FileBytes::open(o->input, UINT64_MAX);
-      if (!f.ok()) return report(f.error(), o->input);
-      file = std::move(*f);
+    std::vector<FileBytes> files;  // mapped, not copied: one alone goes to the node as it is
+    uint64_t input_size = args.size();
+    for (const auto& name : o->inputs) {
+      auto f = FileBytes::open(name, UINT64_MAX);
+      if (!f.ok()) return report(f.error(), name);
+      input_size += f->size();
+      files.push_back(std::move(*f));
     }
-    const uint64_t input_size = args.size() + (file ? file->size() : 0);
     auto bytes = read_cargo_file(o->cargo);
     if (!bytes.ok()) return report(bytes.error(), o->cargo);
     // Checked here first (structure and every digest, not trust): a damaged file is reported
@@ -95,15 +117,14 @@ Runner add_run(CLI::App& app) {
                                             "'s limit of " + std::to_string(max) + " bytes")
                         .hint("the node's max-input setting bounds what one invocation may carry")
                         .hint("data that large is better kept on the node, in a region (xc_region), than sent with each run"),
-                    o->input.empty() ? o->cargo : o->input);
+                    o->inputs.size() == 1 ? o->inputs[0] : o->cargo);
     ByteView input = args;
-    Bytes joined;
-    if (file && args.empty()) {
-      input = file->bytes();
-    } else if (file) {
-      joined = args;
-      joined.insert(joined.end(), file->bytes().begin(), file->bytes().end());
-      input = joined;
+    if (files.size() == 1 && args.empty()) {
+      input = files[0].bytes();
+    } else if (!files.empty()) {
+      args.reserve(input_size);
+      for (const FileBytes& f : files) args.insert(args.end(), f.bytes().begin(), f.bytes().end());
+      input = args;
     }
     auto loaded = ensure_loaded(c, *bytes, container->digest);
     if (!loaded.ok()) return report(loaded.error(), o->cargo);
@@ -146,6 +167,7 @@ Runner add_run(CLI::App& app) {
     // The outcome: the node's status, then whether the reply decodes as --result.
     std::optional<Error> failed;
     Result<std::string> value = std::string();
+    Result<nlohmann::json> json_value = nlohmann::json();
     if (res.status != wire::ReplyStatus::ok) {
       Error e(Errc::remote, o->entry + " on " + c.peer() + " failed" + repeated + ": " + wire::status_name(res.status) +
                                 (res.message.empty() ? "" : ": " + res.message));
@@ -155,6 +177,8 @@ Runner add_run(CLI::App& app) {
       failed = std::move(e);
     } else if (value = decode_result(o->result, r->output); !value.ok()) {
       failed = value.error();
+    } else if (o->json && o->result != "hex") {
+      json_value = decode_result_json(o->result, r->output);
     }
     if (o->json) {
       nlohmann::json j = {{"ok", !failed}, {"status", wire::status_name(res.status)},
@@ -174,7 +198,7 @@ Runner add_run(CLI::App& app) {
         j["error"] = error_json(*failed);
         j["exit_code"] = exit_code_for(failed->code());
       } else if (o->result != "hex") {
-        j["value"] = *value;
+        j["value"] = json_value.ok() ? *json_value : nlohmann::json(*value);
       }
       print_json(j);
     }

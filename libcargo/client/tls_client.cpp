@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "connect_time.h"
 #include "tls_client.h"
 #include "xcargo/auth.h"
 #include "xcargo/known_nodes.h"
@@ -48,7 +49,9 @@ public:
   bool pipelines() const override { return true; }
   const wire::RawKey* proven_node_key() const override { return &node_key_.raw; }
 
-  Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key) {
+  // Connects and performs both handshakes within timeout_ms; on failure, *how says why.
+  Status open(const std::string& address, const ConnectOptions& o, const PublicKey& node_key, int timeout_ms, TryFailure* how) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     address_ = address;
     o_ = o;
     node_key_ = node_key;
@@ -69,7 +72,9 @@ public:
     XC_TRY(context);
     context_ = std::move(*context);
     ::signal(SIGPIPE, SIG_IGN);  // a node that went away must give an error, not kill us
-    return attach();
+    auto s = attach(deadline, &how->refused);
+    how->timed_out = timed_out_;
+    return s;
   }
 
 protected:
@@ -137,19 +142,19 @@ protected:
   Status reconnect() override {
     const auto give_up = Clock::now() + std::chrono::milliseconds(o_.retry_ms);
     for (int tries = 0;; ++tries) {
-      auto s = attach();
+      auto s = attach(Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms), nullptr);
       if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(tries, 5), 20)));
     }
   }
 
 private:
-  // A TCP connection, the TLS handshake over it, then the wire protocol's handshake.
-  Status attach() {
+  // A TCP connection, the TLS handshake over it, then the wire protocol's handshake, by
+  // deadline. *refused (if given): the TCP connection was refused.
+  Status attach(Clock::time_point deadline, bool* refused) {
     close();
-    failed_ = handshaken_ = sent_since_reply_ = false;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms);
-    auto fd = dial(deadline);
+    failed_ = handshaken_ = sent_since_reply_ = timed_out_ = false;
+    auto fd = dial(deadline, refused);
     XC_TRY(fd);
     auto ch = tls::Channel::start(context_, *fd);
     if (!ch.ok()) {
@@ -158,6 +163,7 @@ private:
     }
     channel_ = std::move(*ch);
     channel_->hold(true);  // requests leave when the client waits for replies (next_reply_into)
+    timeout_ms_ = o_.connect_timeout_ms;  // for wait()'s message
     for (;;) {
       auto io = channel_->handshake();
       if (!io.ok()) {
@@ -169,20 +175,23 @@ private:
         return e;
       }
       if (*io == tls::Channel::Io::done) break;
-      XC_TRY(wait(*io == tls::Channel::Io::want_write ? POLLOUT : POLLIN, deadline, "the TLS handshake"));
+      XC_TRY(wait(*io == tls::Channel::Io::want_write ? POLLOUT : POLLIN, deadline, "TLS handshake"));
     }
-    timeout_ms_ = o_.connect_timeout_ms;
+    timeout_ms_ = ms_until(deadline);
     Status hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
     if (!hs.ok()) {
       close();
+      if (timed_out_)
+        return Error(Errc::unreachable, peer() + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
+            .hint("the loader there may be stopped (SIGSTOP), overloaded, or not a loader");
       return hs;
     }
     handshaken_ = true;
     return {};
   }
 
-  Result<int> dial(Clock::time_point deadline) {
+  Result<int> dial(Clock::time_point deadline, bool* refused) {
     socklen_t len = 0;
     auto addr = net::parse_host_port(address_, &len);
     XC_TRY(addr);
@@ -193,25 +202,31 @@ private:
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS) {
       const int e = errno;
       ::close(fd);
-      return unreachable(e);
+      return unreachable(e, refused);
     }
     pollfd p{fd, POLLOUT, 0};
     const int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     if (::poll(&p, 1, ms) != 1) {
       ::close(fd);
-      return Error(Errc::unreachable, peer() + ": no answer within " + std::to_string(o_.connect_timeout_ms) + " ms")
-          .hint("is xcargo-loader running there with --tls-listen, and is the port open?");
+      timed_out_ = true;
+      return Error(Errc::unreachable, peer() + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
+          .hint("is the host up, and does a firewall let this port through? Nothing answered, not even a refusal");
     }
     int err = 0;
     socklen_t el = sizeof err;
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
     if (err != 0) {
       ::close(fd);
-      return unreachable(err);
+      return unreachable(err, refused);
     }
     return fd;
   }
-  Error unreachable(int e) const {
+  Error unreachable(int e, bool* refused) const {
+    if (e == ECONNREFUSED) {
+      if (refused) *refused = true;
+      return Error(Errc::unreachable, peer() + ": connection refused")
+          .hint("is xcargo-loader running there with --tls-listen, on this port? Its first log line says where it listens");
+    }
     return Error(Errc::unreachable, "could not reach " + peer() + ": " + std::strerror(e))
         .hint("is xcargo-loader running there with --tls-listen?");
   }
@@ -242,9 +257,9 @@ private:
       if (n > 0) return {};
       if (n < 0 && errno != EINTR) return fail(Error(Errc::unreachable, std::string("poll: ") + std::strerror(errno)));
     }
-    failed_ = true;
+    failed_ = timed_out_ = true;
     close();
-    return Error(Errc::unreachable, peer() + ": no " + what + " within " + std::to_string(timeout_ms_) + " ms");
+    return Error(Errc::unreachable, peer() + ": no " + what + " within " + duration_text(timeout_ms_));
   }
   Error fail(const Error& e) {
     failed_ = true;
@@ -266,6 +281,7 @@ private:
   std::unique_ptr<tls::Channel> channel_;
   int timeout_ms_ = 5000;
   bool failed_ = false, handshaken_ = false, sent_since_reply_ = false;
+  bool timed_out_ = false;  // attach() ran out of time (dial, wait)
 };
 
 }  // namespace
@@ -289,9 +305,9 @@ Result<Attempt> tls_attempt(const std::string& address, const ConnectOptions& op
           .hint("in a cluster, scripts/cluster pins its nodes from the cluster file");
     node_key = n->key;
   }
-  return Attempt([address, options, node_key]() -> Result<std::unique_ptr<Connection>> {
+  return Attempt([address, options, node_key](int timeout_ms, TryFailure* how) -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<TlsConnection>();
-    XC_TRY(c->open(address, options, node_key));
+    XC_TRY(c->open(address, options, node_key, timeout_ms, how));
     return std::unique_ptr<Connection>(std::move(c));
   });
 }

@@ -10,8 +10,15 @@
 
 namespace xcargo::client {
 
-// One try at a connection (connect() retries those that fail as unreachable).
-using Attempt = std::function<Result<std::unique_ptr<Connection>>()>;
+// How a try at a connection failed, beyond its error: connect() decides from it whether to
+// try again, and which error to report.
+struct TryFailure {
+  bool refused = false;    // nothing listens at the address
+  bool refused_for_good = false;  // ... and nothing will soon: the address is a same-host door
+  bool timed_out = false;  // its time (timeout_ms) ran out
+};
+// One try at a connection, handshakes included, within timeout_ms; on failure, *how says why.
+using Attempt = std::function<Result<std::unique_ptr<Connection>>(int timeout_ms, TryFailure* how)>;
 
 // Tries at the front door of a node at HOST:PORT (no scheme) over TLS 1.3, expecting the
 // node key options.node_key, else the one the known-nodes file pins for that address (an

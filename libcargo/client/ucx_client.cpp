@@ -9,12 +9,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <sched.h>
+#include <optional>
 #include <thread>
 
 #include <netinet/in.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include "connect_time.h"
 #include "tls_client.h"
 #include "xcargo/ucx.h"
 #include "xcargo/auth.h"
@@ -77,7 +79,10 @@ public:
     return a.ok() ? std::move(*a) : Bytes();
   }
 
-  Status open(const std::string& host_port, const ConnectOptions& o, bool listener_allowed) {
+  // Connects and performs the handshake within timeout_ms; on failure, *how says why
+  // (refused: no door, or a UCX listener's port refused).
+  Status open(const std::string& host_port, const ConnectOptions& o, bool listener_allowed, int timeout_ms, TryFailure* how) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     peer_ = host_port.find(':') == std::string::npos ? host_port + ":" + std::to_string(net::kDefaultPort) : host_port;
     auto addr = net::parse_host_port(host_port, nullptr);
     if (!addr.ok()) return addr.take_error();
@@ -95,15 +100,17 @@ public:
     // The door is named by the address as the loader bound it (localhost:7400 is 127.0.0.1:7400).
     door_at_ = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     if (net::door_route(*addr)) {
-      auto fd = door::connect(door_at_);
+      auto fd = door::connect(door_at_, &how->refused);
       if (fd.ok()) door_first_ = *fd;
       // Another user's process holds this loader's name: nothing at the address can be
       // trusted to be the loader (UCX would not check its key), so no listener is tried.
       else if (fd.error().code() == Errc::unauthenticated) return fd.take_error();
       // No door: no loader serves the address (it may be restarting), or a process of any
       // user listens there; UCX's listener only when the address said ucx:// on purpose.
-      else if (!listener_allowed)
+      else if (!listener_allowed) {
+        how->refused_for_good = how->refused;  // a loader's supervisor holds its door across worker restarts
         return Error(fd.error()).hint("ucx://" + peer_ + " reaches a loader's UCX listener (trusted-network), where no key proves who answers");
+      }
     }
     via_door_ = door_first_ >= 0;
     auto w = net::UcxWorker::create(false, one_sided_, local, via_door_);
@@ -126,7 +133,12 @@ public:
       if (auto s = UCX->ucp_worker_set_am_recv_handler(w_->worker(), &hp); s != UCS_OK) return net::ucx_error("UCX handler", s);
     }
     o_ = o;
-    return attach();
+    auto s = attach(deadline);
+    if (!s.ok()) {
+      how->refused = refused_by_listener();
+      how->timed_out = unanswered_ && !failed_;  // the handshake's time ran out
+    }
+    return s;
   }
 
 protected:
@@ -153,32 +165,35 @@ protected:
     for (int tries = 0;; ++tries) {
       unanswered_ = true;  // the old worker is ending: no graceful close
       drop();
-      auto s = attach();
+      auto s = attach(Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms));
       if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(tries, 5), 20)));
     }
   }
 
 private:
-  // A new endpoint on this worker, and the handshake over it.
-  Status attach() {
+  // A new endpoint on this worker, and the handshake over it, by deadline.
+  Status attach(Clock::time_point deadline) {
     failed_ = unanswered_ = false;
     fail_status_ = UCS_OK;
     awaited_.clear();  // a new connection: nothing of the old one's is answered here
-    auto ep = open_endpoint();
+    auto ep = open_endpoint(deadline);
     XC_TRY(ep);
     ep_ = *ep;
     attached_at_ = Clock::now();
-    timeout_ms_ = o_.connect_timeout_ms;
+    timeout_ms_ = ms_until(deadline);
     auto hs = handshake(o_.identity_key.get(), o_.identity.empty() ? auth::default_identity_path() : o_.identity);
     timeout_ms_ = o_.reply_timeout_ms;
+    if (!hs.ok() && unanswered_ && !failed_)  // roundtrip's time ran out
+      return Error(Errc::unreachable, peer_ + ": no answer within the connect timeout (" + duration_text(o_.connect_timeout_ms) + ")")
+          .hint("the loader there may be stopped (SIGSTOP), overloaded, or not a loader");
     return hs;
   }
 
   // Through the loader's same-host door (wire-protocol.md 2.4) when open() found one of this
   // user's (then every reconnection too: this worker's endpoints may need shared memory);
   // else through its UCX listener.
-  Result<ucp_ep_h> open_endpoint() {
+  Result<ucp_ep_h> open_endpoint(Clock::time_point deadline) {
     if (via_door_) {
       int fd = std::exchange(door_first_, -1);
       if (fd < 0) {
@@ -187,7 +202,8 @@ private:
         fd = *c;
       }
       {
-        auto offer = door::read_offer(fd, door_at_, kDoorLimit);  // closes fd if there is none
+        const auto limit = std::min(kDoorLimit, std::chrono::milliseconds(ms_until(deadline)));
+        auto offer = door::read_offer(fd, door_at_, limit);  // closes fd if there is none
         XC_TRY(offer);
         auto ep = net::connect_address(w_->worker(), offer->address, &UcxConnection::on_error, this);
         if (!ep.ok()) {
@@ -262,7 +278,7 @@ protected:
       if (!wait.idle()) {
         if (send_req_) UCX->ucp_request_cancel(w_->worker(), send_req_);  // on_sent still releases it
         unanswered_ = true;
-        return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
+        return Error(Errc::unreachable, peer_ + ": no reply within " + duration_text(timeout_ms_));
       }
     }
     wait.done();
@@ -494,10 +510,18 @@ private:
     return true;
   }
 
+  // Before the handshake, UCX says "not connected" (or "unreachable") when its connection to
+  // a listener was refused (tcp sockcm): nothing listens there.
+  bool refused_by_listener() const {
+    return !via_door_ && !handshaken() && (fail_status_ == UCS_ERR_NOT_CONNECTED || fail_status_ == UCS_ERR_UNREACHABLE);
+  }
   Error lost() const {
     std::string why = UCX->ucs_status_string(fail_status_);
-    Error e(Errc::unreachable, (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
-    e.hint(handshaken() ? "the node may have stopped, or restarted after a kernel failed" : "is xcargo-loader running there?");
+    Error e(Errc::unreachable, refused_by_listener() ? peer_ + ": connection refused (" + why + ")"
+                               : (handshaken() ? "lost the connection to " : "could not reach ") + peer_ + ": " + why);
+    e.hint(handshaken()            ? "the node may have stopped, or restarted after a kernel failed"
+           : refused_by_listener() ? "is xcargo-loader running there with trusted-network, on this port? Its first log line says where it listens"
+                                   : "is xcargo-loader running there?");
     if (!handshaken() && !via_door_ && local_ && !net::sysv_enabled(std::getenv("UCX_TLS")))
       e.hint("a loader on this host serves its user over shared memory (sysv), through its same-host door, which UCX_TLS "
              "leaves out here; only a loader with trusted-network has a UCX listener");
@@ -695,7 +719,7 @@ protected:
       if (progress_due() && (ucx_busy_ = UCX->ucp_worker_progress(w_->worker()) != 0)) continue;
       if (!wait.idle()) {
         unanswered_ = true;
-        return Error(Errc::unreachable, peer_ + ": no reply within " + std::to_string(timeout_ms_ / 1000) + " s");
+        return Error(Errc::unreachable, peer_ + ": no reply within " + duration_text(timeout_ms_));
       }
     }
   }
@@ -823,9 +847,6 @@ Result<Route> route_of(const std::string& address) {
 }
 
 Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const ConnectOptions& options) {
-  // A loader restarting after a kernel failure is back within a second: refused
-  // connections are retried for options.retry_ms before the node counts as unreachable.
-  const auto give_up = Clock::now() + std::chrono::milliseconds(options.retry_ms);
   // The identity once, before connecting: not again at each retry, and not on the node's clock.
   auto identity = load_identity(options);
   XC_TRY(identity);
@@ -833,9 +854,9 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   o.identity_key = *identity;
   auto route = route_of(host_port);
   XC_TRY(route);
-  Attempt attempt = [&]() -> Result<std::unique_ptr<Connection>> {
+  Attempt attempt = [&](int timeout_ms, TryFailure* how) -> Result<std::unique_ptr<Connection>> {
     auto c = std::make_unique<UcxConnection>();
-    XC_TRY(c->open(route->host_port, o, route->ucx_listener));
+    XC_TRY(c->open(route->host_port, o, route->ucx_listener, timeout_ms, how));
     return std::unique_ptr<Connection>(std::move(c));
   };
   if (route->tls) {
@@ -847,11 +868,27 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
     XC_TRY(a);
     attempt = std::move(*a);
   }
+  // Every try, and the waits between them, within connect_timeout_ms. A refused connection is
+  // tried again within refused_retry_ms, at a same-host door not at all (refused_retry_ms).
+  // Other failures to reach the node (a door that says its loader is replacing its worker, a
+  // connection lost in its handshake) are tried again; a last try that only ran out of time
+  // reports the one before.
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options.connect_timeout_ms);
+  const auto refused_until = start + std::chrono::milliseconds(options.refused_retry_ms);
+  std::optional<Error> earlier;
   for (int tries = 0;; ++tries) {
-    auto c = attempt();
+    TryFailure how;
+    auto c = attempt(ms_until(deadline), &how);
     if (c.ok()) return c;
-    if (c.error().code() != Errc::unreachable || Clock::now() > give_up) return c.take_error();
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50)));
+    if (how.timed_out && earlier)
+      return std::move(earlier->hint("tried again until the connect timeout (" + duration_text(options.connect_timeout_ms) +
+                                     ") ran out"));
+    const auto pause = std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50));
+    const bool refused_done = how.refused && (how.refused_for_good || Clock::now() + pause >= refused_until);
+    if (c.error().code() != Errc::unreachable || refused_done || Clock::now() + pause >= deadline) return c.take_error();
+    earlier = c.take_error();
+    std::this_thread::sleep_for(pause);
   }
 }
 

@@ -167,7 +167,8 @@ Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit) {
   return {};
 }
 
-Result<int> connect(const std::string& host_port) {
+Result<int> connect(const std::string& host_port, bool* refused) {
+  if (refused) *refused = false;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Errc::io, std::string("cannot open a Unix socket: ") + std::strerror(errno));
   socklen_t len = 0;
@@ -178,8 +179,10 @@ Result<int> connect(const std::string& host_port) {
     ::close(fd);
     if (e == EAGAIN)
       return Error(Errc::unreachable, "could not reach " + host_port + ": its same-host door is full (too many connections at once)");
-    return Error(Errc::unreachable, "could not reach " + host_port + ": no loader listens there on this host (" + std::strerror(e) + ")")
-        .hint("is xcargo-loader running there? Its first log line says where it listens");
+    if (e == ECONNREFUSED && refused) *refused = true;
+    const std::string why = e == ECONNREFUSED ? "connection refused" : std::strerror(e);
+    return Error(Errc::unreachable, host_port + ": " + why + ": no loader listens there on this host")
+        .hint("is xcargo-loader running there, on this port? Its first log line says where it listens");
   }
   auto who = peer_of(fd);
   if (!who.ok()) {

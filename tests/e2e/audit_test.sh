@@ -153,7 +153,7 @@ eventually 10 "600 runs on one connection: one line, then sums of the other 599"
 check "2000 pipelined runs, 32 in flight, all ok" python3 -c "
 import json
 j = json.load(open('repeat.json'))
-assert j['ok'] and j['runs'] == 2000 and j['failed_runs'] == 0 and j['value'] == '42' and j['inflight'] == 32, j"
+assert j['ok'] and j['runs'] == 2000 and j['failed_runs'] == 0 and j['value'] == 42 and j['inflight'] == 32, j"
 eventually 10 "the loader counted the 2000 runs" python3 counted.py 3 2598
 
 expect 2 "log-max-size 1000: below the smallest" -- "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --trust trust --clients clients --log x.log --log-max-size 1000

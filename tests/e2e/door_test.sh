@@ -125,7 +125,7 @@ pids+=($!)
 disown $!
 wait_file open.addr || echo "FAIL: the trusted-network loader did not start: $(tail -3 open.log)"
 OPEN=$(head -1 open.addr)
-expect 4 "could not reach $OPEN: no loader listens there on this host" -- "$X" ls --to "$OPEN"
+expect 4 "$OPEN: connection refused: no loader listens there on this host" -- "$X" ls --to "$OPEN"
 expect 0 "hint: ucx://$OPEN reaches a loader's UCX listener \\(trusted-network\\), where no key proves who answers" -- \
   bash -c "'$X' ls --to '$OPEN' 2>&1; true"
 check "nothing reached the listener" bash -c "! grep -q 'accepted client' open.log"

@@ -66,7 +66,7 @@ eventually 10 "the refused import is logged with its name" grep -q "refused push
 expect 1 "the object imports 'system', which the variant's imports do not list" -- "$X" run evil-object.xcargo --entry run --to "$node"
 start_loader small --trust trust --max-cargo 1000
 expect 3 "limit: the cargo is [0-9]+ bytes, over 127.0.0.1:[0-9]+'s limit of 1000 bytes" -- "$X" run hello.xcargo --entry add --to "$small"
-expect 4 'could not reach 127.0.0.1:1' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
+expect 4 '127.0.0.1:1: connection refused' -- "$X" run hello.xcargo --entry add --to 127.0.0.1:1
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$node"
 
 # A large cargo (>= 8 MiB) travels by rendezvous.

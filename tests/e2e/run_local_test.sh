@@ -22,7 +22,7 @@ expect 0 '' -- "$X" run hello.xcargo --entry add --arg i64:1 --arg i64:2 --outpu
 check "--output writes the raw reply" test "$(od -An -tx1 out.bin | tr -d ' \n')" = 0300000000000000
 "$X" run hello.xcargo --entry add --arg i64:20 --arg i64:22 --json --trust k.pub --result i64 > r.json 2>>"$DISCARD"
 check "run --json says which variant ran" python3 -c "
-import json; j=json.load(open('r.json')); assert j['ok'] and j['variant']=='x86_64' and j['value']=='42', j"
+import json; j=json.load(open('r.json')); assert j['ok'] and j['variant']=='x86_64' and j['value']==42, j"
 
 # Refusals: verification and trust give exit 1, usage exit 2, failed runs exit 3.
 expect 1 'refused the cargo: .*no signature by a trusted key' -- "$X" run hello.xcargo --entry add --trust other.pub

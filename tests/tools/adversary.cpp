@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
 
   client::ConnectOptions co;
   co.retry_ms = 15000;  // a worker restarting after a crash
+  co.refused_retry_ms = 15000;
+  co.connect_timeout_ms = 15000;
   std::unique_ptr<client::Connection> c;
   long as_expected = 0, wrong = 0, lost = 0, unserved = 0;
   std::string first_problem;

@@ -77,7 +77,9 @@ Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limi
 // open() in two steps, for a caller that waits for many things at once: the connection
 // (made at once while the loader's backlog has room; its user id checked), then, once it is
 // readable, the offer (or the refusal, as an error). read_offer closes fd on failure.
-Result<int> connect(const std::string& host_port);
+// *refused (when given) is set when nothing listens at the door (no loader of that name on
+// this host), and cleared otherwise.
+Result<int> connect(const std::string& host_port, bool* refused = nullptr);
 Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit);
 
 }  // namespace xcargo::door

@@ -7,8 +7,9 @@
  *
  * Entry points:
  *   XC_ENTRY int NAME(xc_ctx *ctx, const void *in, size_t in_len) { ... }
- * `in` holds the caller's input bytes (e.g. `xcargo run --arg i64:2`, packed
- * little-endian). Return 0 on success; a non-zero return is reported to the caller as a
+ * `in` holds the caller's input bytes (e.g. `xcargo run --arg i64:2 --arg f32[]:a.f32`,
+ * packed little-endian as README's "A kernel's input" says; <xcargo/input.h>, included
+ * here, reads them: xc_in_start, xc_in_i64, xc_in_f32s, ...). Return 0 on success; a non-zero return is reported to the caller as a
  * failed invocation with that code. Reply bytes go back with xc_reply().
  */
 #ifndef XCARGO_KERNEL_H
@@ -97,5 +98,7 @@ XC_API long lround(double);
 #define fabsf(x) __builtin_fabsf(x)
 #define fma(a, b, c) __builtin_fma((a), (b), (c))
 #define fmaf(a, b, c) __builtin_fmaf((a), (b), (c))
+
+#include "input.h" /* beside this file */
 
 #endif /* XCARGO_KERNEL_H */

@@ -26,7 +26,7 @@ Runner add_run(CLI::App& app) {
     uint32_t node = 0;
     std::vector<std::string> args, inputs;
     unsigned timeout = 10;
-    bool json = false;
+    bool json = false, log = false;
     uint64_t repeat = 1;
     unsigned inflight = 1;
   };
@@ -54,6 +54,8 @@ Runner add_run(CLI::App& app) {
           [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; }, ""));
   cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
+  cmd->add_flag("--log", o->log, "Print the kernel's xc_log lines on standard error, \"ENTRY: LINE\" (with --json: in\n"
+                                  "\"log\"); a node returns the first 16, each cut to 200 bytes");
   auto* timeout = cmd->add_option("--timeout", o->timeout,
                                   "Time limit of each invocation's kernel, in seconds (a node stops it past\n"
                                   "that; without it, a node's own limit applies, and none is ever above it)")
@@ -110,6 +112,7 @@ Runner add_run(CLI::App& app) {
     if (!conn.ok()) return report(conn.error());
     client::Connection& c = **conn;
     if (timeout->count() > 0) c.set_kernel_timeout(std::chrono::seconds(o->timeout));
+    c.set_kernel_log(o->log);
 
     // Over the node's limit: said here, naming both sizes, instead of sent and refused.
     if (const uint64_t max = c.node().max_input; max != 0 && input_size > max)
@@ -187,6 +190,10 @@ Runner add_run(CLI::App& app) {
                           {"output_size", r->output.size()}, {"ended_on_node", res.node_id}, {"hops", res.hops},
                           {"kernel_us", double(res.kernel_ns) / 1000}};
       if (!res.message.empty()) j["message"] = res.message;
+      if (o->log) {
+        j["log"] = res.log;
+        j["log_dropped"] = res.log_dropped;
+      }
       if (o->repeat > 1) {
         j["runs"] = o->repeat;
         j["failed_runs"] = failures;
@@ -201,6 +208,11 @@ Runner add_run(CLI::App& app) {
         j["value"] = json_value.ok() ? *json_value : nlohmann::json(*value);
       }
       print_json(j);
+    }
+    if (o->log && !o->json) {  // the kernel's words first, as a job's stderr precedes its end
+      for (const std::string& line : res.log) std::fprintf(stderr, "%s: %s\n", o->entry.c_str(), line.c_str());
+      if (res.log_dropped)
+        std::fprintf(stderr, "%s: (%u more lines: in the node's log)\n", o->entry.c_str(), unsigned(res.log_dropped));
     }
     if (failed) return report(*failed, o->cargo);
     if (!o->json) {

@@ -260,9 +260,10 @@ Status check_entry(std::string_view entry) {
 
 ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t id, const Digest& d, std::string_view e, uint64_t n) {
   if (bytes.size() < 8 || n != input_size || d != digest || e != entry || (seal && session != c.session_) ||
-      timeout_ms != c.kernel_timeout_ms_) {
-    bytes = encode(Invoke{id, d, std::string(e), n, c.kernel_timeout_ms_}, std::move(bytes));
+      timeout_ms != c.kernel_timeout_ms_ || flags != c.invoke_flags_) {
+    bytes = encode(Invoke{id, d, std::string(e), n, c.kernel_timeout_ms_, c.invoke_flags_}, std::move(bytes));
     timeout_ms = c.kernel_timeout_ms_;
+    flags = c.invoke_flags_;
     if (seal) bytes = c.sealed(std::move(bytes));
     digest = d;
     entry.assign(e);

@@ -142,6 +142,15 @@ public:
     return *this;
   }
   Out& blob(ByteView b) { u16(uint16_t(b.size())); return raw(b); }
+  // A result's log (wire-protocol.md 4.7): u16 dropped, u16 count, then the lines; the
+  // first kMaxLogLines, each cut to kMaxLogLine bytes, the rest counted as dropped.
+  Out& log(const std::vector<std::string>& lines, uint16_t dropped) {
+    const size_t kept = std::min(lines.size(), kMaxLogLines);
+    u16(uint16_t(std::min<size_t>(size_t(dropped) + (lines.size() - kept), UINT16_MAX)));
+    u16(uint16_t(kept));
+    for (size_t i = 0; i < kept; ++i) str(lines[i].size() <= kMaxLogLine ? lines[i] : lines[i].substr(0, kMaxLogLine));
+    return *this;
+  }
   Bytes take() {
     b_.resize(n_);
     return std::move(b_);
@@ -394,7 +403,7 @@ Result<HasReply> decode_has_reply(ByteView h) {
 
 Bytes encode(const Invoke& m) { return encode(m, Bytes()); }
 Bytes encode(const Invoke& m, Bytes&& into) {
-  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u64(m.input_size).u32(m.timeout_ms).zeros(4).str(m.entry).take();
+  return Out(std::move(into)).u64(m.request_id).raw(m.digest).u64(m.input_size).u32(m.timeout_ms).u32(m.flags).str(m.entry).take();
 }
 Result<Invoke> decode_invoke(ByteView h) {
   In in(h, "invoke");
@@ -403,7 +412,8 @@ Result<Invoke> decode_invoke(ByteView h) {
   in.raw(m.digest.data(), 32);
   m.input_size = in.u64();
   m.timeout_ms = in.u32();
-  in.zeros(4);
+  m.flags = in.u32();
+  if (!in.failed() && (m.flags & ~kInvokeLog) != 0) in.fail("unknown flags");
   m.entry = in.str(kMaxName);
   if (!in.failed() && m.entry.empty()) in.fail("empty entry name");
   return done(in, std::move(m));
@@ -412,12 +422,13 @@ Result<Invoke> decode_invoke(ByteView h) {
 Bytes encode(const ResultMsg& m) { return encode(m, Bytes()); }
 Bytes encode(const ResultMsg& m, Bytes&& into) {
   return Out(std::move(into)).u64(m.request_id).u16(uint16_t(m.status)).zeros(2).u32(uint32_t(m.kernel_return)).u64(m.output_size)
-      .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).take();
+      .u32(m.node_id).u32(m.hops).u64(m.kernel_ns).str(m.variant).str(m.message).log(m.log, m.log_dropped).take();
 }
 template <>
 void Reencoder<ResultMsg>::encode(const ResultMsg& m, Bytes& out) {
   if (last_.empty() || m.status != key_.status || m.node_id != key_.node_id || m.hops != key_.hops ||
-      m.variant != key_.variant || m.message != key_.message) {
+      m.variant != key_.variant || m.message != key_.message || !m.log.empty() || !key_.log.empty() ||
+      m.log_dropped != key_.log_dropped) {
     last_ = wire::encode(m, std::move(last_));
     key_ = m;
   } else {  // the offsets of wire-protocol.md 4.7
@@ -462,6 +473,11 @@ xcargo::Status decode_result_into(ByteView h, ResultMsg& m) {
   m.kernel_ns = in.u64();
   in.str(kMaxName, m.variant);
   in.str(kMaxMessage, m.message);
+  m.log_dropped = in.u16();
+  const uint16_t lines = in.u16();
+  if (!in.failed() && lines > kMaxLogLines) in.fail("more than " + std::to_string(kMaxLogLines) + " log lines");
+  m.log.clear();
+  for (uint16_t i = 0; i < lines && !in.failed(); ++i) m.log.push_back(in.str(kMaxLogLine));
   return in.finish();
 }
 

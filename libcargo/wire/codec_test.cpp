@@ -146,8 +146,24 @@ TEST_CASE("invoke and result round-trip", "[wire]") {
     Bytes b = encode(inv);
     CHECK(b[kInvokeTimeoutOffset] == (2500 & 0xff));
     CHECK(b[kInvokeTimeoutOffset + 1] == (2500 >> 8));
-    b[kInvokeTimeoutOffset + 4] = 1;
+    b[kInvokeTimeoutOffset + 4] = uint8_t(kInvokeLog);
+    auto logged = decode_invoke(b);
+    REQUIRE(logged.ok());
+    CHECK(logged->flags == kInvokeLog);
+    b[kInvokeTimeoutOffset + 4] = 2;  // a flag this version does not know
     CHECK_FALSE(decode_invoke(b).ok());
+  }
+  {  // a result's log: the first kMaxLogLines, each cut to kMaxLogLine bytes, control characters sent as '?'
+    ResultMsg m{7, ReplyStatus::ok, 0, 0, 0, 0, 0, "x86_64", ""};
+    for (int k = 0; k < 20; ++k) m.log.push_back("line " + std::to_string(k) + (k == 0 ? std::string(300, 'x') : "\x1b[31m"));
+    m.log_dropped = 3;
+    auto d = decode_result(encode(m));
+    REQUIRE(d.ok());
+    REQUIRE(d->log.size() == kMaxLogLines);
+    CHECK(d->log[0].size() == kMaxLogLine);
+    CHECK(d->log[1] == "line 1?[31m");
+    CHECK(d->log_dropped == 3 + 20 - kMaxLogLines);
+    check_strict(encode(m), decode_result);
   }
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, "", 0})).ok());
   CHECK_FALSE(decode_invoke(encode(Invoke{1, {}, std::string(65, 'a'), 0})).ok());

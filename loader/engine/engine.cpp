@@ -160,7 +160,7 @@ struct Engine::Impl {
   // Loads the kept cargo of this digest, if there is one that verifies; true if it loaded.
   bool load_kept(const Digest& digest);
   void log_kept(const LoadReport& r) const;
-  std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only);
+  std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only, bool keep_log);
   // The cargo, or null if it is not loaded (nor kept by an earlier worker, loaded now unless
   // quick_only: *later then says an executor should load it).
   Loaded* find(const Digest& digest, bool quick_only, bool* later);
@@ -511,12 +511,12 @@ size_t Engine::update_trust(TrustStore trust) {
   return revoked;
 }
 
-InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteView input) {
-  return *impl_->invoke(digest, entry, input, false);
+InvokeResult Engine::invoke(const Digest& digest, std::string_view entry, ByteView input, bool keep_log) {
+  return *impl_->invoke(digest, entry, input, false, keep_log);
 }
 
-std::optional<InvokeResult> Engine::invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input) {
-  return impl_->invoke(digest, entry, input, true);
+std::optional<InvokeResult> Engine::invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input, bool keep_log) {
+  return impl_->invoke(digest, entry, input, true, keep_log);
 }
 
 Loaded* Engine::Impl::find(const Digest& digest, bool quick_only, bool* later) {
@@ -537,7 +537,7 @@ Loaded* Engine::Impl::find(const Digest& digest, bool quick_only, bool* later) {
 }
 
 std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::string_view entry, ByteView input,
-                                                 bool quick_only) {
+                                                 bool quick_only, bool keep_log) {
   InvokeResult r;
   LastRun& last = t_last;
   Loaded* cargo = nullptr;
@@ -609,6 +609,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     ctx.cargo = &cargo->summary.name;
     ctx.entry = entry;
   }
+  if (keep_log) ctx.kept_log = &r.log;
   cargo->invocations.add();
   const int64_t t0 = kernel_clock::now_ns();
   r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
@@ -625,6 +626,7 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     }
   }
   r.output = std::move(ctx.reply);
+  r.log_dropped = ctx.log_dropped;
   if (ctx.reply_is_input) r.reply_from_input = ctx.input_replied;
   if (ctx.reply_overflow) {
     r.status = wire::ReplyStatus::reply_too_large;

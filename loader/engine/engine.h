@@ -74,6 +74,8 @@ struct InvokeResult {
   // whoever holds the input's buffer sends it or a copy (Handler::run).
   size_t reply_from_input = 0;
   std::string message;  // for failures: what went wrong, in a message for people
+  std::vector<std::string> log;  // the kernel's xc_log lines, when asked for (keep_log)
+  uint32_t log_dropped = 0;      // lines past the first wire::kMaxLogLines
   std::optional<ForwardRequest> forward;  // status ok and forwarded: no reply from here
   const std::string* signed_by = nullptr;  // the cargo's trusted signers, for log lines (LoadReport); kept for the engine's life
   const std::string* cargo_name = nullptr; // the cargo's name, once it was found; kept for the engine's life
@@ -147,11 +149,12 @@ public:
   // nullptr when the digest is not loaded.
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const;
   // Runs one entry in the calling thread. Thread-safe.
-  InvokeResult invoke(const Digest& digest, std::string_view entry, ByteView input);
+  // keep_log: the result carries the kernel's xc_log lines too (wire::kInvokeLog).
+  InvokeResult invoke(const Digest& digest, std::string_view entry, ByteView input, bool keep_log = false);
   // The same, for a caller that must not be held up by a slow kernel: runs the entry only if
   // its latest kQuickRuns runs or more each took at most config().quick_ns; otherwise runs
   // nothing and returns nullopt. Lookup failures are returned as results.
-  std::optional<InvokeResult> invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input);
+  std::optional<InvokeResult> invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input, bool keep_log = false);
   static constexpr uint32_t kQuickRuns = 4;
   // Whether a loaded cargo runs its quick tier (EngineConfig::jit_tiers).
   bool tier_up_pending() const;

@@ -10,6 +10,7 @@
 #include "regions.h"
 #include "xcargo/large_buffers.h"
 #include "xcargo/abi.h"
+#include "xcargo/wire.h"
 
 namespace {
 thread_local xc_ctx* t_ctx = nullptr;
@@ -67,7 +68,12 @@ void* xc_alloc(xc_ctx* ctx, size_t len) {
 
 void xc_log(xc_ctx* ctx, const char* msg) {
   if (!(ctx = real(ctx)) || !msg) return;
-  if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, std::string_view(msg, strnlen(msg, 1024)));
+  const std::string_view line(msg, strnlen(msg, 1024));
+  if (ctx->log_fn) ctx->log_fn(ctx->log_self, ctx, line);
+  if (ctx->kept_log) {
+    if (ctx->kept_log->size() < xcargo::wire::kMaxLogLines) ctx->kept_log->emplace_back(line.substr(0, xcargo::wire::kMaxLogLine));
+    else ++ctx->log_dropped;
+  }
 }
 
 int xc_forward(xc_ctx* ctx, uint32_t node, const char* entry, const void* in, size_t len) {

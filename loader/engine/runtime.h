@@ -50,6 +50,10 @@ struct xc_ctx {
   // xc_log lines go to log_fn(log_self, ctx, line) when set; cargo and entry name the kernel.
   void (*log_fn)(void* log_self, const xc_ctx* ctx, std::string_view line) = nullptr;
   void* log_self = nullptr;
+  // And, when set, into kept_log for the invocation's reply (wire::kMaxLogLines of them, each
+  // cut to wire::kMaxLogLine bytes; log_dropped counts the rest).
+  std::vector<std::string>* kept_log = nullptr;
+  uint32_t log_dropped = 0;
   const std::string* cargo = nullptr;
   std::string_view entry;
 };

@@ -318,7 +318,7 @@ std::optional<Step> Handler::invoke(ByteView header, ByteView data, ByteView rep
     return Step{{MsgType::result, encode(r), {}}};
   }
   if (inv->input_size != data.size()) return Step{bad_request("invoke: input_size does not match the data")};
-  return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only, owned);
+  return run(inv->request_id, inv->digest, inv->entry, data, 0, reply_address, quick_only, owned, (inv->flags & kInvokeLog) != 0);
 }
 
 std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_only, Bytes* owned) {
@@ -366,7 +366,7 @@ std::optional<Step> Handler::forward(ByteView header, ByteView data, bool quick_
 }
 
 std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
-                                 uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned) {
+                                 uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned, bool keep_log) {
   ResultMsg r;
   r.request_id = request_id;
   r.node_id = engine_.config().node_id;
@@ -382,7 +382,8 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
     return Step{{MsgType::result, encode(r), {}}, reply_to()};
   }
   if (stats_) stats_->kernel_started();
-  std::optional<InvokeResult> res = quick_only ? engine_.invoke_if_quick(digest, entry, input) : engine_.invoke(digest, entry, input);
+  std::optional<InvokeResult> res =
+      quick_only ? engine_.invoke_if_quick(digest, entry, input, keep_log) : engine_.invoke(digest, entry, input, keep_log);
   if (stats_) stats_->kernel_ended();
   if (!res) return std::nullopt;
   if (const size_t n = res->reply_from_input) {  // the kernel replied with its input (or a prefix)
@@ -437,6 +438,8 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   r.kernel_return = res->kernel_return;
   r.variant = res->variant;
   r.message = res->message.substr(0, kMaxMessage);
+  r.log = std::move(res->log);
+  r.log_dropped = uint16_t(std::min<uint32_t>(res->log_dropped, UINT16_MAX));
   r.output_size = res->output.size();
   r.kernel_ns = res->kernel_ns;
   thread_local ResultEncoder results;

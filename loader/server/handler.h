@@ -113,8 +113,9 @@ private:
   Reply push(ByteView header, ByteView data);
   Reply has(ByteView header);
   Reply invoke(ByteView header, ByteView data);
+  // keep_log: the result carries the kernel's xc_log lines (an invoke's kInvokeLog).
   std::optional<Step> run(uint64_t request_id, const Digest& digest, const std::string& entry, ByteView input,
-                          uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned);
+                          uint32_t hop, ByteView reply_address, bool quick_only, Bytes* owned, bool keep_log = false);
   Reply list(ByteView header);
   Reply stats(ByteView header);
   Reply region(ByteView header);       // its length; the UCX server adds a key for one-sided reads

@@ -30,6 +30,17 @@ static int spin_ticks(xc_ctx *ctx, const void *in, size_t in_len) {
 XC_ENTRY int ticks(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
 XC_ENTRY int ticks_too(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
 
+/* chatty: 20 xc_log lines (with a terminal escape, which must reach no terminal), returns 2. */
+XC_ENTRY int chatty(xc_ctx *ctx, const void *in, size_t in_len) {
+  char line[] = "step 00 of 20 \x1b[31m";
+  for (int i = 0; i < 20; ++i) {
+    line[5] = (char)('0' + i / 10);
+    line[6] = (char)('0' + i % 10);
+    xc_log(ctx, line);
+  }
+  return 2;
+}
+
 XC_ENTRY int ok(xc_ctx *ctx, const void *in, size_t in_len) {
   return xc_reply(ctx, "fine", 4);
 }

@@ -77,6 +77,9 @@ public:
   // program whose signal handler calls interrupt_now() (xcargo/interrupt.h), a signal does
   // the same for the invoke under way.
   void cancel_invoke() { cancel_requested_.store(true, std::memory_order_relaxed); }
+  // Whether this connection's invokes ask for their kernels' xc_log lines, which then come
+  // back in InvokeReply::result.log (at most wire::kMaxLogLines; log_dropped counts the rest).
+  void set_kernel_log(bool on) { invoke_flags_ = on ? wire::kInvokeLog : 0; }
   // The same into reply, whose buffers take the node's answer: a caller that invokes again and
   // again with one InvokeReply allocates nothing per call once warm (the other overload makes
   // a new reply, its output a new buffer, each time). On an error, reply holds nothing useful.
@@ -173,13 +176,14 @@ private:
     Digest digest{};
     std::string entry;
     uint64_t input_size = 0, session = 0;
-    uint32_t timeout_ms = 0;
+    uint32_t timeout_ms = 0, flags = 0;
     // The header of invocation id, sealed or not: the last one's with its id written in when
     // only that differs.
     ByteView make(const Connection& c, bool seal, uint64_t id, const Digest& digest, std::string_view entry, uint64_t input_size);
   };
   InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
   uint32_t kernel_timeout_ms_ = 0;  // set_kernel_timeout
+  uint32_t invoke_flags_ = 0;       // set_kernel_log
   std::atomic<bool> cancel_requested_{false};  // cancel_invoke
   uint64_t awaited_invoke_ = 0;                // the invoke whose reply invoke() waits for; 0: none
   bool cancel_sent_ = false;                   // for awaited_invoke_

@@ -155,7 +155,11 @@ struct Invoke {
   std::string entry;
   uint64_t input_size = 0;  // the AM data's length
   uint32_t timeout_ms = 0;  // version 6: the kernel's time limit for this request; 0: the node's (never above it)
+  uint32_t flags = 0;       // version 6: kInvokeLog; other bits 0
 };
+inline constexpr uint32_t kInvokeLog = 1;  // the result carries the kernel's xc_log lines
+inline constexpr size_t kMaxLogLines = 16;     // a result's log: lines kept, each at most
+inline constexpr size_t kMaxLogLine = 200;     // kMaxLogLine bytes (longer ones cut)
 // Where an invoke header's timeout_ms lies (wire-protocol.md 4.6), for servers that read it
 // before decoding the header.
 inline constexpr size_t kInvokeTimeoutOffset = 48;
@@ -168,6 +172,10 @@ struct ResultMsg {
   uint32_t hops = 0;         // forwards it took
   uint64_t kernel_ns = 0;    // how long the (last) kernel ran
   std::string variant, message;
+  // Version 6: the kernel's xc_log lines, for an invoke that asked (kInvokeLog): the first
+  // kMaxLogLines, and how many more it wrote.
+  std::vector<std::string> log;
+  uint16_t log_dropped = 0;
 };
 struct Forward {  // AM data: the cargo (cargo_size bytes, may be 0), then the input
   uint64_t request_id = 0;   // the client's invoke

@@ -51,7 +51,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--result", o->result, "Decode the reply as i32 i64 u32 u64 f32 f64 (one value or several), the same\n"
                                          "with [] (an array: --json gives a JSON array), u8[], str or hex")
       ->capture_default_str()->type_name("TYPE")->check(CLI::Validator(
-          [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; }, ""));
+          [](std::string& t) { return is_result_type(t) ? std::string() : "'" + t + "' is not a --result type"; },
+          "{i32,i64,u32,u64,f32,f64,str,hex,i32[],i64[],u32[],u64[],f32[],f64[],u8[]}"));
   cmd->add_option("--output", o->output, "Write the raw reply bytes to this file instead of printing the decoded result ('-': standard output)")->type_name("FILE");
   cmd->add_flag("--json", o->json, "Print the result as JSON");
   cmd->add_flag("--log", o->log, "Print the kernel's xc_log lines on standard error, \"ENTRY: LINE\" (with --json: in\n"

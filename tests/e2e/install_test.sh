@@ -116,7 +116,7 @@ chmod +x complete_words
 expect 0 '^build$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo bu
 expect 0 '^contract strict$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --fp ''
 expect 0 '--depfile' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo build --de
-expect 0 '^i32 i64 u32 u64 f32 f64 str hex$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
+expect 0 '^i32 i64 u32 u64 f32 f64 str hex i32\[\] i64\[\] u32\[\] u64\[\] f32\[\] f64\[\] u8\[\]$' -- ./complete_words "$P/share/bash-completion/completions/xcargo" xcargo run --result ''
 COMPLETION=$P/share/bash-completion/completions/xcargo
 expect 0 '^help$' -- ./complete_words "$COMPLETION" xcargo h
 expect 0 '^run$' -- ./complete_words "$COMPLETION" xcargo help r

@@ -50,4 +50,22 @@ int report(const Error& error, const std::string& subject) {
 
 void note(const std::string& message) { std::fprintf(stderr, "xcargo: %s\n", message.c_str()); }
 
+std::string for_terminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    if (b(0) == 0xE2 && i + 2 < text.size()) {  // U+2000 to U+2FFF
+      const uint32_t u = 0x2000 | (uint32_t(b(1) & 0x3F) << 6) | uint32_t(b(2) & 0x3F);
+      if (u == 0x2028 || u == 0x2029 || (u >= 0x202A && u <= 0x202E) || (u >= 0x2066 && u <= 0x2069)) {
+        out += '?';
+        i += 2;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 }  // namespace xcargo::cli

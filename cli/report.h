@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "xcargo/error.h"
 
@@ -21,5 +22,10 @@ void set_json_output(bool on);
 // Prints the verb's JSON object; later reports print no second one.
 void print_json(const nlohmann::json& object);
 nlohmann::json error_json(const Error& error);
+
+// Text a node sent (a kernel's log line), made safe to print: the characters a terminal
+// shows as a line break or as a change of direction (U+2028, U+2029, U+202A-U+202E,
+// U+2066-U+2069) become '?'. The wire protocol already keeps control characters out.
+std::string for_terminal(std::string_view text);
 
 }  // namespace xcargo::cli

@@ -211,7 +211,7 @@ Runner add_run(CLI::App& app) {
       print_json(j);
     }
     if (o->log && !o->json) {  // the kernel's words first, as a job's stderr precedes its end
-      for (const std::string& line : res.log) std::fprintf(stderr, "%s: %s\n", o->entry.c_str(), line.c_str());
+      for (const std::string& line : res.log) std::fprintf(stderr, "%s: %s\n", o->entry.c_str(), for_terminal(line).c_str());
       if (res.log_dropped)
         std::fprintf(stderr, "%s: (%u more lines: in the node's log)\n", o->entry.c_str(), unsigned(res.log_dropped));
     }

@@ -51,6 +51,12 @@ bool cargo_entry(std::string_view line, size_t at, LogFields& f) {
   return true;
 }
 
+// What a terminal acts on or shows as a line break rather than as a character: C1 controls,
+// the bidirectional overrides and isolates, the line and paragraph separators.
+bool invisible(uint32_t u) {
+  return (u >= 0x80 && u <= 0x9f) || (u >= 0x202a && u <= 0x202e) || (u >= 0x2066 && u <= 0x2069) || u == 0x2028 || u == 0x2029;
+}
+
 }  // namespace
 
 std::string json_escape(std::string_view s) {
@@ -61,12 +67,8 @@ std::string json_escape(std::string_view s) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      append_u(out, c);
+    } else if (c < 0x20 || c == 0x7f) {  // as the text log: `jq -r` must not write a control to a terminal
+      out += '?';
     } else if (c < 0x80) {
       out += char(c);
     } else {
@@ -77,7 +79,9 @@ std::string json_escape(std::string_view s) {
         ++i;
         continue;
       }
-      if (u >= 0x10000) {
+      if (invisible(u)) {
+        out += '?';
+      } else if (u >= 0x10000) {
         append_u(out, 0xd800 + ((u - 0x10000) >> 10));
         append_u(out, 0xdc00 + ((u - 0x10000) & 0x3ff));
       } else {
@@ -91,8 +95,21 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
+namespace {
+// A kernel's own xc_log line, "CARGO/ENTRY: TEXT" (engine.cpp): a head without a space, with
+// a '/', before the first ": ", which no line of the loader's own has. Its text is the
+// kernel's, so nothing in it is taken for a field.
+bool kernel_line(std::string_view line) {
+  const size_t colon = line.find(": ");
+  if (colon == std::string_view::npos) return false;
+  const std::string_view head = line.substr(0, colon);
+  return head.find('/') != std::string_view::npos && head.find(' ') == std::string_view::npos;
+}
+}  // namespace
+
 LogFields log_fields(std::string_view line) {
   LogFields f;
+  if (kernel_line(line)) return f;
   if (line.rfind("error:", 0) == 0 || line.find(": error:") != std::string_view::npos) f.level = "error";
   else if (line.rfind("WARNING", 0) == 0 || line.rfind("failed ", 0) == 0 || line.rfind("refused ", 0) == 0 ||
            line.rfind("interrupted ", 0) == 0 || line.rfind("worker stopped", 0) == 0 || line.find("; killing it") != std::string_view::npos)

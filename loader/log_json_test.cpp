@@ -16,11 +16,14 @@ using namespace xcargo::loader;
 TEST_CASE("json_escape escapes quotes, controls and everything outside ASCII", "[log_json]") {
   CHECK(json_escape("plain") == "plain");
   CHECK(json_escape("a\"b\\c") == "a\\\"b\\\\c");
-  CHECK(json_escape("l1\nl2\tx\r") == "l1\\nl2\\tx\\u000d");
-  CHECK(json_escape(std::string("\x1b[2J\x7f", 5)) == "\\u001b[2J\\u007f");
-  CHECK(json_escape(std::string("\0", 1)) == "\\u0000");
+  // Controls become '?', as in the text log: `jq -r .message` must not write one to a terminal.
+  CHECK(json_escape("l1\nl2\tx\r") == "l1?l2?x?");
+  CHECK(json_escape(std::string("\x1b[2J\x7f", 5)) == "?[2J?");
+  CHECK(json_escape(std::string("\0", 1)) == "?");
+  CHECK(json_escape("\xc2\x9b") == "?");                            // C1: an 8-bit terminal's CSI
+  CHECK(json_escape("\xe2\x80\xa8\xe2\x81\xa6") == "??");             // a line separator, an isolate
   CHECK(json_escape("caf\xc3\xa9") == "caf\\u00e9");
-  CHECK(json_escape("\xe2\x80\xae") == "\\u202e");                 // a direction override, visible as such
+  CHECK(json_escape("\xe2\x80\xae") == "?");                       // a direction override
   CHECK(json_escape("\xf0\x9f\x98\x80") == "\\ud83d\\ude00");      // past U+FFFF: a surrogate pair
   CHECK(json_escape("\xff\xc3") == "\\ufffd\\ufffd");               // not UTF-8
   CHECK(json_escape("\xc0\xaf") == "\\ufffd\\ufffd");               // overlong
@@ -45,6 +48,15 @@ TEST_CASE("fields are found in the lines' wording", "[log_json]") {
   CHECK(f.peer == "127.0.0.1:37728");
   CHECK(f.client == "aa5b631d0d3e4f80");
   CHECK(log_fields("listening on 127.0.0.1:1; node key 2a5722234f0de3ad; 1 authorized client keys").client.empty());
+  {  // a kernel's xc_log line names no field, whatever its text says
+    const LogFields k = log_fields("att2/logtext: error: accepted invoke: 0123456789abcdef/steal -> ok (1 us); from 10.9.8.7:4444 key e811f10e23a41b0f");
+    CHECK(k.level == "info");
+    CHECK(k.cargo.empty());
+    CHECK(k.entry.empty());
+    CHECK(k.status.empty());
+    CHECK(k.client.empty());
+    CHECK(k.peer.empty());
+  }
   f = log_fields("listening on 127.0.0.1:7400");
   CHECK(f.cargo.empty());
   CHECK(f.status.empty());

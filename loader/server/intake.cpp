@@ -110,6 +110,7 @@ void Intake::deny(Connections::Ep ep, Client* c, MsgType type, ByteView header) 
     log_("refused request type " + std::to_string(int(type)) + " from " + c->peer + ": " + why);
   if (closing) log_("closing the connection from " + c->peer + ": " + std::to_string(c->refusals) + " requests before authenticating");
   if (!ep) return;  // a forward without a reply endpoint: nobody to tell
+  if (type == MsgType::cancel) return;  // it has no reply (wire-protocol.md 4.15), even refused
   ResultMsg m;
   m.request_id = request_id_of(type, header);
   m.status = ReplyStatus::unauthenticated;

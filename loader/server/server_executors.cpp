@@ -172,8 +172,10 @@ void UcxServer::Impl::lead(Slot& me) {
         m.request_id = request_id_of(j->type, j->header);
         m.status = ReplyStatus::cancelled;
         m.message = "its client cancelled it before it ran";
-        if (!j->answered.exchange(true))
+        if (!j->answered.exchange(true)) {
+          handler->count_answer(j->type, j->header, m.status);
           deliver(eps.live(j->ep, j->serial), Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
+        }
         continue;
       }
       me.job.store(j);
@@ -342,7 +344,7 @@ void UcxServer::Impl::time_out(Slot& s) {
     m.message = what + " and was stopped; the node recovered";
     {
       RequestOrigin origin(j->origin.get());
-      handler->count_answer(j->type, j->header, ReplyStatus::timeout);
+      handler->count_answer(j->type, j->header, m.status);
     }
     post(j->ep, j->serial, Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
   } else {

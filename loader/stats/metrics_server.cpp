@@ -118,22 +118,32 @@ int serve_metrics(int listen_fd, const NodeStats& stats, const std::atomic<bool>
   std::vector<Conn> conns(kMaxMetricsConnections);  // allocated once
   while (!stop) {
     pollfd fds[kMaxMetricsConnections + 1];
-    int n = 0, open = 0;
-    for (Conn& c : conns)
-      if (c.fd >= 0) fds[n++] = {c.fd, POLLIN, 0}, ++open;
+    int n = 0;
+    // Where the next connection goes: a free slot, else the slot of the oldest connection
+    // whose request is still incomplete, which it replaces (connections that never finish
+    // their request cannot keep a scrape out); none while all are answered: new ones wait.
+    Conn* next = nullptr;
+    for (Conn& c : conns) {
+      if (c.fd >= 0) fds[n++] = {c.fd, POLLIN, 0};
+      if (c.fd < 0) next = &c;
+    }
+    if (!next)
+      for (Conn& c : conns)
+        if (!c.draining && (!next || c.deadline < next->deadline)) next = &c;
     const int listening = n;
-    if (open < kMaxMetricsConnections) fds[n++] = {listen_fd, POLLIN, 0};  // full: new ones wait in the backlog
+    if (next) fds[n++] = {listen_fd, POLLIN, 0};
     if (::poll(fds, nfds_t(n), 200) < 0 && errno != EINTR) return 1;
     const Clock::time_point now = Clock::now();
-    if (listening < n && (fds[listening].revents & POLLIN))
-      for (Conn& c : conns)
-        if (c.fd < 0) {
-          c.fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          c.used = 0;
-          c.draining = false;
-          c.deadline = now + std::chrono::milliseconds(kMetricsDeadlineMs);
-          break;
-        }
+    if (next && listening < n && (fds[listening].revents & POLLIN)) {
+      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) {
+        if (next->fd >= 0) ::close(next->fd);
+        next->fd = fd;
+        next->used = 0;
+        next->draining = false;
+        next->deadline = now + std::chrono::milliseconds(kMetricsDeadlineMs);
+      }
+    }
     for (Conn& c : conns) {
       if (c.fd < 0) continue;
       bool done = now > c.deadline;

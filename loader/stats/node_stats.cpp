@@ -18,6 +18,7 @@ constexpr unsigned kShards = NodeStats::kOwnedShards + 1;  // per bank: the last
 // A shard's cells: invocations, one per status, bytes in and out, kernels started and ended
 // (these two only in the total's shards).
 enum : size_t { kInvocations = 0, kStatus0 = 1, kBytesIn = kStatus0 + kStatusKinds, kBytesOut, kStarted, kEnded, kCells = 32 };
+static_assert(kEnded < kCells, "a counter past the cells of a thread's slot");
 constexpr size_t kLabels = 1 + 2 * (kMaxLabelValues + 1);  // the total, then cargos, then clients (each with "other")
 constexpr uint32_t kCommitted = 0x4c424c31;  // a label slot's value is written
 

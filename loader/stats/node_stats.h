@@ -16,8 +16,8 @@
 
 namespace xcargo::loader {
 
-// The statuses a result can have (wire-protocol.md section 5: values 0 to 19).
-inline constexpr size_t kStatusKinds = 20;
+// The statuses a result can have (wire-protocol.md section 5: values 0 to kMaxStatus).
+inline constexpr size_t kStatusKinds = wire::kMaxStatus + 1;
 // Distinct values of one label (cargos, client keys) counted apart: values past these are
 // counted under kOtherLabel, so that no client can grow the table.
 inline constexpr size_t kMaxLabelValues = 64;

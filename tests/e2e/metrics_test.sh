@@ -101,6 +101,21 @@ expect 0 '^HTTP/1.1 405' -- $PY "$HERE/scrape_metrics.py" "$M" 'POST /metrics HT
 expect 0 '^HTTP/1.1 400' -- $PY "$HERE/scrape_metrics.py" "$M" 'GET /metrics HTTP/1.1\r\nContent-Length: 9\r\n\r\n'
 expect 0 '^HTTP/1.1 431' -- $PY "$HERE/scrape_metrics.py" "$M" "GET /metrics HTTP/1.1\r\nX: $(head -c 5000 /dev/zero | tr '\0' a)"
 check "the endpoint serves after hostile requests" $PY "$HERE/scrape_metrics.py" "$M"
+# Connections that never finish their request (40 held, more made as they are closed) do not
+# keep a scrape out: a new connection replaces the oldest of them.
+check "scrapes get through beside 40 connections that never finish their request" $PY -c "
+import socket, subprocess, sys, threading, time
+held, stop = [], time.time() + 6
+def hold():
+    while time.time() < stop:
+        try:
+            s = socket.socket(socket.AF_UNIX); s.settimeout(1); s.connect('$TMP/metrics.sock')
+            s.sendall(b'GET /metrics HTTP/1.1\\r\\n'); held.append(s)
+            while len([x for x in held if x.fileno() >= 0]) >= 40 and time.time() < stop: time.sleep(0.05)
+        except OSError: time.sleep(0.02)
+t = threading.Thread(target=hold); t.start(); time.sleep(1)
+ok = all(subprocess.run([sys.executable, '$HERE/scrape_metrics.py', '$M'], capture_output=True, timeout=30).returncode == 0 for _ in range(3))
+t.join(); sys.exit(0 if ok else 1)"
 check "the endpoint is not the client's: the socket has mode 0660" bash -c "[ \$(stat -c %a '$TMP/metrics.sock') = 660 ]"
 expect 2 'metrics unix:.*: another process serves it' -- "$LOADER" --listen 127.0.0.1:0 $(ucx_net) --trust trust \
   --clients clients --metrics "$M"

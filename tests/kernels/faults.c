@@ -30,9 +30,10 @@ static int spin_ticks(xc_ctx *ctx, const void *in, size_t in_len) {
 XC_ENTRY int ticks(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
 XC_ENTRY int ticks_too(xc_ctx *ctx, const void *in, size_t in_len) { return spin_ticks(ctx, in, in_len); }
 
-/* chatty: 20 xc_log lines (with a terminal escape, which must reach no terminal), returns 2. */
+/* chatty: 20 xc_log lines (with a terminal escape and a direction override, which must reach
+ * no terminal), returns 2. */
 XC_ENTRY int chatty(xc_ctx *ctx, const void *in, size_t in_len) {
-  char line[] = "step 00 of 20 \x1b[31m";
+  char line[] = "step 00 of 20 \x1b[31m\xe2\x80\xae";
   for (int i = 0; i < 20; ++i) {
     line[5] = (char)('0' + i / 10);
     line[6] = (char)('0' + i % 10);

@@ -28,6 +28,11 @@
 
 namespace xcargo::client {
 
+// One try's share of the time to connect: a handshake that the worker it reached never
+// answers (one ending after a kernel's failure stops reading) is given up and tried again
+// on a new connection, which reaches the worker that took over.
+constexpr std::chrono::milliseconds kTryLimit(5000);
+
 
 using namespace wire;
 using Clock = std::chrono::steady_clock;
@@ -165,7 +170,7 @@ protected:
     for (int tries = 0;; ++tries) {
       unanswered_ = true;  // the old worker is ending: no graceful close
       drop();
-      auto s = attach(Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms));
+      auto s = attach(Clock::now() + std::min(kTryLimit, std::chrono::milliseconds(o_.connect_timeout_ms)));
       if (s.ok() || s.error().code() != Errc::unreachable || Clock::now() > give_up) return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(tries, 5), 20)));
     }
@@ -879,7 +884,7 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   std::optional<Error> earlier;
   for (int tries = 0;; ++tries) {
     TryFailure how;
-    auto c = attempt(ms_until(deadline), &how);
+    auto c = attempt(int(std::min<int64_t>(ms_until(deadline), kTryLimit.count())), &how);
     if (c.ok()) return c;
     if (how.timed_out && earlier)
       return std::move(earlier->hint("tried again until the connect timeout (" + duration_text(options.connect_timeout_ms) +

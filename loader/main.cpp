@@ -37,6 +37,7 @@
 #include "sandbox.h"
 #include "port_hold.h"
 #include "supervisor.h"
+#include "tls_keeper.h"
 #include "timing.h"
 #include "ucx_server.h"
 #include "xcargo/cluster.h"
@@ -435,7 +436,7 @@ bool wait_for_go(int go_fd) {
 }
 
 int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-               int compiler_fd, int key_fd, int door_fd) {
+               int compiler_fd, int key_fd, int door_fd, int tls_fd) {
   // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
   // quietly (the serving worker logs what changed).
   static std::atomic<bool> serving{false};
@@ -444,7 +445,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (serving) log_line(line);
   };
   sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
                                         cfg.node_stats_fd});
   if (!confined.ok()) return fail_in_log(confined.error());
   if (cfg.sandbox || !cfg.trusted_network)
@@ -481,6 +482,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   so.ucx_listener = cfg.trusted_network;
   so.tls_listen = cfg.tls_listen;
   so.door_fd = door_fd;
+  so.tls_fd = tls_fd;
   so.on_door_lost = [end_in_order] {
     end_in_order("the same-host door's channel is gone (no new same-host client would reach this worker); ending this "
                  "worker in order: its standby has a channel of its own");
@@ -761,6 +763,16 @@ int main(int argc, char** argv) {
       hold = std::move(*h);
       cfg.listen = hold.address();
     }
+    // The TLS port is the supervisor's from now until the loader stops: a connection is
+    // never refused while it runs, even between workers (tls_keeper.h).
+    std::unique_ptr<TlsKeeper> tls_keeper;
+    if (!cfg.tls_listen.empty()) {
+      auto k = TlsKeeper::open(cfg.tls_listen, [](const std::string& line) { log_line(line); });
+      if (!k.ok()) return fail(k.error());
+      tls_keeper = std::move(*k);
+      cfg.tls_listen = tls_keeper->address();
+      so.tls_keeper = tls_keeper.get();
+    }
     so.listen = Listen{cfg.listen, cfg.tls_listen};
     if (cfg.trusted_network)
       so.ucx_what = "UCX listener, trusted network: every host that reaches it is trusted";
@@ -798,11 +810,11 @@ int main(int argc, char** argv) {
     auto rc = supervise(
         so, g_stop,
         [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
-            int door_fd) {
+            int door_fd, int tls_fd) {
           LoaderConfig wc = cfg;
           wc.listen = listen.ucx;
           wc.tls_listen = listen.tls;
-          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd);
+          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
         },
         [&](int fd) { return run_compiler(cfg, access->user, fd); });
     if (metrics_pid > 0) {

@@ -27,6 +27,7 @@
 
 #include "door_keeper.h"
 #include "log.h"
+#include "tls_keeper.h"
 #include "timing.h"
 #include "xcargo/file.h"
 
@@ -105,6 +106,7 @@ struct Child {
   pid_t pid = -1, compiler = -1;
   int from = -1, go = -1;
   int door = -1;  // the keeper's end of its door channel
+  int tls = -1;   // the TLS keeper's end of its channel
   char* incident = nullptr;  // its own page: a line saying why it is about to stop
   std::string buf;           // what `from` gave that is not yet a whole line
   bool ready = false;        // said "standby"
@@ -170,6 +172,7 @@ struct Child {
     if (from >= 0) ::close(from);
     if (go >= 0) ::close(go);
     if (door >= 0) ::close(door);
+    if (tls >= 0) ::close(tls);
     if (incident) ::munmap(incident, kIncidentSize);
     *this = Child();
   }
@@ -210,13 +213,20 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     c.release();
     return Error(Errc::io, std::string("socketpair failed: ") + std::strerror(errno));
   }
+  int tls[2] = {-1, -1};  // its channel from the TLS keeper, if the loader has one
+  if (options.tls_keeper && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tls) != 0) {
+    for (int fd : {from[0], from[1], go[0], go[1], door[0], door[1], compiler_fd, key_fd}) ::close(fd);
+    c.release();
+    return Error(Errc::io, std::string("socketpair failed: ") + std::strerror(errno));
+  }
+  c.tls = tls[0];
   c.door = door[0];
   c.from = from[0];
   c.go = go[1];
   c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (c.incident == MAP_FAILED) {
     c.incident = nullptr;
-    for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, "cannot map an incident page");
   }
@@ -225,7 +235,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
   const pid_t pid = ::fork();
   if (pid < 0) {
     parent_done(child_log);
-    for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
   }
@@ -235,6 +245,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     ::close(from[0]);
     ::close(go[1]);
     if (door[0] >= 0) ::close(door[0]);
+    if (tls[0] >= 0) ::close(tls[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
     // Told apart in ps and pgrep: xcargo-standby until it takes over, then xcargo-loader
     // (and xcargo-ending once it is about to end).
@@ -243,10 +254,10 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
     ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (::getppid() == 1) _exit(1);
-    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd, door[1]));
+    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd, door[1], tls[1]));
   }
   parent_done(child_log);
-  for (int fd : {from[1], go[0], door[1], compiler_fd, key_fd}) ::close(fd);
+  for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
   ::fcntl(c.from, F_SETFL, ::fcntl(c.from, F_GETFL) | O_NONBLOCK);
   c.pid = pid;
   c.started = Clock::now();
@@ -330,6 +341,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   };
   // Stops every process: the serving worker gets SIGTERM and time for a running kernel.
   auto shut_down = [&]() -> Result<int> {
+    if (options.tls_keeper) options.tls_keeper->serve(-1);
     const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
     // A standby waiting for its go reads its end of `go`: closed, that read ends. SIGTERM
     // alone did not always end it: one that had it during its start (g_stop set before it
@@ -464,6 +476,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       flush_log();  // lifecycle lines are rare: write them at once
       cur = std::move(w);
       if (door) door->serve(cur.door);
+      if (options.tls_keeper) options.tls_keeper->serve(cur.tls);
     }
     // 2. A standby, started once the serving worker serves (they do not compete to start; the
     //    first a second later: kFirstStandbyAfter).
@@ -559,6 +572,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (!cur.incident[0]) restarts.push_back(gap_since);
       while (!restarts.empty() && gap_since - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
       if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
+      if (options.tls_keeper) options.tls_keeper->serve(-1);  // new connections wait for the next
       ending.push_back(std::move(cur));
       cur = Child();
       if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));

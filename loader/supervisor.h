@@ -15,6 +15,8 @@
 
 namespace xcargo::loader {
 
+class TlsKeeper;
+
 // Where a worker listens: UCX's HOST:PORT, and the TLS front door's (empty: none).
 struct Listen {
   std::string ucx, tls;
@@ -39,6 +41,9 @@ struct SupervisorOptions {
   bool standby = true;
   // Open the same-host door (door_keeper.h) once the first worker has bound its address.
   bool door = true;
+  // The TLS front door's keeper (tls_keeper.h), listening at listen.tls: each serving worker
+  // gets its connections over a channel of its own. Null: workers listen themselves.
+  TlsKeeper* tls_keeper = nullptr;
   // The node key's service (loader/keys/key_service.h): a connection for each worker, made
   // before its fork (none: the worker gets -1), and whether the service still runs. Without
   // it no worker can prove the node's key: the loader stops, saying why.
@@ -60,9 +65,10 @@ struct SupervisorOptions {
 // listener is closed for good (it is about to end) it writes another line. It may leave a line
 // in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
 // connection to its compile service, key_fd its connection to the key service (or -1).
-// door_fd is its end of the channel to the same-host door's keeper (door_keeper.h).
+// door_fd is its end of the channel to the same-host door's keeper (door_keeper.h), tls_fd its
+// end of the channel from the TLS front door's keeper (tls_keeper.h); -1 for none.
 using WorkerMain = std::function<int(const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
-                                     int compiler_fd, int key_fd, int door_fd)>;
+                                     int compiler_fd, int key_fd, int door_fd, int tls_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.
 using CompilerMain = std::function<int(int fd)>;

@@ -73,6 +73,7 @@ public:
     context_ = std::move(*context);
     ::signal(SIGPIPE, SIG_IGN);  // a node that went away must give an error, not kill us
     auto s = attach(deadline, &how->refused);
+    how->refused_for_good = how->refused;  // a loader's supervisor listens for its front door across worker restarts
     how->timed_out = timed_out_;
     return s;
   }

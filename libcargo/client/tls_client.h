@@ -14,7 +14,7 @@ namespace xcargo::client {
 // try again, and which error to report.
 struct TryFailure {
   bool refused = false;    // nothing listens at the address
-  bool refused_for_good = false;  // ... and nothing will soon: the address is a same-host door
+  bool refused_for_good = false;  // ... and nothing will soon: the address is a same-host door or a front door
   bool timed_out = false;  // its time (timeout_ms) ran out
 };
 // One try at a connection, handshakes included, within timeout_ms; on failure, *how says why.

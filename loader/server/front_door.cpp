@@ -1,8 +1,10 @@
 // FrontDoor: the TLS listener, its connections' handshakes, frames in and out.
 #include "front_door.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "processes.h"
 #include "xcargo/ucx.h"
 
 namespace xcargo::loader {
@@ -55,6 +58,22 @@ Result<std::unique_ptr<FrontDoor>> FrontDoor::listen(const std::string& host_por
   return d;
 }
 
+Result<std::unique_ptr<FrontDoor>> FrontDoor::from_keeper(int channel_fd, std::shared_ptr<tls::Context> context, Events events) {
+  std::unique_ptr<FrontDoor> d(new FrontDoor());
+  d->listen_fd_ = channel_fd;  // owned from here, whatever fails
+  d->from_keeper_ = true;
+  d->context_ = std::move(context);
+  d->ev_ = std::move(events);
+  if (::fcntl(channel_fd, F_SETFL, ::fcntl(channel_fd, F_GETFL) | O_NONBLOCK) != 0) return socket_error("tls keeper's channel");
+  d->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (d->epfd_ < 0) return socket_error("tls listener: epoll");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &d->listen_fd_;
+  if (::epoll_ctl(d->epfd_, EPOLL_CTL_ADD, channel_fd, &ev) != 0) return socket_error("tls keeper's channel: epoll");
+  return d;
+}
+
 FrontDoor::~FrontDoor() {
   close_all();
   if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -70,10 +89,19 @@ void FrontDoor::stop_listening() {
 
 std::string FrontDoor::deaf() const {
   if (listen_fd_ < 0) return {};
-  int on = 0;
-  socklen_t len = sizeof on;
-  if (::getsockopt(listen_fd_, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 || !on)
-    return "its listening socket was closed or no longer listens";
+  if (from_keeper_) {
+    int type = 0;
+    socklen_t len = sizeof type;
+    pollfd p{listen_fd_, POLLRDHUP, 0};
+    if (::getsockopt(listen_fd_, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET ||
+        (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))))
+      return "its channel from the supervisor, which passes it new connections, was closed or shut down";
+  } else {
+    int on = 0;
+    socklen_t len = sizeof on;
+    if (::getsockopt(listen_fd_, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 || !on)
+      return "its listening socket was closed or no longer listens";
+  }
   // epoll knows a descriptor by its number and its file: a socket opened in the closed one's
   // place, even listening on the same port, is not watched.
   epoll_event ev{};
@@ -144,7 +172,7 @@ void FrontDoor::watch_writes(TlsConn& c, bool on) {
   if (c.writing == on) return;
   c.writing = on;
   epoll_event ev{};
-  ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
+  ev.events = EPOLLIN | (on ? uint32_t(EPOLLOUT) : 0u);
   ev.data.ptr = &c;
   ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c.channel->fd(), &ev);
 }
@@ -153,30 +181,48 @@ void FrontDoor::accept_all() {
   for (int i = 0; i < kAcceptsPerPoll && listen_fd_ >= 0; ++i) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // none waiting, or out of descriptors: the rest wait in the backlog
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
-    auto channel = tls::Channel::start(context_, fd);
-    if (!channel.ok()) {
-      ::close(fd);
-      continue;
+    int fd = -1;
+    if (from_keeper_) {
+      char tag;
+      // Nothing more now, or the channel ended (deaf() says so): the rest wait with the keeper.
+      if (sandbox::receive_fd(listen_fd_, &tag, 1, &fd) <= 0) return;
+      if (fd < 0) continue;
+      // The keeper made it non-blocking, with TCP_NODELAY. A socket that has no TCP peer is
+      // no connection of a client (the keeper passes nothing else).
+      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&from), &len) != 0 || (from.ss_family != AF_INET && from.ss_family != AF_INET6)) {
+        ::close(fd);
+        continue;
+      }
+    } else {
+      fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // none waiting, or out of descriptors: the rest wait in the backlog
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
     }
-    auto c = std::make_unique<TlsConn>();
-    c->channel = std::move(*channel);
-    c->peer = net::to_host_port(reinterpret_cast<const sockaddr*>(&from));
-    c->since = Clock::now();
-    if (ev_.accepted && !ev_.accepted(*c)) continue;  // closed (its channel's socket) before a byte is read
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = c.get();
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      if (ev_.lost) ev_.lost(*c, std::string("cannot watch the connection: ") + std::strerror(errno), true);
-      continue;
-    }
-    TlsConn* p = c.get();
-    conns_.emplace(p, std::move(c));
+    take(fd, net::to_host_port(reinterpret_cast<const sockaddr*>(&from)));
   }
+}
+
+void FrontDoor::take(int fd, const std::string& peer) {
+  auto channel = tls::Channel::start(context_, fd);
+  if (!channel.ok()) {
+    ::close(fd);
+    return;
+  }
+  auto c = std::make_unique<TlsConn>();
+  c->channel = std::move(*channel);
+  c->peer = peer;
+  c->since = Clock::now();
+  if (ev_.accepted && !ev_.accepted(*c)) return;  // closed (its channel's socket) before a byte is read
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = c.get();
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (ev_.lost) ev_.lost(*c, std::string("cannot watch the connection: ") + std::strerror(errno), true);
+    return;
+  }
+  TlsConn* p = c.get();
+  conns_.emplace(p, std::move(c));
 }
 
 TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why) {

@@ -69,6 +69,10 @@ public:
   // still taken. *address: the HOST:PORT it listens on.
   static Result<std::unique_ptr<FrontDoor>> listen(const std::string& host_port, std::shared_ptr<tls::Context> context,
                                                    Events events, std::chrono::milliseconds wait, std::string* address);
+  // Takes connections from the supervisor's keeper (tls_keeper.h) instead: each arrives on
+  // channel_fd (this worker's end, a SOCK_SEQPACKET socket) as one packet carrying its
+  // descriptor. The FrontDoor owns channel_fd.
+  static Result<std::unique_ptr<FrontDoor>> from_keeper(int channel_fd, std::shared_ptr<tls::Context> context, Events events);
   ~FrontDoor();
   FrontDoor(const FrontDoor&) = delete;
   FrontDoor& operator=(const FrontDoor&) = delete;
@@ -99,11 +103,13 @@ public:
   size_t queued(const TlsConn& c) const { return c.channel->queued(); }
   // Closes c now (no event): it says goodbye and is freed.
   void close(TlsConn* c);
-  // No new connections from now on (the port is free); those open stay.
+  // No new connections from now on (the port is free, or the keeper's channel closed: what
+  // it had passed and this worker had not taken waits for no one); those open stay.
   void stop_listening();
   // Why new connections can no longer come in, though stop_listening() was not called: its
-  // listening socket closed or shut down, or its descriptor another file now (a kernel can
-  // close any of its worker's descriptors), or its epoll set gone. Empty while it listens.
+  // listening socket (or its channel from the keeper) closed or shut down, or its descriptor
+  // another file now (a kernel can close any of its worker's descriptors), or its epoll set
+  // gone. Empty while it listens.
   std::string deaf() const;
   size_t size() const { return conns_.size(); }
   // Bytes queued on all connections.
@@ -114,6 +120,8 @@ public:
 private:
   FrontDoor() = default;
   void accept_all();
+  // A connection's socket (accepted here, or passed by the keeper), from peer: its handshake starts.
+  void take(int fd, const std::string& peer);
   // Moves c on as far as its socket allows; false if it was lost (and freed).
   bool drive(TlsConn& c);
   // Reads and hands on up to kFramesPerPoll frames; false if c was lost (and freed).
@@ -127,7 +135,9 @@ private:
   uint64_t allowance(const TlsConn& c) const;
   void set_partial(TlsConn& c, uint64_t bytes);
 
+  // A listening socket, or (from_keeper_) this worker's channel from the keeper.
   int listen_fd_ = -1, epfd_ = -1;
+  bool from_keeper_ = false;
   std::shared_ptr<tls::Context> context_;
   Events ev_;
   std::map<TlsConn*, std::unique_ptr<TlsConn>> conns_;

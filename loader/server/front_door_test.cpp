@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "front_door.h"
+#include "tls_keeper.h"
 #include "xcargo/ucx.h"
 
 using namespace xcargo;
@@ -49,13 +50,16 @@ struct Seen {
 struct Door {
   SigningKey node = new_key();
   Seen seen;
+  std::unique_ptr<TlsKeeper> keeper;  // kept: the supervisor's keeper listens, the door takes from it
+  int keepers_end = -1;               // kept: the keeper's end of the channel
+  int workers_end = -1;               // kept: the door's end (it owns it)
   std::unique_ptr<FrontDoor> door;
   std::string address;
   uint64_t max_data = 1 << 20;
   uint64_t max_partial_per_key = UINT64_MAX, max_partial_total = UINT64_MAX;
   bool accept_tcp = true;
 
-  explicit Door(const SigningKey& client) {
+  explicit Door(const SigningKey& client, bool kept = false) {
     ::signal(SIGPIPE, SIG_IGN);  // as the loader does (front_door.h)
     const tls::RawKey allowed = client.public_key().raw;
     auto ctx = tls::Context::create(tls::Context::server, node_credential(node), [allowed](const tls::Peer& p, std::string* why) {
@@ -79,9 +83,29 @@ struct Door {
     ev.max_data = [this] { return max_data; };
     ev.max_partial_per_key = [this] { return max_partial_per_key; };
     ev.max_partial_total = [this] { return max_partial_total; };
-    auto d = FrontDoor::listen("127.0.0.1:0", *ctx, std::move(ev), 0ms, &address);
-    REQUIRE(d.ok());
-    door = std::move(*d);
+    if (kept) {
+      auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+      REQUIRE(k.ok());
+      keeper = std::move(*k);
+      address = keeper->address();
+      int sv[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+      keepers_end = sv[1];
+      workers_end = sv[0];
+      keeper->serve(keepers_end);
+      auto d = FrontDoor::from_keeper(sv[0], *ctx, std::move(ev));
+      REQUIRE(d.ok());
+      door = std::move(*d);
+    } else {
+      auto d = FrontDoor::listen("127.0.0.1:0", *ctx, std::move(ev), 0ms, &address);
+      REQUIRE(d.ok());
+      door = std::move(*d);
+    }
+  }
+  ~Door() {
+    door.reset();
+    keeper.reset();
+    if (keepers_end >= 0) ::close(keepers_end);
   }
   // Polls until done() or 20 s (a ceiling for a busy machine).
   template <typename Done>
@@ -188,6 +212,28 @@ TEST_CASE("front door: an admitted client's frames reach the server, and its rep
   REQUIRE(d.poll_until([&] { return d.seen.lost == 1; }));  // the client's end closed its socket
   CHECK_FALSE(d.seen.lost_in_handshake);
   CHECK(d.door->size() == 0);
+}
+
+TEST_CASE("front door: connections passed by the supervisor's keeper are served, and its channel's end is found", "[front_door]") {
+  const SigningKey me = new_key();
+  for (int how = 0; how < 2; ++how) {
+    Door d(me, true);
+    {
+      Client c(d.address, me, d.node, text("abc"), Bytes(1000, 7));
+      REQUIRE(d.poll_until([&] { return c.done.load(); }));
+      CHECK(c.result == "reply: cba 1000");
+      CHECK(d.seen.ready == 1);
+      CHECK(d.door->deaf().empty());
+    }
+    // What a kernel could do to the worker's end of the channel: close it, or shut it down.
+    const int channel = d.workers_end;
+    REQUIRE(channel >= 0);
+    if (how == 0) ::close(channel);
+    else ::shutdown(channel, SHUT_RDWR);
+    CHECK(d.door->deaf().find("its channel from the supervisor") != std::string::npos);
+    d.door->stop_listening();  // on purpose: not deaf
+    CHECK(d.door->deaf().empty());
+  }
 }
 
 TEST_CASE("front door: a key the server does not admit never sends a frame", "[front_door]") {

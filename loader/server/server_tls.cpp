@@ -2,6 +2,8 @@
 // how its connections' events reach the server (UcxServer::Impl, server_impl.h).
 #include "server_impl.h"
 
+#include <utility>
+
 namespace xcargo::loader {
 
 using namespace wire;
@@ -143,7 +145,10 @@ Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
   // same times kPartialKeys.
   ev.max_partial_per_key = [this] { return kBytesInFlightPerKey * largest_request(); };
   ev.max_partial_total = [this] { return kPartialKeys * kBytesInFlightPerKey * largest_request(); };
-  auto door = FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
+  const bool kept = opt.tls_fd >= 0;
+  if (kept) tls_address = opt.tls_listen;  // the keeper's, resolved
+  auto door = kept ? FrontDoor::from_keeper(std::exchange(opt.tls_fd, -1), std::move(*context), std::move(ev))
+                   : FrontDoor::listen(opt.tls_listen, std::move(*context), std::move(ev), wait, &tls_address);
   XC_TRY(door);
   XC_TRY(w->watch((*door)->fd()));
   front = std::move(*door);

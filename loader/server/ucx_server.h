@@ -27,6 +27,9 @@ struct ServerOptions {
   // The TLS front door's HOST:PORT (front_door.h); empty: none. Its connections prove a key
   // in the handshake: an authorized client's, or a cluster node's (AuthGate::admits).
   std::string tls_listen;
+  // This worker's end of its channel from the supervisor's TLS keeper (tls_keeper.h), which
+  // listens at tls_listen and passes each connection on; -1: this worker listens itself.
+  int tls_fd = -1;
   // This worker's end of the channel to the supervisor's same-host door keeper
   // (door_keeper.h); -1: no door.
   int door_fd = -1;

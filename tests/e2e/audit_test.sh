@@ -63,7 +63,9 @@ eventually 10 "the supervisor logs the restart and names the cargo" \
   in_log "^${TIME}worker stopped: (exited with status|killed by signal) [0-9]+.*; it reported: the kernel crashed: signal 11 .*\(cargo $faults/segfault, $SIGNER, $WHO\); (restarting it|replaced by its standby)$"
 eventually 10 "a time-out is logged with the cargo and the client" \
   in_log "^${TIME}failed invoke: the kernel ran past the time limit .*\(cargo $faults/spin, $SIGNER, $WHO\)"
-eventually 10 "two restarts are logged" lines_at_least 2 "^${TIME}worker restarted; listening on" node.log
+restarts_logged() { [ "$(cat node.log.1 node.log 2>>"$DISCARD" | grep -Ec -- "^${TIME}worker restarted; listening on")" -ge 2 ]; }
+eventually 10 "two restarts are logged" restarts_logged ||
+  { ls -l node.log*; cat node.log.1 node.log | sed -E 's/^[^]]*\]: //; s/[0-9]+/N/g' | sort | uniq -c | sort -rn | head -20; } 2>&1 | sed 's/^/    | /'
 # The third worker batches its lines: waited for.
 eventually 10 "runs after two restarts are logged, by a third worker" /usr/bin/python3 -c "
 import re

@@ -195,13 +195,25 @@ runs_after=$("$X" ls --to "$NODE" --json | $PY -c 'import json,sys; print(sum(c[
 check "the replay and the modified record ran nothing ($runs_before, then $runs_after invocations)" test "$runs_before" = "$runs_after"
 check "still no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 
-# A kernel that closes its worker's listening sockets (here the front door's, its only one):
-# within a sweep the worker finds its front door deaf and is replaced; new clients get in.
+# The front door's listening socket is the supervisor's (its TLS keeper passes each connection
+# to the serving worker): a kernel that closes its worker's listening sockets finds none.
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k 2>>"$DISCARD"
 SYSCALL=$(libc_syscall "$SUPERVISOR" 2>>"$DISCARD" || libc_syscall "$(pgrep -n -x xcargo-loader -P "$SUPERVISOR")")
-expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
-eventually 30 "the worker whose front door a kernel closed is replaced" \
-  grep -q 'the TLS front door cannot take new clients: its listening socket was closed or no longer listens; restarting the worker' node.log
+expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
+# The listening socket's inode (/proc/net/tcp: state 0A, LISTEN), held by the supervisor and
+# by no worker.
+front_door_held() {
+  local port inode w
+  port=$(printf '%04X' "${NODE##*:}")
+  inode=$(awk -v p=":$port" '$2 ~ p"$" && $4 == "0A" {print $10}' /proc/net/tcp)
+  w=$(pgrep -n -x xcargo-loader -P "$SUPERVISOR")
+  [ -n "$inode" ] && [ -n "$w" ] && ls -l "/proc/$SUPERVISOR/fd" | grep -q "socket:\[$inode\]" &&
+    ! ls -l "/proc/$w/fd" | grep -q "socket:\[$inode\]"
+}
+check "the supervisor listens for the front door, no worker does" front_door_held
+# One that shuts down its worker's channels (the TLS keeper's among them): the worker ends in
+# order and its standby serves; new clients get in.
+expect 0 '^[1-9][0-9]*$' -- "$X" run adv.xcargo --entry escape_cut_keys --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 eventually 30 "new clients are served again" "$X" run shout.xcargo --entry shout --arg str:again --result str --to "$NODE"
 
 # A worker of another user (--user), without trusted-network: its UCX serves nobody (`self`

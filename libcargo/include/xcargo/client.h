@@ -218,12 +218,12 @@ struct ConnectOptions {
   // handshake and authentication, and tries again; past it, Errc::unreachable ("no answer
   // within the connect timeout"). Also each reconnection's limit.
   int connect_timeout_ms = 5000;
-  // connect(): a refused connection (nothing listens at the address) is tried again for this
-  // long (within connect_timeout_ms), then fails: a node's TLS front door, or its UCX listener
-  // (trusted-network), belongs to its worker, and is closed for a moment while a worker ended
-  // by a kernel's failure is replaced (0.15 s quiet, about 1 s busy). A loopback address's
-  // same-host door belongs to the loader's supervisor, open across such restarts: refused
-  // there, connect() fails at once, as ssh does.
+  // connect(): a refused connection (nothing listens at the address) to a UCX listener
+  // (ucx://, trusted-network) is tried again for this long (within connect_timeout_ms), then
+  // fails: that listener belongs to the node's worker, and is closed for a moment while a
+  // worker ended by a kernel's failure is replaced (0.15 s quiet, about 1 s busy). A TLS
+  // front door and a loopback address's same-host door belong to the loader's supervisor,
+  // open across such restarts: refused there, connect() fails at once, as ssh does.
   int refused_retry_ms = 1500;
   int retry_ms = 5000;             // after a node answered `restarting`: keep retrying a refused connection
                                    // this long: a node restarting after a kernel failure takes 0.15 s quiet,

@@ -1,0 +1,180 @@
+// TlsKeeper: the supervisor's thread that listens for the TLS front door and passes each
+// connection to the serving worker.
+#include "tls_keeper.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "processes.h"
+#include "xcargo/ucx.h"
+
+namespace xcargo::loader {
+
+struct TlsKeeper::Impl {
+  std::function<void(const std::string&)> log;
+  std::string address;
+  int listener = -1, wake = -1;
+  std::thread thread;
+  std::atomic<uint64_t> passed{0};
+
+  std::mutex m;  // guards what serve() and the destructor hand the thread
+  std::condition_variable applied_cv;
+  bool stop = false, changed = false;
+  int next_channel = -1;
+  uint64_t wanted = 0, applied = 0;  // serve() calls made, and taken up by the thread
+
+  // The thread's own.
+  int channel = -1;  // the serving worker's channel (the keeper's copy), or -1
+  int pending = -1;  // a connection accepted and not yet passed (the channel was full or gone)
+
+  void poke() {
+    const uint64_t one = 1;
+    (void)!::write(wake, &one, sizeof one);
+  }
+
+  // Passes `pending` to the serving worker; false if the channel cannot take it now (full:
+  // wait for room; gone: the connection waits for the next worker).
+  bool pass() {
+    if (sandbox::send_fd(channel, pending, "c")) {
+      ::close(pending);
+      pending = -1;
+      passed.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {  // the worker's end is closed or shut down
+      ::close(channel);
+      channel = -1;
+    }
+    return false;
+  }
+
+  void run() {
+    auto quiet_until = std::chrono::steady_clock::time_point{};
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> g(m);
+        if (stop) break;
+        if (changed) {
+          if (channel >= 0) ::close(channel);
+          channel = std::exchange(next_channel, -1);
+          changed = false;
+          applied = wanted;
+          applied_cv.notify_all();
+        }
+      }
+      // Full: poll waits for room; gone: the connection waits for the next worker.
+      if (channel >= 0 && pending >= 0) pass();
+      pollfd fds[2] = {{wake, POLLIN, 0}, {-1, 0, 0}};
+      if (channel >= 0) fds[1] = pending >= 0 ? pollfd{channel, POLLOUT, 0} : pollfd{listener, POLLIN, 0};
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+        log("the TLS front door's keeper cannot wait: " + std::string(std::strerror(errno)) + "; retrying");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (fds[0].revents) {
+        uint64_t v;
+        (void)!::read(wake, &v, sizeof v);
+      }
+      if (channel < 0 || pending >= 0 || !(fds[1].revents & POLLIN)) continue;
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: the connection waits in the backlog; no busy loop meanwhile.
+          if (std::chrono::steady_clock::now() >= quiet_until) {
+            log("the TLS front door cannot accept a connection: " + std::string(std::strerror(errno)) + "; it waits");
+            quiet_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
+      pending = fd;
+      pass();
+    }
+    if (pending >= 0) ::close(pending);
+    if (channel >= 0) ::close(channel);
+  }
+};
+
+TlsKeeper::TlsKeeper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port, std::function<void(const std::string&)> log) {
+  socklen_t len = 0;
+  auto a = net::parse_host_port(host_port, &len);
+  if (!a.ok()) return Error(a.error().code(), "tls-listen " + host_port + ": " + a.error().message());
+  auto impl = std::make_unique<Impl>();
+  impl->log = log ? std::move(log) : [](const std::string&) {};
+  impl->listener = ::socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (impl->listener < 0) return Error(Errc::io, "tls-listen " + host_port + ": cannot open a socket: " + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(impl->listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a restarted loader gets its port back
+  if (::bind(impl->listener, reinterpret_cast<const sockaddr*>(&*a), len) != 0 || ::listen(impl->listener, 1024) != 0) {
+    const int e = errno;
+    ::close(impl->listener);
+    Error err(Errc::unreachable, "tls-listen " + host_port + ": cannot listen: " + std::strerror(e));
+    if (e == EADDRINUSE) err.hint("another process has the port (another loader?): choose another, or 0 for a free one");
+    else err.hint("check the address: it must be one of this host's");
+    return err;
+  }
+  sockaddr_storage bound{};
+  socklen_t blen = sizeof bound;
+  if (::getsockname(impl->listener, reinterpret_cast<sockaddr*>(&bound), &blen) != 0) {
+    ::close(impl->listener);
+    return Error(Errc::io, "tls-listen " + host_port + ": " + std::strerror(errno));
+  }
+  impl->address = net::to_host_port(reinterpret_cast<const sockaddr*>(&bound));
+  impl->wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake < 0) {
+    ::close(impl->listener);
+    return Error(Errc::io, std::string("eventfd failed: ") + std::strerror(errno));
+  }
+  Impl* p = impl.get();
+  impl->thread = std::thread([p] { p->run(); });
+  return std::unique_ptr<TlsKeeper>(new TlsKeeper(std::move(impl)));
+}
+
+const std::string& TlsKeeper::address() const { return impl_->address; }
+
+uint64_t TlsKeeper::passed() const { return impl_->passed.load(std::memory_order_relaxed); }
+
+void TlsKeeper::serve(int channel_fd) {
+  int copy = channel_fd >= 0 ? ::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0) : -1;
+  // Never blocked by a worker that does not read: the keeper waits for room in poll.
+  if (copy >= 0) ::fcntl(copy, F_SETFL, ::fcntl(copy, F_GETFL) | O_NONBLOCK);
+  std::unique_lock<std::mutex> g(impl_->m);
+  if (impl_->next_channel >= 0) ::close(impl_->next_channel);
+  impl_->next_channel = copy;
+  impl_->changed = true;
+  const uint64_t mine = ++impl_->wanted;
+  impl_->poke();
+  // The thread never blocks but in poll, which the poke ends: this wait is short.
+  impl_->applied_cv.wait(g, [&] { return impl_->applied >= mine; });
+}
+
+TlsKeeper::~TlsKeeper() {
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    impl_->stop = true;
+  }
+  impl_->poke();
+  impl_->thread.join();
+  if (impl_->next_channel >= 0) ::close(impl_->next_channel);
+  ::close(impl_->listener);
+  ::close(impl_->wake);
+}
+
+}  // namespace xcargo::loader

@@ -1,0 +1,41 @@
+// The TLS front door's listening socket, kept by the supervisor: it listens from the loader's
+// start to its stop, across worker restarts, so a connection to a running loader is never
+// refused (a refused one means no loader: clients fail at once). Each connection it accepts is
+// passed, unread, to the serving worker over that worker's channel; between workers they wait
+// in the socket's backlog. No process that runs kernels holds the listening socket.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "xcargo/error.h"
+
+namespace xcargo::loader {
+
+class TlsKeeper {
+public:
+  // Binds and listens on HOST:PORT (port 0: a free one) and starts the keeper's thread.
+  // Errors name the address and say whether another process has it.
+  [[nodiscard]] static Result<std::unique_ptr<TlsKeeper>> open(const std::string& host_port,
+                                                               std::function<void(const std::string&)> log);
+  ~TlsKeeper();  // stops the thread, closes the socket (connections waiting in it are reset)
+
+  // HOST:PORT as bound (port 0 resolved).
+  const std::string& address() const;
+  // The worker that takes connections from now on, by the keeper's end of its channel (a
+  // SOCK_SEQPACKET socket: one connection's descriptor per packet, its text "c"); -1: none,
+  // between workers. Once it returns, no connection goes to the one before. The keeper
+  // keeps a copy of the channel; the caller's stays its own.
+  void serve(int channel_fd);
+  // Connections passed to workers so far (for tests).
+  uint64_t passed() const;
+
+  struct Impl;
+
+private:
+  explicit TlsKeeper(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xcargo::loader

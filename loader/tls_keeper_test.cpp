@@ -1,0 +1,143 @@
+// Tests of the TLS keeper against fake workers (their ends of channels): connections wait,
+// never refused, while no worker serves; each reaches the serving worker unread; a worker
+// whose channel was shut down loses none; a second loader cannot take the port.
+#include "tls_keeper.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "processes.h"
+#include "xcargo/ucx.h"
+
+using namespace xcargo;
+using namespace xcargo::loader;
+
+namespace {
+
+struct FakeWorker {
+  int mine = -1, keepers = -1;
+  FakeWorker() {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    mine = sv[0];
+    keepers = sv[1];
+  }
+  ~FakeWorker() {
+    for (int fd : {mine, keepers})
+      if (fd >= 0) ::close(fd);
+  }
+  // The next connection passed within 10 s (a generous ceiling), or -1.
+  int next() const {
+    pollfd p{mine, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return -1;
+    char tag = 0;
+    int fd = -1;
+    if (sandbox::receive_fd(mine, &tag, 1, &fd) != 1 || tag != 'c') return -1;
+    return fd;
+  }
+  bool nothing_within(int ms) const {
+    pollfd p{mine, POLLIN, 0};
+    return ::poll(&p, 1, ms) == 0;
+  }
+};
+
+// A client's connection to `at`: its socket, or -1 with errno.
+int dial(const std::string& at) {
+  socklen_t len = 0;
+  auto a = net::parse_host_port(at, &len);
+  REQUIRE(a.ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*a), len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+// Whether `server` (a passed descriptor) is the other end of `client`: a byte sent through
+// the one arrives at the other, and nothing was read from it before.
+bool same_connection(int client, int server) {
+  if (::write(client, "x", 1) != 1) return false;
+  pollfd p{server, POLLIN, 0};
+  char b = 0;
+  return ::poll(&p, 1, 10000) == 1 && ::read(server, &b, 1) == 1 && b == 'x';
+}
+
+}  // namespace
+
+TEST_CASE("tls keeper: connections wait for a worker, then reach it unread", "[tls_keeper]") {
+  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  REQUIRE(k.ok());
+  const std::string at = (*k)->address();
+  CHECK(at.rfind("127.0.0.1:", 0) == 0);
+  CHECK(at != "127.0.0.1:0");
+
+  // No worker yet: the connection is taken into the backlog, not refused.
+  const int early = dial(at);
+  REQUIRE(early >= 0);
+  FakeWorker w1;
+  (*k)->serve(w1.keepers);
+  const int s1 = w1.next();
+  REQUIRE(s1 >= 0);
+  CHECK(same_connection(early, s1));
+
+  // Between workers: a new connection waits; the next worker gets it, the old one nothing.
+  (*k)->serve(-1);
+  const int between = dial(at);
+  REQUIRE(between >= 0);
+  CHECK(w1.nothing_within(200));
+  FakeWorker w2;
+  (*k)->serve(w2.keepers);
+  const int s2 = w2.next();
+  REQUIRE(s2 >= 0);
+  CHECK(same_connection(between, s2));
+  CHECK((*k)->passed() == 2);
+  for (int fd : {early, s1, between, s2}) ::close(fd);
+}
+
+TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection", "[tls_keeper]") {
+  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  REQUIRE(k.ok());
+  FakeWorker w1;
+  (*k)->serve(w1.keepers);
+  REQUIRE(::shutdown(w1.mine, SHUT_RDWR) == 0);  // what a kernel in that worker could do
+  const int c = dial((*k)->address());
+  REQUIRE(c >= 0);
+  FakeWorker w2;
+  (*k)->serve(w2.keepers);
+  const int s = w2.next();
+  REQUIRE(s >= 0);
+  CHECK(same_connection(c, s));
+  ::close(c);
+  ::close(s);
+}
+
+TEST_CASE("tls keeper: the port is the loader's until it stops", "[tls_keeper]") {
+  std::string at;
+  {
+    auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+    REQUIRE(k.ok());
+    at = (*k)->address();
+    auto again = TlsKeeper::open(at, nullptr);
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().message() == "tls-listen " + at + ": cannot listen: Address already in use");
+    REQUIRE(again.error().hints().size() == 1);
+    CHECK(again.error().hints()[0].find("another process has the port") != std::string::npos);
+  }
+  // Stopped: nothing listens, and a client is refused at once.
+  CHECK(dial(at) == -1);
+  CHECK(errno == ECONNREFUSED);
+  auto bad = TlsKeeper::open("not-an-address", nullptr);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().rfind("tls-listen not-an-address: ", 0) == 0);
+}

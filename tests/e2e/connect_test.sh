@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Failing fast (issue 48): a refused connection fails at once at a loopback address's
-# same-host door, and within 1.5 s over ucx:// and tls:// (a worker's ports, closed for a
-# moment while it is replaced), with "connection refused" and a hint; --connect-timeout bounds the rest, against listeners this test makes on
+# same-host door and at a tls:// front door (both held by a loader's supervisor), and within
+# 1.5 s over ucx:// (a worker's own listener, closed for a moment while it is replaced), with "connection refused" and a hint; --connect-timeout bounds the rest, against listeners this test makes on
 # 127.0.0.1 that never answer (one that accepts nothing, one whose backlog is full, so
 # that a connection's packets go unanswered). The ceilings are generous bounds (3 s, well
 # under the 5 s default that --connect-timeout replaces), never measurements.

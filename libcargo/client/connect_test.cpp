@@ -1,14 +1,17 @@
 // connect() fails fast: a refused connection at once, over every route (the same-host door,
-// ucx://, tls://), and a listener that never answers within connect_timeout_ms. Time bounds
+// ucx://, tls://), a tls:// peer that is no loader at once, and a listener that never answers
+// within connect_timeout_ms. Time bounds
 // here are generous ceilings (3 s, under the 5 s default), never measurements.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "xcargo/client.h"
 
@@ -83,6 +86,28 @@ TEST_CASE("connect: refused_retry_ms tries a refused UCX connection again", "[cl
   CHECK(Clock::now() - start >= std::chrono::milliseconds(250));  // by construction: it tried again
   o.connect_timeout_ms = 200;  // and never past the connect timeout
   CHECK(fails("ucx://" + closed.address, o).find(closed.address + ": connection refused") == 0);
+}
+
+TEST_CASE("connect: a tls:// peer that answers in something other than TLS fails at once", "[client][connect]") {
+  Port junk(true);
+  std::thread server([&] {  // answers each connection as an SSH server would, then closes it
+    for (int i = 0; i < 8; ++i) {
+      pollfd p{junk.fd, POLLIN, 0};
+      if (::poll(&p, 1, 3000) != 1) return;
+      const int c = ::accept(junk.fd, nullptr, nullptr);
+      if (c < 0) return;
+      static const char banner[] = "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n";
+      (void)!::write(c, banner, sizeof banner - 1);
+      char buf[512];
+      (void)!::read(c, buf, sizeof buf);
+      ::close(c);
+    }
+  });
+  auto o = options(10000);  // one try, far from the connect timeout
+  const std::string why = fails("tls://" + junk.address, o);
+  CHECK(why.rfind("tls://" + junk.address + ": TLS handshake: ", 0) == 0);
+  ::shutdown(junk.fd, SHUT_RDWR);
+  server.join();
 }
 
 TEST_CASE("connect: connect_timeout_ms bounds a listener that never answers", "[client][connect]") {

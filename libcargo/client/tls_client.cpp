@@ -72,7 +72,7 @@ public:
     XC_TRY(context);
     context_ = std::move(*context);
     ::signal(SIGPIPE, SIG_IGN);  // a node that went away must give an error, not kill us
-    auto s = attach(deadline, &how->refused);
+    auto s = attach(deadline, &how->refused, &how->not_a_loader);
     how->refused_for_good = how->refused;  // a loader's supervisor listens for its front door across worker restarts
     how->timed_out = timed_out_;
     return s;
@@ -151,8 +151,10 @@ protected:
 
 private:
   // A TCP connection, the TLS handshake over it, then the wire protocol's handshake, by
-  // deadline. *refused (if given): the TCP connection was refused.
-  Status attach(Clock::time_point deadline, bool* refused) {
+  // deadline. *refused (if given): the TCP connection was refused; *not_tls (if given): the
+  // peer's bytes were not a TLS 1.3 handshake (a closed connection is not that: a worker
+  // ending may close one that reached it).
+  Status attach(Clock::time_point deadline, bool* refused, bool* not_tls = nullptr) {
     close();
     failed_ = handshaken_ = sent_since_reply_ = timed_out_ = false;
     auto fd = dial(deadline, refused);
@@ -168,6 +170,7 @@ private:
     for (;;) {
       auto io = channel_->handshake();
       if (!io.ok()) {
+        if (not_tls && io.error().code() == Errc::unreachable && !channel_->closed_in_handshake()) *not_tls = true;
         close();
         Error e(io.error().code(), peer() + ": TLS handshake: " + io.error().message());
         if (io.error().code() == Errc::unauthenticated)

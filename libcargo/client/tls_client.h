@@ -16,6 +16,7 @@ struct TryFailure {
   bool refused = false;    // nothing listens at the address
   bool refused_for_good = false;  // ... and nothing will soon: the address is a same-host door or a front door
   bool timed_out = false;  // its time (timeout_ms) ran out
+  bool not_a_loader = false;  // the peer answered, but not in TLS 1.3: no later try would differ
 };
 // One try at a connection, handshakes included, within timeout_ms; on failure, *how says why.
 using Attempt = std::function<Result<std::unique_ptr<Connection>>(int timeout_ms, TryFailure* how)>;

@@ -876,8 +876,8 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
   // Every try, and the waits between them, within connect_timeout_ms. A refused connection is
   // tried again within refused_retry_ms, at a same-host door not at all (refused_retry_ms).
   // Other failures to reach the node (a door that says its loader is replacing its worker, a
-  // connection lost in its handshake) are tried again; a last try that only ran out of time
-  // reports the one before.
+  // connection lost in its handshake) are tried again, but a peer that does not speak TLS 1.3
+  // (not_a_loader); a last try that only ran out of time reports the one before.
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(options.connect_timeout_ms);
   const auto refused_until = start + std::chrono::milliseconds(options.refused_retry_ms);
@@ -891,7 +891,8 @@ Result<std::unique_ptr<Connection>> connect(const std::string& host_port, const 
                                      ") ran out"));
     const auto pause = std::chrono::milliseconds(std::min(2 << std::min(tries, 5), 50));
     const bool refused_done = how.refused && (how.refused_for_good || Clock::now() + pause >= refused_until);
-    if (c.error().code() != Errc::unreachable || refused_done || Clock::now() + pause >= deadline) return c.take_error();
+    if (c.error().code() != Errc::unreachable || refused_done || how.not_a_loader || Clock::now() + pause >= deadline)
+      return c.take_error();
     earlier = c.take_error();
     std::this_thread::sleep_for(pause);
   }

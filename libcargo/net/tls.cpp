@@ -234,7 +234,10 @@ Result<Channel::Io> Channel::handshake() {
     return Io::done;
   }
   auto io = io_result(r, "tls handshake");
-  if (io.ok() && *io == Io::closed) return Error(Errc::unreachable, "the other end closed the connection during the TLS handshake");
+  if (io.ok() && *io == Io::closed) {
+    closed_in_handshake_ = true;
+    return Error(Errc::unreachable, "the other end closed the connection during the TLS handshake");
+  }
   return io;
 }
 

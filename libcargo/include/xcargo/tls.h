@@ -92,6 +92,8 @@ public:
   // receive (Errc::unauthenticated).
   [[nodiscard]] Result<Io> handshake();
   bool ready() const { return ready_; }
+  // The handshake's error was the other end closing the connection (not a protocol error).
+  bool closed_in_handshake() const { return closed_in_handshake_; }
   // The other end, once ready.
   const Peer& peer() const { return peer_; }
 
@@ -133,6 +135,7 @@ private:
   void* ssl_ = nullptr;  // SSL
   int fd_ = -1;
   bool ready_ = false;
+  bool closed_in_handshake_ = false;
   Peer peer_;
   std::string refusal_;  // why the verify callback refused the peer
   struct Piece {

@@ -2,11 +2,13 @@
 // refused or failed requests, Tally for events counted rather than described.
 //
 // LineLimit: the audit trail's lines about single refused or failed requests, at a rate a
-// log can keep. A client can send such requests by the hundred thousand a second (through
-// a lane, 56 MB of log in 3 s rotated every earlier line out of both files: found by an
-// attacker helper, 2026-11-25). Per origin (the connection's "from PEER key ..."), the first
-// kBurst lines are written at once, then kPerSecond; the others are counted, and one line
-// per origin and second sums them up with the text of the last one:
+// log can keep. A client can send such requests by the hundred thousand a second through
+// a lane: a line each is tens of MB of log a second, enough to rotate every earlier line out
+// of both files (guarded by tests/e2e/boundary_test.sh, the lane attack's flood: at most 1000
+// lines, every refusal counted; and line_limit_test.cpp, [line_limit]). Per origin (the
+// connection's "from PEER key ..."), the first kBurst lines are written at once, then
+// kPerSecond; the others are counted, and one line per origin and second sums them up with
+// the text of the last one:
 //   refused invoke: ... (412345 more such lines from this origin in the last 1.0 s were not
 //   written one by one: the log's limit for refused and failed requests); from ...
 // Nothing is lost but the wording of each line: every refusal is counted, with its origin.
@@ -60,9 +62,9 @@ private:
 
 // Tally: how many events of one kind (messages dropped unanswered, refused connections),
 // with a line due on the first and then at most once a second, giving the count so far.
-// "Every 1000th" was not enough: through a shared-memory lane a client can send millions
-// of messages a second (an attacker helper wrote 10 to 18 MB of log in 15 to 20 s that
-// way, 2026-11-25). Not thread-safe: one per thread that counts (the leader).
+// A line per fixed number of events does not bound the log: through a shared-memory lane a
+// client can send millions of messages a second (near 1 MB of log a second at one line in
+// 1000), so the bound is in time. Not thread-safe: one per thread that counts (the leader).
 class Tally {
 public:
   using Clock = std::chrono::steady_clock;

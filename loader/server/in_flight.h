@@ -28,9 +28,10 @@ inline constexpr uint64_t kBytesInFlightPerKey = 4;
 
 // What a reply waiting for its client counts as: its bytes, but at least 4 KiB, about what
 // the worker and UCX hold for one (its request, its buffers). Without the floor a client
-// that never read its small replies (sending requests through its lane, which needs no UCX
-// progress) made the worker hold millions of them: 1.35 GB in 20 s, then bad_alloc (found by
-// an attacker helper, 2026-11-25).
+// that never reads its small replies (sending requests through its lane, which needs no UCX
+// progress) makes the worker hold millions of them, gigabytes within seconds, until
+// bad_alloc (guarded by in_flight_test.cpp, "a small unread reply counts as 4 KiB: ...", and
+// tests/e2e/boundary_test.sh, the lane attack's unread case).
 inline constexpr uint64_t kUnreadReplyFloor = 4096;
 inline uint64_t unread_charge(uint64_t size) { return size > kUnreadReplyFloor ? size : kUnreadReplyFloor; }
 

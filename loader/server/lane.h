@@ -50,9 +50,9 @@ public:
   // Writes the staged replies into the ring, where a polling client sees them. Why stage:
   // the client polls the slot a reply goes to, so a reply's stores wait for the slot's lines
   // to come back from the client's core, and every later store waits behind them (stores
-  // leave in order): a third of the worker's time with 64 in flight (perf, 2026-11-27).
-  // A batch's slots are fetched together. Written after each next request's copy instead,
-  // one at a time, they gained nothing (rate 0.99 of before; the batch: 1.15).
+  // leave in order): a third of the worker's time with 64 in flight, in a profile.
+  // A batch's slots are fetched together. Written one at a time, after each next request's
+  // copy, they gain nothing (0.99 of the unstaged rate; the batch: 1.15).
   // Leader only, but for the worker's forced end (UcxServer), when the leader is stuck in a
   // kernel: the staged replies were made before it, and must not be lost with the process.
   // The staging buffers never grow past their reserve, so that end writes from stable memory.
@@ -71,7 +71,7 @@ public:
   // Its requests in the worker's queue, not yet taken to run (Job::lane). While there is
   // one, the requests after it stay in the ring: they run in order, and one queued request
   // does not make the later ones take the queue's slower path (with 64 in flight, about half
-  // of them did: a Job, its charge and copies, and a clock read a turn; perf, 2026-11-27).
+  // of them would: a Job, its charge and copies, and a clock read a turn, in a profile).
   void queued(int delta) { queued_ += delta; }
   bool waits_in_queue() const { return queued_ > 0; }
 

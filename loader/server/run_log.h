@@ -49,8 +49,10 @@ public:
   // run are summed apart and added to their tally under the lock once, at end_batch: a lock
   // taken per run is a barrier per run, which waited for the reply before it to reach the
   // client's cache (spread_counter.h). The first run of a key is logged in full at once, as
-  // outside one, and flush(true) adds the open batch's sums too (a worker ending while its
-  // leader is stuck in a kernel: they were lost; attacker helper, 2026-11-27).
+  // outside one, and flush(true) adds the open batch's sums too: a worker ends while its
+  // leader is stuck in a kernel, and the runs that answered must still be in the log
+  // (guarded by run_log_test.cpp, "flush(true) from another thread takes an open batch's
+  // sums ...", and tests/e2e/adversary_test.sh, the hang_blocked kernel's runs counted).
   void begin_batch();
   void end_batch();
   // r's line in full, not counted (log-every-run).

@@ -66,9 +66,9 @@ inline constexpr std::chrono::microseconds kTierUpAfterIdle = 500us;
 inline constexpr std::chrono::milliseconds kTierUpLook = 5ms;
 // ... and past this (a cache it cannot read, a failed compile), waits for the compile service
 // in a thread of its own: past the -O2 job's own time limit, so that the service has ended it
-// and answers from memory. (It was 2 s: the worker's request then held its one connection to
-// the service while the service compiled -O2 a second time, at normal priority, and every
-// other push waited behind it for up to 2 minutes: attacker helper, 2026-11-27.)
+// and answers from memory. A shorter wait sends a request while the service still compiles:
+// it holds the worker's one connection to the service while the service compiles -O2 a
+// second time, at normal priority, and every other push waits behind it (minutes).
 inline constexpr std::chrono::milliseconds kTierUpWait = kCompileLimit + std::chrono::seconds(10);
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
@@ -79,8 +79,8 @@ inline constexpr std::chrono::microseconds kYieldEvery = 100us;
 // An idle leader's longest sleep in epoll_wait before it checks whether to quit.
 inline constexpr std::chrono::milliseconds kIdleWait = 200ms;
 // For this long after accepting a connection, an idle leader wakes every millisecond to
-// poll: without it, the first requests on a new tcp connection sometimes waited the whole
-// kIdleWait (UCX 1.13 did not signal the worker's event fd; seen after worker restarts).
+// poll: without it, the first requests on a new tcp connection can wait the whole kIdleWait
+// (UCX 1.13 does not always signal the worker's event fd for them, after worker restarts).
 inline constexpr std::chrono::milliseconds kWaryAfterConnect = 500ms;
 // How often the thread that turns the stop signal into quit looks at the flag.
 inline constexpr std::chrono::milliseconds kStopPoll = 50ms;

@@ -266,8 +266,8 @@ const Invoke* decoded_invoke(ByteView header, std::optional<Error>* error) {
 
 // The same for forwards, whose headers from one chain differ in their hop too (wire-protocol.md
 // 4.9: request id u64, digest, hop u32, the rest): remembered without the id and the hop (the
-// decode, with its copies of the entry and the client's address, took about 220 of the 1800
-// cycles a forward hop spent in a worker; rdtsc, 2026-11-27).
+// decode, with its copies of the entry and the client's address, takes about 220 of the 1800
+// cycles a forward hop spends in a worker, counted with rdtsc).
 struct LastForward {
   Bytes bytes;  // the header, its id and hop zero
   Forward f;
@@ -388,8 +388,9 @@ std::optional<Step> Handler::run(uint64_t request_id, const Digest& digest, cons
   if (!res) return std::nullopt;
   if (const size_t n = res->reply_from_input) {  // the kernel replied with its input (or a prefix)
     // Only a buffer the reply fills at least half of: an unread reply is charged by its size
-    // (in_flight.h), and a 64 KiB prefix of a 64 MiB input held the whole input, 1024 times
-    // its charge (attacker helper, 2026-11-27).
+    // (in_flight.h), and a short prefix must not hold a large input (a 64 KiB prefix of a
+    // 64 MiB input would hold 1024 times its charge). Guarded by handler_test.cpp, "a reply
+    // that is the kernel's own input is sent from the input's buffer" ("a prefix under half").
     if (owned && owned->data() == input.data() && n >= owned->capacity() / 2) {
       give_spare(std::move(res->output));
       res->output = std::move(*owned);

@@ -38,7 +38,7 @@ public:
   // exit), or kNever if none runs.
   int64_t tick(int64_t now);
   // The thread: looks when a deadline is due and sleeps in between (no periodic tick: each
-  // wake-up takes a core from a kernel, 20% of a 1 ms one at 2 per ms on this VM). While
+  // wake-up takes a core from a kernel: 20% of a 1 ms one at 2 wake-ups per ms). While
   // requests come and none runs, a look is due within promote_after, so that started()
   // needs no system call; after kMonitorIdle without any it sleeps until started() wakes it.
   void run(const std::atomic<bool>& quit);

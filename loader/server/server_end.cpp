@@ -100,7 +100,7 @@ void UcxServer::Impl::answer_the_rest() {
   // Linger until the clients answered have closed their connections: a reply sent is not
   // yet read, and a client that sees the connection drop first (UCX fails its endpoint on
   // the closed connection-manager socket before it reads the data socket) reports a lost
-  // node instead of the reply; seen on a busy machine, with the client not yet scheduled.
+  // node instead of the reply; a client not yet scheduled on a busy machine sees it so.
   // At least kLingerReplies (results sent to forwarded chains' clients, which do not close
   // this worker's connections to them), at most kLingerForClose; asleep between events.
   const auto start = Clock::now();

@@ -163,8 +163,9 @@ void UcxServer::Impl::lead(Slot& me) {
       }
       // Kicks for the lanes' replies so far, while this thread surely leads: from phase 1 on
       // the monitor may depose it (after promote_after) and a follower calls into UCX. Sent
-      // after that, on a busy machine, a kick and the new leader's reply were written into
-      // one TCP endpoint at once: a client got a garbled message and UCX aborted it.
+      // after that, a kick and the new leader's reply can be written into one TCP endpoint at
+      // once: the client gets a garbled message and UCX aborts it (guarded by
+      // tests/e2e/adversary_test.sh, millisecond kernels 4 in flight beside a busy loop).
       flush_lanes();
       last_activity = Clock::now();
       if (j->cancelled) {  // its client cancelled it while it waited: it does not run

@@ -115,7 +115,8 @@ void UcxServer::Impl::on_conn(ucp_conn_request_h req, void* arg) {
   // A refused connection is accepted and closed a little later, like a refused client: UCX
   // 1.13's tcp connection manager aborts the process on an assertion when a connection is
   // rejected (ucp_listener_reject), or closed, before its handshake is done and the client
-  // goes away meanwhile (seen under a flood of connections).
+  // goes away meanwhile, as under a flood of connections (guarded by tests/e2e/auth_test.sh,
+  // xcargo-conn-flood: "no worker restarted under the connection flood").
   auto ep = net::accept_ep(self->w->worker(), req, &Impl::on_ep_error, self);
   if (!ep.ok()) {
     if (self->failed_accepts.due())

@@ -8,8 +8,8 @@ namespace xcargo::loader {
 // steady_clock's time in nanoseconds, read from the CPU's own counter (x86-64's TSC,
 // aarch64's virtual counter) and scaled by the calling thread's calibration against
 // steady_clock, which it takes again every kResampleNs. A vDSO clock_gettime waits for every
-// instruction before it (rdtscp) and costs 25 to 70 ns on this VM: the two around a quick
-// kernel took about 5 % of a pipelined invocation's worker time.
+// instruction before it (rdtscp) and costs 25 to 70 ns in a virtual machine: the two around a
+// quick kernel take about 5 % of a pipelined invocation's worker time.
 //
 // The counter is used only where the kernel keeps its own clock with it (the clock source
 // is the TSC or the architected timer: found invariant and synchronized across cores at

@@ -9,8 +9,8 @@ namespace xcargo::loader {
 // Each thread adds to a shard of its own with a plain load and store; a reader sums the
 // shards. A locked add is a full barrier on x86: it waits until every store before it has
 // reached the cache, and a worker's stores into a lane that its client polls miss there
-// (about 200 of the 1180 cycles a pipelined invocation took went to such waits; rdtsc,
-// 2026-11-27). Threads past the first kOwned share the last shard, with locked adds.
+// (about 200 of the 1180 cycles a pipelined invocation takes go to such waits, counted with
+// rdtsc). Threads past the first kOwned share the last shard, with locked adds.
 class SpreadCounter {
 public:
   SpreadCounter() = default;

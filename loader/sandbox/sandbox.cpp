@@ -161,11 +161,12 @@ Status install_allow_list(bool no_new_threads) {
   }
   for (int family : {AF_INET, AF_INET6, AF_NETLINK})
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
-  // No new Unix socket once locked down (EPERM): a kernel connected one to a process outside
-  // the loader and passed it its worker's connection to the key service (SCM_RIGHTS), which
-  // then signed for that process after the kernel, and its worker, had ended (attacker helper,
-  // 2026-11-27). The Unix sockets a worker needs, the supervisor made before its fork; over
-  // those, a descriptor sent is dropped by the receiver (neither service reads control data).
+  // No new Unix socket once locked down (EPERM): with one, a kernel can pass its worker's
+  // connection to the key service (SCM_RIGHTS) to a process outside the loader, which the
+  // service then signs for after the kernel, and its worker, have ended (guarded by
+  // escape_unix_socket in tests/kernels/adversary.c, run by tests/e2e/adversary_test.sh).
+  // The Unix sockets a worker needs, the supervisor made before its fork; over those, a
+  // descriptor sent is dropped by the receiver (neither service reads control data).
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(AF_UNIX))), "socket"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 0), "socketpair"));
   // Threads only: clone must share the address space and be a thread. clone3 passes its flags
@@ -178,40 +179,42 @@ Status install_allow_list(bool no_new_threads) {
                  "clone"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3"));
   // Signals only to this process's threads, and only those the worker sends itself: the
-  // monitor's time-out signal, and raise() of a fault or of abort(). No kill(): a kernel
-  // stopped its own worker with SIGSTOP (the node deaf until an admin stepped in), made it
-  // stop in order with SIGTERM, turned on UCX's debug log with SIGHUP (found by attacker
-  // helpers, 2026-11-23 and 2026-11-26).
+  // monitor's time-out signal, and raise() of a fault or of abort(). No kill(): with it a
+  // kernel can freeze its own worker with SIGSTOP (the node deaf until an admin steps in),
+  // make it stop in order with SIGTERM, or turn on UCX's debug log with SIGHUP (guarded by
+  // escape_kill, escape_term_self, escape_sigstop and escape_signals in adversary.c).
   const uint64_t self = uint64_t(::getpid());
   for (int sig : {SIGUSR1 /* kTimeoutSignal */, SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS})
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 2, SCMP_A0(SCMP_CMP_EQ, self),
                                   SCMP_A2(SCMP_CMP_EQ, uint64_t(sig))),
                  "tgkill"));
-  // Signal handlers as the worker set them before the lock-down: a kernel that reset SIGSEGV's
-  // made a later, innocent crash kill the worker outright, and one that ignored SIGTERM kept
-  // an admin from stopping it. Reading them stays allowed; setting one fails (EPERM: the
-  // worker's own late calls, at exit, must not trap).
+  // Signal handlers as the worker set them before the lock-down: a kernel that resets SIGSEGV's
+  // makes a later, innocent crash kill the worker outright, and one that ignores SIGTERM keeps
+  // an admin from stopping it (guarded by escape_signals in adversary.c). Reading them stays
+  // allowed; setting one fails (EPERM: the worker's own late calls, at exit, must not trap).
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_EQ, 0)), "rt_sigaction"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_sigaction), 1, SCMP_A1(SCMP_CMP_NE, 0)), "rt_sigaction"));
-  // Limits of this process only: a kernel set the supervisor's (same user) file size limit to
-  // 0, and the supervisor died at its next log line, the loader down for good (attacker
-  // helper, 2026-11-26).
-  // And read only: a kernel that lowered the worker's own address-space limit left every later
-  // large allocation failing, for every client, until the worker restarted for another reason.
+  // Limits of this process only: a kernel that sets the supervisor's (same user) file size
+  // limit to 0 kills the supervisor at its next log line, the loader down for good (guarded
+  // by escape_prlimit in adversary.c).
+  // And read only: a kernel that lowers the worker's own address-space limit leaves every later
+  // large allocation failing, for every client, until the worker restarts for another reason
+  // (escape_prlimit_self).
   for (uint64_t pid : {uint64_t(0), self})
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, pid), SCMP_A2(SCMP_CMP_EQ, 0)),
                  "prlimit64"));
   // prctl: naming threads (ps, pgrep) and reading the name; nothing else once locked down. A
-  // kernel added a seccomp filter to its executor's thread (PR_SET_SECCOMP: later clients'
-  // kernels on that thread failed, and the worker hung at its end) and made every later push
-  // fail to link (PR_SET_MDWE). Others fail with EPERM (the C library's own must not trap).
+  // kernel could add a seccomp filter to its executor's thread (PR_SET_SECCOMP: later clients'
+  // kernels on that thread fail, and the worker hangs at its end) or make every later push
+  // fail to link (PR_SET_MDWE) (guarded by escape_prctl in adversary.c). Others fail with
+  // EPERM (the C library's own must not trap).
   for (int option : {PR_SET_NAME, PR_GET_NAME})
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(option))), "prctl"));
   static_assert(PR_GET_NAME == PR_SET_NAME + 1, "the two allowed options are next to each other");
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_LT, uint64_t(PR_SET_NAME))), "prctl"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_GT, uint64_t(PR_GET_NAME))), "prctl"));
   // No signal of one's choice on a descriptor's events (F_SETSIG: SIGSTOP by way of a pipe,
-  // without kill()); the rest of fcntl as before.
+  // without kill(); guarded by escape_setsig in adversary.c); the rest of fcntl allowed.
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_NE, F_SETSIG)), "fcntl"));
   // No characters pushed into a terminal's input (TIOCSTI): a worker started from an admin's
   // shell has that terminal as its stderr, and what a kernel pushed there the shell would run

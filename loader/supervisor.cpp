@@ -267,8 +267,9 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
 // Removes the System V shared-memory segments a worker made and left: not attached, not marked
 // for removal, and (unless `any_age`, its process gone) older than kOrphanSegmentAge. UCX's own
 // segments are attached and marked for removal within microseconds of their creation; a
-// kernel's (through syscall()) outlived the worker and the loader, outside every memory limit
-// (attacker helper, 2026-11-26). Returns how many.
+// kernel's (through syscall()) would outlive the worker and the loader, outside every memory
+// limit (guarded by escape_sysv_leak in tests/kernels/adversary.c, run by
+// tests/e2e/adversary_test.sh). Returns how many.
 int remove_orphan_segments(pid_t worker, bool any_age) {
   shm_info info{};
   const int max = ::shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
@@ -344,8 +345,9 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     if (options.tls_keeper) options.tls_keeper->serve(-1);
     const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
     // A standby waiting for its go reads its end of `go`: closed, that read ends. SIGTERM
-    // alone did not always end it: one that had it during its start (g_stop set before it
-    // began to wait) waited for ever, and the loader with it (storm_test, 1 run in 3).
+    // alone does not always end it: one that gets it during its start (g_stop set before it
+    // begins to wait) would wait for ever, and the loader with it (guarded by
+    // tests/e2e/storm_test.sh, "the loader stopped" with its standby).
     for (Child* c : {&cur, &standby})
       if (*c) {
         ::kill(c->pid, SIGTERM);
@@ -417,8 +419,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         return shut_down();
       }
       if (addr.empty()) {
-        // Alive but silent: stuck before it could serve (seen once under a sanitizer on a
-        // busy machine). Say where, end it, and try again.
+        // Alive but silent: stuck before it could serve (a start under a sanitizer on a busy
+        // machine can hang so). Say where, end it, and try again.
         const bool hung = silent;
         if (hung) {
           log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
@@ -509,9 +511,10 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
           .hint("its lines above say why; restart the loader");
     }
     // A worker stopped by a signal (SIGSTOP from a kernel, by whatever route the sandbox
-    // missed) serves nobody, its monitor and probe frozen with it: the node was deaf until an
-    // admin sent SIGCONT (found by an attacker helper, 2026-11-26). It is killed, and ends as
-    // a dead worker does (its pipe closes). WSTOPPED alone: an exit stays for reap_ending.
+    // misses) serves nobody, its monitor and probe frozen with it: the node would stay deaf
+    // until an admin sends SIGCONT. It is killed, and ends as a dead worker does (its pipe
+    // closes; guarded by tests/e2e/adversary_test.sh, "a stopped worker is killed and
+    // replaced"). WSTOPPED alone: an exit stays for reap_ending.
     if (siginfo_t si{}; ::waitid(P_PID, id_t(cur.pid), &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == cur.pid &&
                         si.si_code == CLD_STOPPED) {
       log_line("worker stopped by signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) +
@@ -524,8 +527,8 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       log_line("removed " + std::to_string(n) + " System V shared-memory segments the worker made and left (not UCX's: a kernel's)");
     // A worker that reported a failure (its incident line) ends within a second, its replies
     // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
-    // stopped inside the C library with a lock taken, and the worker's end waited on that
-    // lock for good, port open and served by nobody: attacker helper, 2026-11-26).
+    // stopped inside the C library with a lock taken leaves the worker's end waiting on that
+    // lock for good, port open and served by nobody).
     // The serving worker in a state it leaves within kEndingGrace, first seen at `since`:
     // killed once it has not ("WHAT N ms ago AND_THEN; killing it").
     auto kill_if_stuck = [&](Clock::time_point& since, const std::string& what, const char* and_then) {

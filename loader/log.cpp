@@ -107,7 +107,8 @@ struct Log {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // gather a batch
       // The batch is taken and written under out_mu: a worker that flushes and _exit()s
       // (flush_and_quit) must not end this thread between the two, losing the batch (a
-      // crash's "failed invoke" line was missing from an ASan run's log, 2026-11-27).
+      // crash's "failed invoke" line among it; guarded by log_test.cpp, "a line logged
+      // before flush_log is written, whether or not the flusher has taken it").
       std::lock_guard<std::mutex> w(out_mu);
       {
         std::lock_guard<std::mutex> l(mu);
@@ -228,7 +229,8 @@ struct FileSink {
       if (const unsigned char c = uint8_t(pending[i]); (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) pending[i] = '?';
     // Nor text direction overrides and isolates, marks, or line and paragraph separators
     // (U+200E-F, U+2028-E, U+2066-9: three bytes each, perhaps split over two reads), which
-    // make a line read otherwise than it is (a kernel's entry name, attacker helper 2026-11-27).
+    // make a line read otherwise than it is, a kernel's entry name say (guarded by log_test.cpp,
+    // "the log copier writes no text direction override, even split over two writes").
     for (size_t i = from < 2 ? 0 : from - 2; i + 2 < pending.size(); ++i) {
       const auto b = [&](size_t k) { return uint8_t(pending[i + k]); };
       if (b(0) == 0xe2 && ((b(1) == 0x80 && ((b(2) >= 0x8e && b(2) <= 0x8f) || (b(2) >= 0xa8 && b(2) <= 0xae))) ||
@@ -309,9 +311,10 @@ struct FileSink {
           control = -1;
         }
         if (fd >= 0) {
-          // Never a blocking read: a kernel that reopened its stderr pipe for reading took a
-          // byte the copier had been told of, and the copier waited in read() for ever,
-          // copying nobody's lines (attacker helper, 2026-11-27).
+          // Never a blocking read: a kernel that reopens its stderr pipe for reading can take
+          // a byte the copier was told of, and a blocking copier then waits in read() for
+          // ever, copying nobody's lines (guarded by tests/e2e/audit_test.sh, "the log
+          // copier reads every pipe without blocking").
           ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
           sources.push_back({fd, {}});
         }
@@ -332,10 +335,10 @@ struct Copier {
 Copier g_copier;
 
 // Starts f on a detached thread and returns once f runs. The supervisor forks workers while
-// its log threads live: a sanitizer sets a new thread up with its allocator's locks taken,
-// and a fork meanwhile left them taken in the worker, whose every thread then waited for ever
-// (seen under AddressSanitizer on a busy machine). Everything such a thread allocates later
-// it allocates under a lock that fork's prepare handler takes too.
+// its log threads live: a sanitizer (AddressSanitizer) sets a new thread up with its
+// allocator's locks taken, and a fork meanwhile leaves them taken in the worker, whose every
+// thread then waits for ever. Everything such a thread allocates later it allocates under a
+// lock that fork's prepare handler takes too.
 template <class F>
 void start_detached(F f) {
   std::promise<void> running;

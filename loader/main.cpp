@@ -839,7 +839,7 @@ int main(int argc, char** argv) {
   // It ends with the client that started it, however that one ends (killed too): its end of
   // the pipe hangs up, and a kernel still running here must not outlive it. Started after
   // the compile service's fork: a thread being made while the process forks can leave the
-  // child with a lock it never gets (seen under ASan: the service hung in its allocator).
+  // child with a lock it never gets (under ASan: the service hangs in its allocator).
   std::thread([] {
     pollfd p{0, 0, 0};
     while (::poll(&p, 1, -1) < 0 && errno == EINTR) {

@@ -48,8 +48,9 @@ public:
   };
   [[nodiscard]] Result<Connection> connect();
   // The worker of connection id has ended: the service closes its end, whoever holds the
-  // worker's now (a kernel passed one to a process outside the loader, which had the node key
-  // sign for it after the worker had ended: attacker helper, 2026-11-27).
+  // worker's now (a kernel can pass it to a process outside the loader, which must not have
+  // the node key sign for it after the worker has ended; guarded by key_service_test.cpp,
+  // "a worker's connection ends with the worker, whoever holds it").
   void disconnect(uint64_t id);
   // Whether the service still runs; if not, *why says how it ended (reaped here).
   bool alive(std::string* why);

@@ -52,9 +52,10 @@ ServiceKey::ServiceKey(int fd, PublicKey key, std::chrono::milliseconds limit, s
 ServiceKey::~ServiceKey() { ::close(fd_); }
 
 namespace {
-// A request id no kernel can guess: one that planted answers to ids 1, 2, 3... (the service
-// signs whatever a kernel asks) broke the next 274 handshakes after it had returned
-// (attacker helper, 2026-11-27).
+// A request id no kernel can guess: the service signs whatever a kernel asks, so a kernel
+// that plants answers to ids 1, 2, 3... on its worker's end would break the handshakes after
+// it has returned (guarded by key_service_test.cpp, "the key service loads the key and
+// serves each worker's connection": 300 planted answers).
 uint64_t unguessable_id() {
   uint64_t id = 0;
   while (::getrandom(&id, sizeof id, 0) != ssize_t(sizeof id)) {

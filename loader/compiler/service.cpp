@@ -189,8 +189,8 @@ Bytes collect(int fd, pid_t pid, std::chrono::seconds limit, std::string* stoppe
 // itself, telling the service on reply_fd (kTook...); the service neither reads the worker's
 // requests while it waits nor writes it any, and ends it by closing request_fd. Otherwise
 // the service hands it a request it read on request_fd and relays the reply from reply_fd.
-// Each hand-off wakes a process (0.15 to 0.25 ms on this VM with a core idle, more when
-// both are busy): a direct job saves two of the four on a push's critical path.
+// Each hand-off wakes a process (0.15 to 0.25 ms in a virtual machine with a core idle, more
+// when both are busy): a direct job saves two of the four on a push's critical path.
 struct Standby {
   pid_t pid = -1;
   int request_fd = -1;  // the service's ends
@@ -322,11 +322,13 @@ std::optional<std::string> settled(pid_t pid, Clock::time_point deadline) {
 
 // Jobs that have answered and go on: compiling -O2 after a quick tier (under SCHED_IDLE), or
 // just ending. The service serves on without waiting for them: on a node whose cores are
-// busy, SCHED_IDLE gets about 0.3 % of a core, and every later request waited behind such a
-// compile until its time limit (a second bitcode push took 100 s beside two busy loops,
-// 2026-11-27). Looked at on every turn of the service's loop (at least once a second); past
-// its time limit a job is killed; an -O2 compile that did not end well is remembered in
-// failed, for the worker's request for that object. When the service ends, so do they.
+// busy, SCHED_IDLE gets about 0.3 % of a core, and a later request waiting behind such a
+// compile would wait until the compile's time limit (a second bitcode push, 100 s beside two
+// busy loops; guarded by service_test.cpp, "a request is answered while an earlier -O2
+// compile gets no core"). Looked at on every turn of the service's loop (at least once a
+// second); past its time limit a job is killed; an -O2 compile that did not end well is
+// remembered in failed, for the worker's request for that object. When the service ends, so
+// do they.
 class Background {
 public:
   static constexpr size_t kMax = 2;  // more: the oldest -O2 compile is given up
@@ -350,8 +352,9 @@ public:
   void add(pid_t pid, Clock::time_point deadline, std::string followup) {
     check();
     if (jobs_.size() >= kMax) {
-      // Reaped here: past its kill, waitpid(WNOHANG) may find it not ended yet (30 pushes
-      // left 28 zombies that way).
+      // Reaped here: past its kill, waitpid(WNOHANG) may find it not ended yet, a zombie
+      // left per such push (guarded by service_test.cpp, "past two -O2 compiles going on, the
+      // oldest is stopped, reaped and remembered").
       ::kill(jobs_.front().pid, SIGKILL);
       while (::waitpid(jobs_.front().pid, nullptr, 0) < 0 && errno == EINTR) {
       }
@@ -386,8 +389,9 @@ private:
   };
   void note(const Job& j, const std::string& why) {
     if (why.empty()) return;
-    // Ended while it wrote its entry, it leaves a temporary file the size of the object (an
-    // attacker helper's 30 pushes left 159 MB that way, 2026-11-27).
+    // Ended while it wrote its entry, it leaves a temporary file the size of the object (30
+    // such pushes, about 160 MB): removed here (remove_partial; engine_test.cpp,
+    // "remove_partial takes the temporary files of one writer, by the pid in their names").
     cache_.remove_partial(j.pid);
     if (j.followup.empty()) return;
     if (o_.log) o_.log("compile service: variant " + j.followup.substr(0, j.followup.find('/')) + ": -O2 after the quick tier: " + why);
@@ -553,7 +557,7 @@ int serve(int fd, const Options& o) {
   // passed (on cores too busy for that compile): as when the service waited for -O2, its
   // fork and prefault do not take a core from the push's link and first call. (Against the
   // service that waited: a cold JIT push, 5 alternating rounds, medians 8.6 against 9.0 ms
-  // in the loader, in a slow phase of this machine.)
+  // in the loader, on a slow machine.)
   bool standby_due = false;
   Clock::time_point due_since;
   auto next_standby = [&] {
@@ -562,8 +566,8 @@ int serve(int fd, const Options& o) {
     due_since = Clock::now();
   };
   for (;;) {
-    // An -O2 job that began before a signer's revocation stored its object after the sweep
-    // (10 s after it, in an attacker helper's test, 2026-11-27).
+    // An -O2 job that began before a signer's revocation can store its object after the sweep
+    // (seconds after it): check() makes a sweep due again when such a job ends.
     background.check();
     if (background.take_sweep_due()) sweep(*cache, o);
     if (standby_due && !standby && (!background.compiling() || Clock::now() - due_since >= o.standby_after)) {

@@ -430,8 +430,10 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
       // The worker said it was ending (`restarting`, or its lane's mark) and its connection
       // went before the rest were answered: those are told they may have run (a kernel that
       // hung its worker never answers); the ones answered `restarting`, and those not sent
-      // yet, go to the next worker (they were failed with the connection, though they never
-      // ran; attacker helpers, 2026-11-27).
+      // yet, go to the next worker: they never ran, so failing them with the connection
+      // would lose them (guarded by connection_test.cpp, "pipelined: after 'restarting', a
+      // lost connection sends the ones that did not run to a new one", and
+      // tests/e2e/adversary_test.sh, the requests behind hang_blocked).
       in_flight.each([&](size_t i) {
         reply = Error(s.error().code(), s.error().message() + " (the request was in flight: it may have run)");
         done(i, reply);

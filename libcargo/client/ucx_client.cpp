@@ -304,7 +304,7 @@ private:
 
   // A wait for a reply. Sleeping costs a wake-up when the reply comes (0.15 to 0.6 ms on a
   // VM: more than a millisecond-scale kernel can bear, bench-kernels), and polling costs a
-  // core that the kernel may be sharing (a loader on this machine: 2 cores). So: poll for
+  // core that the kernel may be sharing (a loader on the same host, 2 cores say). So: poll for
   // kFirstSpin when no wait of this kind was timed, kPushSpin for a push (kMinSpin when the
   // last one was quick); if the last wait of the same kind (wait_kind) slept and took W,
   // sleep until kWakeEarly before W, then poll until 2 W (at most ConnectOptions::max_spin_us

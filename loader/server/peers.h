@@ -84,8 +84,9 @@ struct Peer {
   wire::Nonce nonce{};         // this node's challenge in its hello
   // Random request ids of this node's auth and lane requests: their answers must carry them.
   // Anyone who reaches this node's worker can send it an auth_reply or a lane_reply, and a
-  // node id is public (a forged lane_reply naming one made this node write its forwards into
-  // the forger's lane, where they were lost).
+  // node id is public (a forged lane_reply naming one would make this node write its forwards
+  // into the forger's lane, where they are lost; guarded by peers_test.cpp, "a lane that is
+  // not the peer's, or that its worker left, carries nothing").
   uint64_t auth_id = 0, lane_id = 0;
   bool bad_hello_logged = false;
   wire::SessionToken token{};  // from the peer's auth_reply: ends every forward's header

@@ -20,8 +20,9 @@ namespace xcargo::loader {
 //   local peer writes into, in order. A peer that dies between taking a slot and filling it
 //   (a client killed in the middle of a send), or a process that writes over the FIFO,
 //   stops delivery for everyone behind it, for good (UCX 1.13 has no recovery).
-// - A kernel can close the worker's listening sockets (the attack that found this closed
-//   every socket in SO_ACCEPTCONN state and left the node deaf, its worker never replaced).
+// - A kernel can close the worker's listening sockets (every socket in SO_ACCEPTCONN state),
+//   leaving the node deaf with its worker never replaced (guarded by escape_deafen in
+//   tests/kernels/adversary.c, run by tests/e2e/adversary_test.sh).
 // The probe is a client inside the worker, with its own UCX context and the same transports
 // as a local client: every `interval` it makes a new connection to the worker's listener
 // (or, without one, to its address, as a same-host client does), says hello and closes it. No hello answered for `deadline` while the server kept

@@ -148,7 +148,7 @@ std::string reaped(pid_t pid) {
 }
 
 // All a job wrote: a whole reply, as soon as it is complete (*reap is then set: the job is
-// still ending, which took 16 ms after a compile here, and is waited for after the reply is
+// still ending, which takes about 16 ms after a compile, and is waited for after the reply is
 // sent); or what it wrote before it ended, and *stopped says what stopped it.
 Bytes collect(int fd, pid_t pid, std::chrono::seconds limit, std::string* stopped, bool* reap) {
   Bytes out;

@@ -23,6 +23,9 @@
 
 namespace xcargo::loader {
 
+// Messages from a worker read and dropped per turn of the keeper's loop (more wait a turn).
+constexpr int kDiscardsPerTurn = 64;
+
 struct TlsKeeper::Impl {
   std::function<void(const std::string&)> log;
   std::string address;
@@ -61,6 +64,16 @@ struct TlsKeeper::Impl {
     return false;
   }
 
+  // Reads and drops up to n messages the worker sent, closing their descriptors.
+  void discard(int n) {
+    for (int i = 0; i < n && channel >= 0; ++i) {
+      char junk[64];
+      int fd = -1;
+      if (sandbox::receive_fd(channel, junk, sizeof junk, &fd) <= 0) return;
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
   void run() {
     auto quiet_until = std::chrono::steady_clock::time_point{};
     for (;;) {
@@ -77,15 +90,23 @@ struct TlsKeeper::Impl {
       }
       // Full: poll waits for room; gone: the connection waits for the next worker.
       if (channel >= 0 && pending >= 0) pass();
-      pollfd fds[2] = {{wake, POLLIN, 0}, {-1, 0, 0}};
+      // A worker has nothing to say on its channel: what comes (a kernel's descriptors,
+      // parked there against the uid's limit of descriptors in flight) is read and closed.
+      pollfd fds[3] = {{wake, POLLIN, 0}, {-1, 0, 0}, {channel, POLLIN, 0}};
       if (channel >= 0) fds[1] = pending >= 0 ? pollfd{channel, POLLOUT, 0} : pollfd{listener, POLLIN, 0};
-      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+      if (::poll(fds, 3, -1) < 0 && errno != EINTR) {
         log("the TLS front door's keeper cannot wait: " + std::string(std::strerror(errno)) + "; retrying");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       if (fds[0].revents) {
         uint64_t v;
         (void)!::read(wake, &v, sizeof v);
+      }
+      if (fds[2].revents & POLLIN) discard(kDiscardsPerTurn);
+      if (channel >= 0 && (fds[2].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+        ::close(channel);  // the worker's end is closed: connections wait for the next worker
+        channel = -1;
+        continue;
       }
       if (channel < 0 || pending >= 0 || !(fds[1].revents & POLLIN)) continue;
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);

@@ -1,17 +1,21 @@
 // Tests of the TLS keeper against fake workers (their ends of channels): connections wait,
 // never refused, while no worker serves; each reaches the serving worker unread; a worker
-// whose channel was shut down loses none; a second loader cannot take the port.
+// whose channel was shut down or closed loses none; what a worker sends is dropped; a second
+// loader cannot take the port.
 #include "tls_keeper.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "processes.h"
 #include "xcargo/ucx.h"
@@ -111,6 +115,41 @@ TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection"
   FakeWorker w1;
   (*k)->serve(w1.keepers);
   REQUIRE(::shutdown(w1.mine, SHUT_RDWR) == 0);  // what a kernel in that worker could do
+  const int c = dial((*k)->address());
+  REQUIRE(c >= 0);
+  FakeWorker w2;
+  (*k)->serve(w2.keepers);
+  const int s = w2.next();
+  REQUIRE(s >= 0);
+  CHECK(same_connection(c, s));
+  ::close(c);
+  ::close(s);
+}
+
+TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel is let go", "[tls_keeper]") {
+  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  REQUIRE(k.ok());
+  FakeWorker w1;
+  (*k)->serve(w1.keepers);
+  // What a kernel could park on its channel against the uid's limit of descriptors in flight.
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  REQUIRE(sandbox::send_fd(w1.mine, p[1], "x"));
+  ::close(p[1]);
+  pollfd r{p[0], POLLIN, 0};
+  char b;
+  CHECK((::poll(&r, 1, 10000) == 1 && ::read(p[0], &b, 1) == 0));  // the keeper closed the last copy
+  ::close(p[0]);
+
+  // The worker's end closed (the worker died): the keeper lets the channel go without
+  // spinning on it, and the next connection waits for the next worker.
+  ::close(std::exchange(w1.mine, -1));
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  ::usleep(500 * 1000);
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  const double cpu_ms = double(t1.tv_sec - t0.tv_sec) * 1e3 + double(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  CHECK(cpu_ms < 100);  // a generous ceiling: a spinning thread takes about all of its 500 ms
   const int c = dial((*k)->address());
   REQUIRE(c >= 0);
   FakeWorker w2;

@@ -62,7 +62,11 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
     RequestOrigin origin(client ? client->origin.get() : nullptr);
     return send(ep, handler->handle(type, hv, {}));
   }
-  if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick && !jobs.any_ready() &&
+  // Inline only for the trusted paths (the same-host door, trusted-network UCX): an inline
+  // kernel holds the thread that takes new connections and handshakes, which no follower can
+  // take over, so a TLS client's kernel that runs long after quick runs would stall every
+  // newcomer; run as a job, its leader is deposed after promote_after (tls_test.sh).
+  if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick && !ep.is_tls() && !jobs.any_ready() &&
       !restart && !rndv && header_length <= kMaxHeader &&
       length <= handler->max_input() &&
       run_inline(type, ep, hv, ByteView(static_cast<const uint8_t*>(data), length)))

@@ -235,9 +235,21 @@ if [ "$(id -u)" -eq 0 ] && id nobody > id.txt 2>&1; then
   expect 0 '^HI$' -- "$X" run shout.xcargo --entry shout --arg "str:hi" --result str --to "$USERNODE"
   check "the --user worker logged no UCX error and was not replaced" bash -c "! grep -Eq 'UCX +ERROR|worker stopped|restarting' user.log"
 fi
+"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 2>>"$DISCARD"
+# A TLS client's kernel never runs inline (on the thread that takes newcomers): quick 20
+# times, then about 6 s long, it delays no new client's handshake. (The spin is in cycle-
+# counter ticks, from the CPU's nominal rate: 3 to 12 s whatever the counter's real rate.)
+mhz=$(awk -F: '/^cpu MHz/ {printf "%d", $2; exit}' /proc/cpuinfo)
+expect 0 '' -- "$X" run faults.xcargo --entry ticks --arg u64:0 --repeat 20 --to "$NODE"
+"$X" run faults.xcargo --entry ticks --arg "u64:$(( ${mhz:-2000} * 6000000 ))" --to "$NODE" > long.txt 2>&1 &
+long=$!
+sleep 0.5
+check "a new client's handshake is not held up by a kernel that was quick and now runs long" \
+  "$X" ls --to "$NODE" --connect-timeout 3
+wait $long
+check "the long run ended well" grep -q 'ran on' long.txt
 # Over TLS too (last: they restart the worker): --timeout is the request's own limit, and
 # cancel_invoke() stops a kernel.
-"$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key k -t x86_64 2>>"$DISCARD"
 expect 3 "ran past the time limit of 1 s \\(its request's own" -- "$X" run faults.xcargo --entry spin --to "$NODE" --timeout 1
 expect 3 '^cancelled: its client cancelled the kernel while it ran' -- "$(dirname "$X")/xcargo-invoke-only" "$NODE" faults.xcargo spin 300
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"

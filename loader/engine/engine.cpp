@@ -150,6 +150,7 @@ struct Engine::Impl {
     }
   };
   std::atomic<size_t> tier_ups{0};  // loaded cargos running their quick tier
+  std::atomic<uint32_t> misjudged_runs{0};  // invoke_if_quick runs past config.misjudged_ns
   std::atomic<uint64_t> loads_refused{0}, jit_compiles{0}, cache_hits{0}, cache_misses{0}, cache_corrupt{0};
   SpreadCounter invocations, invocations_failed;
 
@@ -344,6 +345,8 @@ Status Engine::Impl::check_object(ByteView object, const std::string& what) cons
   return Error(Errc::import, what + ": imports " + list + ", outside the allowed kernel API")
       .hint("kernels may call only the functions declared in <xcargo/kernel.h>");
 }
+
+uint32_t Engine::misjudged_runs() const { return impl_->misjudged_runs.load(std::memory_order_relaxed); }
 
 bool Engine::tier_up_pending() const { return impl_->tier_ups.load(std::memory_order_relaxed) > 0; }
 
@@ -622,7 +625,15 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
       Entry::bump(e.streak);
     } else {
       e.streak.store(0, std::memory_order_relaxed);
-      if (quick_only && ns > config.misjudged_ns) Entry::bump(e.misjudged);
+      if (quick_only && ns > config.misjudged_ns) {
+        const uint32_t times = Entry::bump(e.misjudged) + 1;
+        misjudged_runs.fetch_add(1, std::memory_order_relaxed);
+        char took[32];
+        std::snprintf(took, sizeof took, "%.1f ms", double(ns) / 1e6);
+        log(cargo->summary.name + "/" + std::string(entry) + ", quick until now, ran " + took +
+            " in the thread that takes requests, holding them up meanwhile" +
+            (times >= 3 ? "; it no longer runs there" : "; it needs " + std::to_string(kQuickRuns << (2 * times)) + " quick runs before it does again"));
+      }
     }
   }
   r.output = std::move(ctx.reply);

@@ -156,6 +156,9 @@ public:
   // nothing and returns nullopt. Lookup failures are returned as results.
   std::optional<InvokeResult> invoke_if_quick(const Digest& digest, std::string_view entry, ByteView input, bool keep_log = false);
   static constexpr uint32_t kQuickRuns = 4;
+  // invoke_if_quick runs that took longer than config().misjudged_ns (each held its caller
+  // up), over every entry, since this engine was made.
+  uint32_t misjudged_runs() const;
   // Whether a loaded cargo runs its quick tier (EngineConfig::jit_tiers).
   bool tier_up_pending() const;
   // Whether a cargo running its quick tier has its -O2 object in the compile service's cache

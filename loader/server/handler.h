@@ -90,6 +90,7 @@ public:
   // Whether a pushed bitcode cargo still runs its quick tier; tier_up() gives it -O2's code
   // (waiting for the compile service) and logs a line per cargo.
   bool tier_up_pending() const { return engine_.tier_up_pending(); }
+  uint32_t misjudged_runs() const { return engine_.misjudged_runs(); }  // Engine::misjudged_runs
   bool tier_up_ready() const { return engine_.tier_up_ready(); }
   void tier_up(bool ready = false);
 

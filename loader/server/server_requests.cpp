@@ -12,6 +12,10 @@ namespace {
 // A region read small enough to copy inside the receive callback; larger ones are queued
 // like other requests so that the copy does not hold up progress.
 constexpr uint64_t kInlineReadBytes = 64 * 1024;
+// Misjudged inline runs (Engine::misjudged_runs) after which a worker runs no TLS client's
+// kernel inline: each held newcomers up for up to a kernel's time limit, and a TLS client
+// need not be this host's (a door client is this user's own process).
+constexpr uint32_t kTlsInlineMisjudged = 2;
 bool small_read(ByteView header) {
   auto q = wire::decode_region_read(header);
   return !q.ok() || q->length <= kInlineReadBytes;  // one that does not decode is answered at once
@@ -62,11 +66,13 @@ void UcxServer::Impl::intake(MsgType type, Ep ep, const uint8_t* header, size_t 
     RequestOrigin origin(client ? client->origin.get() : nullptr);
     return send(ep, handler->handle(type, hv, {}));
   }
-  // Inline only for the trusted paths (the same-host door, trusted-network UCX): an inline
-  // kernel holds the thread that takes new connections and handshakes, which no follower can
-  // take over, so a TLS client's kernel that runs long after quick runs would stall every
-  // newcomer; run as a job, its leader is deposed after promote_after (tls_test.sh).
-  if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick && !ep.is_tls() && !jobs.any_ready() &&
+  // An inline kernel holds the thread that takes new connections and handshakes, which no
+  // follower can take over: a kernel quick until now that runs long holds every newcomer up
+  // (a misjudged run, logged). Once this worker has seen kTlsInlineMisjudged of those, a TLS
+  // client's kernels run as jobs, whose leader is deposed after promote_after; the trusted
+  // paths (the same-host door, trusted-network UCX) keep running inline (tls_test.sh).
+  if ((type == MsgType::invoke || type == MsgType::forward) && opt.inline_quick &&
+      (!ep.is_tls() || handler->misjudged_runs() < kTlsInlineMisjudged) && !jobs.any_ready() &&
       !restart && !rndv && header_length <= kMaxHeader &&
       length <= handler->max_input() &&
       run_inline(type, ep, hv, ByteView(static_cast<const uint8_t*>(data), length)))

@@ -22,12 +22,18 @@ struct Job;
 // Sent by the monitor to a thread running a kernel inline past the time limit.
 inline constexpr int kTimeoutSignal = SIGUSR1;
 
-// One executor thread. phase: 0 idle, 1 running a request as leader, 2 running one after
-// the monitor handed leadership on (its reply then goes through the outbox), 3 running a
-// quick kernel inline, inside UCX's receive callback (it cannot hand leadership on).
+// What an executor thread is doing.
+enum class Phase : int {
+  idle,
+  leading,   // running a request as leader
+  deposed,   // running one after the monitor handed leadership on (its reply goes through the outbox)
+  inline_,   // running a quick kernel inline, inside a receive callback (it cannot hand leadership on)
+};
+
+// One executor thread.
 struct Slot {
   pthread_t thread{};
-  std::atomic<int> phase{0};
+  std::atomic<Phase> phase{Phase::idle};
   std::atomic<int64_t> since{0};          // when its request started (steady clock, ns); 0 idle
   std::atomic<bool> kernel{false};        // that request runs a kernel (the time limit applies); stored before since
   std::atomic<int64_t> limit_ns{0};       // that request's own kernel limit (an invoke's timeout_ms), 0: the node's; stored before since

@@ -24,8 +24,9 @@ int64_t Monitor::tick(int64_t now) {
     Slot& s = *sp;
     const int64_t since = s.since.load();
     if (!since) continue;
-    int expected = 1;
-    if (now - since > promote_ns_ && s.phase.load() == 1 && s.phase.compare_exchange_strong(expected, 2)) hooks_.depose(s);
+    Phase expected = Phase::leading;
+    if (now - since > promote_ns_ && s.phase.load() == Phase::leading && s.phase.compare_exchange_strong(expected, Phase::deposed))
+      hooks_.depose(s);
     if (now - since > limit_of(s) && !hard_exit_at_) {
       hooks_.time_out(s);
       hard_exit_at_ = now + std::chrono::nanoseconds(timing::kRestartGrace).count();
@@ -40,7 +41,7 @@ int64_t Monitor::due() const {
     const Slot& s = *sp;
     const int64_t since = s.since.load();
     if (!since) continue;
-    if (s.phase.load() == 1) next = std::min(next, since + promote_ns_ + 1);  // the first ns tick() deposes at
+    if (s.phase.load() == Phase::leading) next = std::min(next, since + promote_ns_ + 1);  // the first ns tick() deposes at
     if (!hard_exit_at_) next = std::min(next, since + limit_of(s) + 1);
   }
   return next;
@@ -72,7 +73,7 @@ void Monitor::run(const std::atomic<bool>& quit) {
 
 void Monitor::started(const Slot& s) {
   const int64_t since = s.since.load();
-  const int64_t first = since + (s.phase.load() == 1 ? promote_ns_ : limit_of(s));
+  const int64_t first = since + (s.phase.load() == Phase::leading ? promote_ns_ : limit_of(s));
   if (sleeping_until_.load() <= first) return;  // looking now (kAwake), or due before it matters
   std::lock_guard<std::mutex> l(mu_);
   woken_ = true;

@@ -19,7 +19,7 @@ namespace xcargo::loader {
 class Monitor {
 public:
   struct Hooks {
-    std::function<void(Slot&)> depose;     // s (phase now 2) was leading: let a follower lead
+    std::function<void(Slot&)> depose;     // s (now Phase::deposed) was leading: let a follower lead
     std::function<void(Slot&)> time_out;   // s ran past the limit: tell its client, restart
     std::function<void()> force_exit;      // the restart did not complete within kRestartGrace
   };
@@ -31,7 +31,7 @@ public:
   static constexpr int64_t kNever = INT64_MAX;
 
   // One look at the executors at now (steady clock, ns): a leader running one request
-  // longer than promote_after is deposed (its phase 1 -> 2, once); the first request past
+  // longer than promote_after is deposed (Phase::leading -> deposed, once); the first request past
   // its limit (Slot::kernel: a kernel's, else request_limit) is timed out, and
   // kRestartGrace later the process is ended. Returns when the
   // next look is due for the requests running now (their promotion or limit, the forced

@@ -43,12 +43,12 @@ TEST_CASE("a leader busy past promote_after is deposed once", "[monitor]") {
   const int64_t t0 = 1000 * ms;
   s[1]->kernel = true;
   s[1]->since = t0;
-  s[1]->phase = 1;
+  s[1]->phase = Phase::leading;
   CHECK(m.tick(t0 + ms / 2) == t0 + ms + 1);  // busy, not yet long: the next look is at its promotion
   CHECK(r.deposed.empty());
   CHECK(m.tick(t0 + 2 * ms) == t0 + 10000 * ms + 1);  // deposed: the next look is at its limit, not sooner
   CHECK(r.deposed == std::vector<Slot*>{s[1].get()});
-  CHECK(s[1]->phase == 2);
+  CHECK(s[1]->phase == Phase::deposed);
   CHECK(m.tick(t0 + 3 * ms) == t0 + 10000 * ms + 1);
   CHECK(r.deposed.size() == 1);
 }
@@ -60,10 +60,10 @@ TEST_CASE("an inline kernel is never deposed; past the limit it is timed out, on
   const int64_t t0 = 1000 * ms;
   s[0]->kernel = true;
   s[0]->since = t0;
-  s[0]->phase = 3;
+  s[0]->phase = Phase::inline_;
   s[2]->kernel = true;
   s[2]->since = t0 + 500 * ms;
-  s[2]->phase = 2;  // deposed already, still running
+  s[2]->phase = Phase::deposed;  // deposed already, still running
   CHECK(m.tick(t0 + 1500 * ms) == t0 + 2000 * ms + 1);  // the inline one's limit comes first
   CHECK(r.deposed.empty());
   CHECK(r.timed_out.empty());
@@ -88,14 +88,14 @@ TEST_CASE("a request that runs no kernel (a push waiting for its compile) has th
   const int64_t t0 = 1000 * ms;
   s[0]->kernel = false;
   s[0]->since = t0;
-  s[0]->phase = 1;
+  s[0]->phase = Phase::leading;
   CHECK(m.tick(t0 + 2 * ms) == t0 + 130000 * ms + 1);  // deposed; next: its own limit
   CHECK(r.deposed == std::vector<Slot*>{s[0].get()});
   CHECK(m.tick(t0 + 10000 * ms) == t0 + 130000 * ms + 1);  // past a kernel's limit: not timed out
   CHECK(r.timed_out.empty());
   s[1]->kernel = true;  // a kernel beside it is timed out at its own
   s[1]->since = t0 + 9000 * ms;
-  s[1]->phase = 2;
+  s[1]->phase = Phase::deposed;
   CHECK(m.tick(t0 + 10000 * ms) == t0 + 11000 * ms + 1);
   m.tick(t0 + 11001 * ms);
   CHECK(r.timed_out == std::vector<Slot*>{s[1].get()});
@@ -115,7 +115,7 @@ TEST_CASE("the monitor thread sleeps while idle and wakes for a request", "[moni
   std::this_thread::sleep_for(timing::kMonitorIdle * 3);  // asleep by now
   s[0]->kernel = true;
   s[0]->since = steady_ns();
-  s[0]->phase = 1;
+  s[0]->phase = Phase::leading;
   m.started(*s[0]);
   for (int i = 0; i < 2000 && !deposed; ++i) std::this_thread::sleep_for(5ms);  // a generous ceiling: 10 s
   CHECK(deposed == 1);
@@ -136,19 +136,19 @@ TEST_CASE("a request that runs long among many quick ones is deposed: the monito
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 20000; ++i) {  // quick requests, back to back
       s[0]->since = steady_ns();
-      s[0]->phase = 1;
+      s[0]->phase = Phase::leading;
       m.started(*s[0]);
-      s[0]->phase = 0;
+      s[0]->phase = Phase::idle;
       s[0]->since = 0;
     }
     if (round == 1) std::this_thread::sleep_for(timing::kMonitorIdle * 2);  // and once after the monitor went to sleep
     const int before = deposed;
     s[0]->since = steady_ns();
-    s[0]->phase = 1;
+    s[0]->phase = Phase::leading;
     m.started(*s[0]);
     for (int i = 0; i < 2000 && deposed == before; ++i) std::this_thread::sleep_for(5ms);  // a generous ceiling: 10 s
     CHECK(deposed == before + 1);
-    s[0]->phase = 0;
+    s[0]->phase = Phase::idle;
     s[0]->since = 0;
   }
   quit = true;

@@ -83,12 +83,12 @@ bool UcxServer::Impl::mark_inline(Slot& s, int64_t limit_ns) {
   const int64_t turn = turn_ns.load(std::memory_order_relaxed);
   const int64_t start = turn ? turn : steady_ns();
   s.limit_ns.store(limit_ns, std::memory_order_relaxed);
-  if (s.phase.load(std::memory_order_relaxed) == 3) {
+  if (s.phase.load(std::memory_order_relaxed) == Phase::inline_) {
     s.since.store(start, std::memory_order_release);
     return false;
   }
   s.kernel.store(true, std::memory_order_relaxed);
-  s.phase.store(3, std::memory_order_relaxed);
+  s.phase.store(Phase::inline_, std::memory_order_relaxed);
   s.since = start;
   monitor->started(s);
   return true;
@@ -161,7 +161,7 @@ void UcxServer::Impl::lead(Slot& me) {
         if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
         return flush_and_quit();
       }
-      // Kicks for the lanes' replies so far, while this thread surely leads: from phase 1 on
+      // Kicks for the lanes' replies so far, while this thread surely leads: from Phase::leading on
       // the monitor may depose it (after promote_after) and a follower calls into UCX. Sent
       // after that, a kick and the new leader's reply can be written into one TCP endpoint at
       // once: the client gets a garbled message and UCX aborts it (guarded by
@@ -185,17 +185,17 @@ void UcxServer::Impl::lead(Slot& me) {
       me.kernel = j->type == MsgType::invoke || j->type == MsgType::forward;
       me.limit_ns.store(requested_limit_ns(j->type, j->header), std::memory_order_relaxed);
       me.since = ns_of(last_activity);
-      me.phase = 1;
+      me.phase = Phase::leading;
       monitor->started(me);
       bool failed = false;
       Step r = execute(me, *j, &failed);
       last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply
-      int expected = 1;
-      const bool still_leader = me.phase.compare_exchange_strong(expected, 0);
+      Phase expected = Phase::leading;
+      const bool still_leader = me.phase.compare_exchange_strong(expected, Phase::idle);
       const bool quick = ns_of(last_activity) - me.since < int64_t(std::chrono::nanoseconds(timing::kBatchRun).count());
       batch = quick ? batch + 1 : 0;
       me.since = 0;
-      me.phase = 0;
+      me.phase = Phase::idle;
       me.job.store(nullptr);
       const bool mine = failed || !j->answered.exchange(true);  // else answered `interrupted` meanwhile
       if (still_leader) {
@@ -309,7 +309,7 @@ void UcxServer::Impl::stop_monitor() {
 
 void UcxServer::Impl::loading(bool starting) {
   Slot* s = t_guarded_slot;
-  if (!s || s->phase.load() == 0 || s->phase.load() == 3) return;
+  if (!s || s->phase.load() == Phase::idle || s->phase.load() == Phase::inline_) return;
   if (starting) {  // the longer limit first: the monitor never sees the kernel's with the load's start
     s->kernel_after_load = s->kernel.load();
     s->kernel = false;
@@ -329,7 +329,7 @@ void UcxServer::Impl::time_out(Slot& s) {
                                       : "the request (no kernel: a push, or a cargo loading before its kernel runs) ran past its limit of " +
                                             std::to_string(request_limit().count()) + " s";
   const std::string event = cancelled ? "cancelled invoke: " : "failed invoke: ";
-  const bool inline_run = s.phase.load() == 3;
+  const bool inline_run = s.phase.load() == Phase::inline_;
   set_incident(what);
   // Ending before the reply leaves: a client that gets it and sends at once must be
   // answered `restarting`, not have its next kernel run in this worker.

@@ -446,7 +446,7 @@ struct UcxServer::Impl : IntakeHost {
   // quick, so the reply leaves without a hand-off or another progress call. False: not run,
   // queue it.
   bool run_inline(MsgType type, Ep ep, ByteView header, ByteView data);
-  // Marks this thread's slot as running a quick kernel inline (phase 3) from now (the turn's
+  // Marks this thread's slot as running a quick kernel inline (Phase::inline_) from now (the turn's
   // clock, or the last kernel's end). The first request of a lane batch (poll_lanes) makes
   // the mark, a sequentially consistent store: the barrier the monitor's protocol needs
   // (Monitor::started). The batch's next requests only move its start on, with a plain store
@@ -461,7 +461,7 @@ struct UcxServer::Impl : IntakeHost {
   void cancel(Ep ep, const Client* client, ByteView header);
   static void unmark_inline(Slot& s) {
     s.since.store(0, std::memory_order_release);
-    s.phase.store(0, std::memory_order_release);
+    s.phase.store(Phase::idle, std::memory_order_release);
   }
   // Back from guarded(): the kernel crashed, or (inline) ran past the limit and was stopped.
   // It may have damaged this process: answer, then restart.

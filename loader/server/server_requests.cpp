@@ -121,7 +121,7 @@ void UcxServer::Impl::cancel(Ep ep, const Client* client, ByteView header) {
   for (const auto& sp : slots) {
     Slot& s = *sp;
     std::shared_ptr<Job> j = s.job.load();
-    if (!j || !same(*j) || s.phase.load() == 3 || !s.since.load()) continue;
+    if (!j || !same(*j) || s.phase.load() == Phase::inline_ || !s.since.load()) continue;
     // Stopped as a kernel past its limit is: its limit becomes the time it has run, and the
     // monitor, woken, times it out (time_out() answers it `cancelled`).
     j->cancelled = true;

@@ -25,6 +25,7 @@
 
 #include "auth_gate.h"
 #include "config.h"
+#include "exit_codes.h"
 #include "engine.h"
 #include "handler.h"
 #include "key_service.h"
@@ -60,7 +61,7 @@ int fail(const Error& e) {
   flush_log();
   std::fprintf(stderr, "xcargo-loader: error: %s\n", e.message().c_str());
   for (const auto& h : e.hints()) std::fprintf(stderr, "hint: %s\n", h.c_str());
-  return 2;
+  return exit_code::kCannotStart;
 }
 
 // A worker's failure: a line of the log (time stamped, naming its process), as every other
@@ -70,7 +71,7 @@ int fail_in_log(const Error& e) {
   for (const auto& h : e.hints()) line += "; hint: " + h;
   log_line(line);
   flush_log();
-  return 2;
+  return exit_code::kCannotStart;
 }
 
 // One client on stdin/stdout, framed messages, until end of input.
@@ -78,20 +79,20 @@ int serve_stdio(Handler& handler) {
   const uint64_t max_data = std::max(handler.max_cargo(), handler.max_input());
   for (;;) {
     uint8_t head[wire::kFrameHeaderSize];
-    if (read_exact(0, head, sizeof head) != ReadEnd::done) return 0;
+    if (read_exact(0, head, sizeof head) != ReadEnd::done) return exit_code::kOk;
     auto h = wire::decode_frame_head(ByteView(head, sizeof head), max_data);
     if (!h.ok()) {
       log_line("refused a frame: " + h.error().message());
-      return 1;
+      return exit_code::kStream;
     }
     Bytes frame(sizeof head + h->header_len + h->data_len);
     std::memcpy(frame.data(), head, sizeof head);
-    if (read_exact(0, frame.data() + sizeof head, h->header_len + size_t(h->data_len)) != ReadEnd::done) return 1;
+    if (read_exact(0, frame.data() + sizeof head, h->header_len + size_t(h->data_len)) != ReadEnd::done) return exit_code::kStream;
     auto f = wire::decode_frame(frame, max_data);
     Reply r = f.ok() ? handler.handle(f->type, f->header, f->data)
                      : Reply{wire::MsgType::result,
                              wire::encode(wire::ResultMsg{0, wire::ReplyStatus::bad_request, 0, 0, 0, 0, 0, "", f.error().message()}), {}};
-    if (!write_all(1, wire::encode_frame(r.type, r.header, r.data)).ok()) return 1;
+    if (!write_all(1, wire::encode_frame(r.type, r.header, r.data)).ok()) return exit_code::kStream;
   }
 }
 
@@ -269,7 +270,7 @@ std::string files_stamp(const std::string& path) {
 }
 
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
-// kernel crash or time-out leaves through _exit(75) inside the server.
+// kernel crash or time-out leaves through _exit(exit_code::kKernelFailure) inside the server.
 // Who may connect: the node key and the authorized clients, read once by the supervisor so
 // that every worker has the same node key and a bad file stops the start. The private key
 // is only in the key service's process (loader/keys): never here, so never in a worker.
@@ -584,14 +585,14 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   (*engine)->keep_cargos(true);
   if (auto s = (*engine)->open_regions(); !s.ok()) {
     fail_in_log(s.error());
-    return stand_down(2);
+    return stand_down(exit_code::kCannotStart);
   }
   if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
     log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
              (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
   if (auto s = (*server)->listen(timing::kTakeOverListen); !s.ok()) {
     fail_in_log(s.error());
-    return stand_down(2);
+    return stand_down(exit_code::kCannotStart);
   }
   // HOST:PORT, the front door's, then how it is confined (supervisor.h)
   const std::string line = (*server)->address() + "\t" + (*server)->tls_address() + "\t" + sandbox::describe(*confined) + "\n";

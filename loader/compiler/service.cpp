@@ -2,6 +2,8 @@
 // ahead of time (a standby, its memory faulted in while idle).
 #include "service.h"
 
+#include "exit_codes.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -266,7 +268,7 @@ bool request_waiting(void* fd) {
   (void)::setpriority(PRIO_PROCESS, 0, 19);
   sched_param idle{};
   (void)::sched_setscheduler(0, SCHED_IDLE, &idle);
-  _exit(then() ? 0 : 71);
+  _exit(then() ? exit_code::kOk : exit_code::kCompileJob);
 }
 
 // worker_fd: the worker's connection, for a direct standby; -1 for one the service hands a

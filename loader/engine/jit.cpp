@@ -30,6 +30,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "exit_codes.h"
 #include "runtime.h"
 #include "xcargo/bitcode_rules.h"
 
@@ -79,7 +80,7 @@ void Jit::on_fatal_error(void (*handler)(const char* reason)) {
   g_fatal = handler;
   llvm::install_fatal_error_handler([](void*, const char* reason, bool) {
     g_fatal(reason);
-    _exit(70);
+    _exit(loader::exit_code::kLlvmFatal);
   });
 }
 

@@ -2,6 +2,8 @@
 // in order (what did not run answered `restarting`, replies given time to be read).
 #include "server_impl.h"
 
+#include "exit_codes.h"
+
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -60,7 +62,7 @@ void UcxServer::Impl::flush_and_quit() {
   for (const std::shared_ptr<Lane>& l : lanes) l->mark_ended();  // no more polls: its client sends the rest elsewhere
   handler->flush_runs(true);
   flush_log();
-  _exit(75);
+  _exit(exit_code::kKernelFailure);
 }
 
 void UcxServer::Impl::end_in_order() {

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "exit_codes.h"
 #include "server_impl.h"
 #include "xcargo/large_buffers.h"
 
@@ -451,7 +452,7 @@ void UcxServer::Impl::init_parts() {
                                                        end_lanes_at_forced_end();
                                                        handler->flush_runs(true);
                                                        flush_log();  // the restart did not complete: force it
-                                                       _exit(75);
+                                                       _exit(exit_code::kKernelFailure);
                                                      }}, request_limit());
   handler->on_load([this](bool loading) { this->loading(loading); });
 }

@@ -162,7 +162,7 @@ struct Child {
   // runs after a few seconds is killed too), ends its compile service, frees the rest.
   int reap(bool kill) {
     if (kill) ::kill(pid, SIGKILL);
-    const int ws = sandbox::reap_within(pid, std::chrono::seconds(5));
+    const int ws = sandbox::reap_within(pid, timing::kReapGrace);
     release();
     return ws;
   }
@@ -358,7 +358,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       int ws = 0;
       while (::waitpid(c->pid, &ws, WNOHANG) == 0) {
         if (Clock::now() > kill_at) ::kill(c->pid, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::this_thread::sleep_for(timing::kShutDownPoll);
       }
       c->release();
     }
@@ -388,7 +388,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
           if (first) return c.take_error();
           log_line("cannot start a worker: " + c.error().message() + "; retrying in a second");
           flush_log();
-          std::this_thread::sleep_for(std::chrono::seconds(1));
+          std::this_thread::sleep_for(timing::kSpawnRetry);
           reap_ending(false);
           continue;
         }
@@ -441,7 +441,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
                    " times in a row (its own lines say why); retrying every second");
           flush_log();
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(failed_starts < 10 ? 100 : 1000));
+        std::this_thread::sleep_for(failed_starts < timing::kStartRetriesSoon ? timing::kStartRetry : timing::kStartRetrySlow);
         reap_ending(false);
         continue;
       }
@@ -488,7 +488,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
         standby = std::move(*c);
       } else {
         log_line("cannot start a standby worker: " + c.error().message());
-        standby_at = Clock::now() + std::chrono::seconds(1);
+        standby_at = Clock::now() + timing::kSpawnRetry;
       }
     }
     // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
@@ -552,17 +552,18 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       if (!standby.fill(false)) {
         const int ws = standby.reap(false);
         ++standby_failures;
+        const auto pause = std::min(timing::kStandbyRetry * (1 << std::min(standby_failures, 6)), timing::kStandbyRetryMax);
         log_line("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
-                 std::to_string(std::min(100 << std::min(standby_failures, 6), 5000)) + " ms");
+                 std::to_string(pause.count()) + " ms");
         flush_log();
-        standby_at = Clock::now() + std::chrono::milliseconds(std::min(100 << std::min(standby_failures, 6), 5000));
+        standby_at = Clock::now() + pause;
       } else if (auto l = standby.ready ? std::nullopt : standby.line()) {
         standby.ready = *l == "standby";
         if (standby.ready) standby_failures = 0;
         else {
           log_line("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
           standby.reap(true);
-          standby_at = Clock::now() + std::chrono::seconds(1);
+          standby_at = Clock::now() + timing::kSpawnRetry;
         }
       }
     }
@@ -573,12 +574,12 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       // A worker that keeps dying on its own (not a kernel the worker caught and reported,
       // which needs a request each time) is in a crash loop: slow down.
       if (!cur.incident[0]) restarts.push_back(gap_since);
-      while (!restarts.empty() && gap_since - restarts.front() > std::chrono::seconds(2)) restarts.pop_front();
+      while (!restarts.empty() && gap_since - restarts.front() > timing::kCrashLoopWindow) restarts.pop_front();
       if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
       if (options.tls_keeper) options.tls_keeper->serve(-1);  // new connections wait for the next
       ending.push_back(std::move(cur));
       cur = Child();
-      if (restarts.size() > 5) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (restarts.size() > timing::kCrashLoopRestarts) std::this_thread::sleep_for(timing::kCrashLoopPause);
     }
     reap_ending(false);
   }

@@ -90,7 +90,7 @@ struct UcxServer::Impl : IntakeHost {
   // A request that runs no kernel (a push waiting for the compile service, which may be
   // compiling another cargo's -O2 code for up to its own limit): timed out only past that.
   std::chrono::seconds request_limit() const {
-    return std::max(std::chrono::seconds(int64_t(std::ceil(opt.timeout_s))), timing::kCompileLimit + std::chrono::seconds(10));
+    return std::max(std::chrono::seconds(int64_t(std::ceil(opt.timeout_s))), timing::kPastCompileLimit);
   }
   std::string limit_text() const {
     char s[32];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace xcargo::loader::timing {
@@ -37,6 +38,9 @@ inline constexpr std::chrono::milliseconds kKeyServiceLimit = 2000ms;
 
 // A compile job (one bitcode variant) running longer is stopped and its cargo refused.
 inline constexpr std::chrono::seconds kCompileLimit = 120s;
+// Past the compile service's own limit on a job: by then the service has ended it and
+// answers from memory (a worker's wait for a compile, a push's request limit).
+inline constexpr std::chrono::seconds kPastCompileLimit = kCompileLimit + 10s;
 
 // How often the leader closes refused and late connections and drops stalled transfers.
 inline constexpr std::chrono::milliseconds kSweepEvery = 100ms;
@@ -69,7 +73,7 @@ inline constexpr std::chrono::milliseconds kTierUpLook = 5ms;
 // and answers from memory. A shorter wait sends a request while the service still compiles:
 // it holds the worker's one connection to the service while the service compiles -O2 a
 // second time, at normal priority, and every other push waits behind it (minutes).
-inline constexpr std::chrono::milliseconds kTierUpWait = kCompileLimit + std::chrono::seconds(10);
+inline constexpr std::chrono::milliseconds kTierUpWait = kPastCompileLimit;
 // A refused connection stays open this long so that its refusal reaches it first.
 inline constexpr std::chrono::milliseconds kRefusalLinger = 200ms;
 // An idle leader polling (before it sleeps) yields its core this often: a client its reply
@@ -89,6 +93,25 @@ inline constexpr std::chrono::milliseconds kStoppedCheck = 1000ms;
 // A System V segment a worker made, not attached and not marked for removal this long, is a
 // kernel's, left behind: the supervisor removes it (UCX marks its own within microseconds).
 inline constexpr std::chrono::seconds kOrphanSegmentAge{2};
+
+// The supervisor's pace (supervisor.cpp):
+// a worker that closed its pipe is killed if it still runs this long after;
+inline constexpr std::chrono::milliseconds kReapGrace = 5000ms;
+// how often a stopping loader looks whether its workers have exited;
+inline constexpr std::chrono::milliseconds kShutDownPoll = 20ms;
+// after a worker could not be made (no process, pipe or connection: memory short, say);
+inline constexpr std::chrono::milliseconds kSpawnRetry = 1000ms;
+// between tries at a worker that does not start: soon for the first ones (the port not yet
+// free), then every second for as long as it takes;
+inline constexpr std::chrono::milliseconds kStartRetry = 100ms, kStartRetrySlow = 1000ms;
+inline constexpr int kStartRetriesSoon = 10;
+// a standby that failed is tried again after kStandbyRetry << failures, at most
+// kStandbyRetryMax; one that said something else than "standby", after kSpawnRetry;
+inline constexpr std::chrono::milliseconds kStandbyRetry = 100ms, kStandbyRetryMax = 5000ms;
+// more than kCrashLoopRestarts restarts within kCrashLoopWindow, none a kernel failure the
+// worker reported, is a crash loop: each restart then waits kCrashLoopPause.
+inline constexpr std::chrono::milliseconds kCrashLoopWindow = 2000ms, kCrashLoopPause = 500ms;
+inline constexpr size_t kCrashLoopRestarts = 5;
 
 // The monitor looks at the executors when a running request's promotion or limit is due,
 // and within promote_after while requests come; after this long without any it sleeps until

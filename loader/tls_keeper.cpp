@@ -64,13 +64,20 @@ struct TlsKeeper::Impl {
     return false;
   }
 
-  // Reads and drops up to n messages the worker sent, closing their descriptors.
+  // Reads and drops up to n messages the worker sent, closing their descriptors. The end of
+  // its sending side (a kernel's shutdown(SHUT_WR): readable for ever) lets the channel go:
+  // its worker, whose end then hangs up, is replaced, and connections wait for the next.
   void discard(int n) {
     for (int i = 0; i < n && channel >= 0; ++i) {
       char junk[64];
       int fd = -1;
-      if (sandbox::receive_fd(channel, junk, sizeof junk, &fd) <= 0) return;
+      const ssize_t got = sandbox::receive_fd(channel, junk, sizeof junk, &fd);
       if (fd >= 0) ::close(fd);
+      if (got == 0) {
+        ::close(channel);
+        channel = -1;
+      }
+      if (got <= 0) return;
     }
   }
 

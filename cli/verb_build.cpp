@@ -10,10 +10,10 @@
 #include "key_files.h"
 #include "report.h"
 #include "verbs.h"
-#include "xcargo/compile.h"
+#include "compile/compile.h"
 #include "xcargo/file.h"
 #include "xcargo/interrupt.h"
-#include "xcargo/keys.h"
+#include "build/keys.h"
 
 namespace xcargo::cli {
 

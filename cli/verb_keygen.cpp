@@ -5,7 +5,7 @@
 #include "key_files.h"
 #include "report.h"
 #include "verbs.h"
-#include "xcargo/keys.h"
+#include "build/keys.h"
 
 namespace xcargo::cli {
 

@@ -1,10 +1,10 @@
-// xcargo known-nodes: the node keys this user's TLS connections expect (xcargo/known_nodes.h).
+// xcargo known-nodes: the node keys this user's TLS connections expect (libcargo/auth/known_nodes.h).
 #include <cstdio>
 
 #include "exit_codes.h"
 #include "report.h"
 #include "verbs.h"
-#include "xcargo/known_nodes.h"
+#include "auth/known_nodes.h"
 #include "xcargo/trust.h"
 
 namespace xcargo::cli {

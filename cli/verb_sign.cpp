@@ -5,7 +5,7 @@
 #include "verbs.h"
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
+#include "build/keys.h"
 
 namespace xcargo::cli {
 

@@ -6,10 +6,10 @@
 
 #include "node_target.h"
 #include "verbs.h"
-#include "xcargo/compile.h"
+#include "compile/compile.h"
 #include "xcargo/format.h"
 #include "xcargo/version.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::cli {
 

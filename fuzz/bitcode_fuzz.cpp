@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <string>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "door_channel.h"
-#include "xcargo/door.h"
+#include "server/door_channel.h"
+#include "net/door.h"
 
 using namespace xcargo;
 

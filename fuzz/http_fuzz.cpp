@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "http_request.h"
+#include "stats/http_request.h"
 
 using namespace xcargo::loader;
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "protocol.h"
+#include "keys/protocol.h"
 
 using namespace xcargo;
 using namespace xcargo::loader::keys;

@@ -7,7 +7,7 @@
 
 #include "read/canonical.h"
 #include "xcargo/manifest.h"
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 

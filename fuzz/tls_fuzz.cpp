@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "xcargo/tls.h"
+#include "net/tls.h"
 
 using namespace xcargo;
 

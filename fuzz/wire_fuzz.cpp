@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "xcargo/lane.h"
-#include "xcargo/wire.h"
+#include "wire/lane.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

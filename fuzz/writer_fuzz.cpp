@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "xcargo/cargo.h"
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 

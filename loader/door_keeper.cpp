@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "door_channel.h"
-#include "xcargo/door.h"
+#include "server/door_channel.h"
+#include "net/door.h"
 
 namespace xcargo::loader {
 

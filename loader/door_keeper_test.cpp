@@ -17,9 +17,9 @@
 #include <vector>
 #include <ctime>
 
-#include "door_channel.h"
+#include "server/door_channel.h"
 #include "door_keeper.h"
-#include "xcargo/door.h"
+#include "net/door.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -3,7 +3,7 @@
 #include "log.h"
 
 #include "log_json.h"
-#include "processes.h"
+#include "sandbox/processes.h"
 #include "xcargo/file.h"
 
 #include <fcntl.h>

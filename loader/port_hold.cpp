@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 namespace xcargo::loader {
 

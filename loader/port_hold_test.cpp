@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

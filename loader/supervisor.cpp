@@ -2,7 +2,7 @@
 // worker dies, stops them on a signal.
 #include "supervisor.h"
 
-#include "processes.h"
+#include "sandbox/processes.h"
 
 #include <dirent.h>
 #include <fcntl.h>

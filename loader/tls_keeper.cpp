@@ -18,8 +18,8 @@
 #include <mutex>
 #include <thread>
 
-#include "processes.h"
-#include "xcargo/ucx.h"
+#include "sandbox/processes.h"
+#include "net/ucx.h"
 
 namespace xcargo::loader {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <utility>
 
-#include "processes.h"
-#include "xcargo/ucx.h"
+#include "sandbox/processes.h"
+#include "net/ucx.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "chase_list.h"
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"
 #include "xcargo/cluster.h"

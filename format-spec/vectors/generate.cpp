@@ -16,8 +16,8 @@
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
 #include "xcargo/format.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 #include "tiny_elf.h"
 
 using namespace xcargo;

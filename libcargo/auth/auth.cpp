@@ -1,5 +1,5 @@
-// Authentication transcripts, verbs, and the authorized-keys file (xcargo/auth.h).
-#include "xcargo/auth.h"
+// Authentication transcripts, verbs, and the authorized-keys file (libcargo/auth/auth.h).
+#include "auth/auth.h"
 
 #include <openssl/rand.h>
 

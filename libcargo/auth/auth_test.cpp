@@ -7,9 +7,9 @@
 
 #include <filesystem>
 
-#include "auth_gate.h"
+#include "server/auth_gate.h"
 #include "support.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 #include "xcargo/file.h"
 #include "xcargo/identity.h"
 

@@ -1,5 +1,5 @@
-// KnownNodes: the node keys a client expects, by address (xcargo/known_nodes.h).
-#include "xcargo/known_nodes.h"
+// KnownNodes: the node keys a client expects, by address (libcargo/auth/known_nodes.h).
+#include "auth/known_nodes.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

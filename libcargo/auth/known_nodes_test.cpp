@@ -7,7 +7,7 @@
 
 #include "support.h"
 #include "xcargo/identity.h"
-#include "xcargo/known_nodes.h"
+#include "auth/known_nodes.h"
 
 using namespace xcargo;
 using namespace xcargo::auth;

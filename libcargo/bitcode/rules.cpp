@@ -1,5 +1,5 @@
-// The bitcode rules (xcargo/bitcode_rules.h); compiled into xcargo (static LLVM) and the loader (libLLVM).
-#include "xcargo/bitcode_rules.h"
+// The bitcode rules (libcargo/bitcode/rules.h); compiled into xcargo (static LLVM) and the loader (libLLVM).
+#include "bitcode/rules.h"
 
 #include <llvm/IR/DataLayout.h>
 #include <llvm/IR/DebugInfoMetadata.h>

@@ -1,5 +1,5 @@
 // Adding a signature to a cargo.
-#include "xcargo/keys.h"
+#include "build/keys.h"
 
 #include <cstring>
 #include <filesystem>

@@ -9,7 +9,7 @@
 #include "support.h"
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
+#include "build/keys.h"
 #include "xcargo/trust.h"
 
 using namespace xcargo;

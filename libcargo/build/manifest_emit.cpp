@@ -1,7 +1,7 @@
 // The manifest's canonical text (spec section 5.3): the tree of a Manifest, emitted by the
 // same code that readers use to check that a stored manifest is canonical.
 #include "read/canonical.h"
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 namespace xcargo {
 

@@ -1,5 +1,5 @@
 // Lays out a cargo: header, section table, zstd-compressed sections, empty signature block.
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 #include <zstd.h>
 

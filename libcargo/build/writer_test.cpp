@@ -3,8 +3,8 @@
 
 #include "support.h"
 #include "xcargo/cargo.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 

@@ -1,6 +1,5 @@
 // The protocol's client half over any transport that can do one request/reply roundtrip.
-#include "xcargo/client.h"
-#include "xcargo/interrupt.h"
+#include "client/session.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,10 +7,11 @@
 #include <deque>
 #include <unordered_map>
 
+#include "auth/auth.h"
+#include "common/large_buffers.h"
 #include "common/le.h"
-#include "xcargo/auth.h"
 #include "xcargo/identity.h"
-#include "xcargo/large_buffers.h"
+#include "xcargo/interrupt.h"
 
 namespace xcargo::client {
 
@@ -81,13 +81,13 @@ private:
 
 }  // namespace
 
-uint64_t Connection::first_request_id() {
+uint64_t Session::first_request_id() {
   uint64_t id = 0;
   if (auto n = auth::random_nonce(); n.ok()) std::memcpy(&id, n->data(), sizeof id);
   return id >> 1 | 1;  // never 0, and far from wrapping
 }
 
-Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
+Result<Frame> Session::request(MsgType type, MsgType reply_type, ByteView header, ByteView data) {
   for (int resent = 0;; ++resent) {
     ByteView h = header;
     if (token_) {  // sealed into a buffer kept for the next request (sealed again after a reconnect)
@@ -137,18 +137,18 @@ Result<Frame> Connection::request(MsgType type, MsgType reply_type, ByteView hea
   }
 }
 
-Status Connection::reconnect() {
+Status Session::reconnect() {
   return Error(Errc::unreachable, peer() + ": the node is replacing its worker, and this connection cannot reconnect");
 }
 
-Error Connection::denied(const std::string& why) const {
+Error Session::denied(const std::string& why) const {
   Error e(Errc::unauthenticated, peer() + ": " + why);
   if (identity_id_.empty()) e.hint("pass --identity KEY or set XCARGO_IDENTITY=KEY, a key the node's admin authorized");
   else e.hint("identity " + identity_id_ + " may " + auth::verbs_text(verbs_) + "; the node's admin grants verbs in its clients file");
   return e;
 }
 
-Status Connection::handshake(const SigningKey* identity, const std::string& identity_path) {
+Status Session::handshake(const SigningKey* identity, const std::string& identity_path) {
   XC_TRY(greet(identity, identity_path));
   if (!wants_lane() || !(verbs_ & auth::kRun)) return {};
   // A shared-memory lane (wire-protocol.md section 8): its requests skip UCX both ways.
@@ -161,7 +161,7 @@ Status Connection::handshake(const SigningKey* identity, const std::string& iden
   return {};
 }
 
-Status Connection::greet(const SigningKey* identity, const std::string& identity_path) {
+Status Session::greet(const SigningKey* identity, const std::string& identity_path) {
   token_.reset();  // a connection made again starts without a session
   identity_id_.clear();
   ++session_;
@@ -213,7 +213,7 @@ Result<std::shared_ptr<const SigningKey>> load_identity(const ConnectOptions& op
   return std::shared_ptr<const SigningKey>(std::make_shared<SigningKey>(std::move(*key)));
 }
 
-Status Connection::authenticate(const SigningKey& key, const std::string& identity_path, const Nonce& client_nonce) {
+Status Session::authenticate(const SigningKey& key, const std::string& identity_path, const Nonce& client_nonce) {
   const std::string id = to_hex(key.public_key().id);
   auto sig = key.sign(auth::client_proof(client_nonce, node_.nonce, node_.node_key, key.public_key().raw));
   XC_TRY(sig);
@@ -231,14 +231,14 @@ Status Connection::authenticate(const SigningKey& key, const std::string& identi
   return {};
 }
 
-Result<PushReply> Connection::push(ByteView cargo) {
+Result<PushReply> Session::push(ByteView cargo) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::push, MsgType::push_reply, encode(Push{id, cargo.size()}), cargo);
   XC_TRY(f);
   return decode_reply(*this, f->header, id, decode_push_reply);
 }
 
-Result<bool> Connection::has(const Digest& digest) {
+Result<bool> Session::has(const Digest& digest) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::has, MsgType::has_reply, encode(Has{id, digest}), {});
   XC_TRY(f);
@@ -258,12 +258,12 @@ Status check_entry(std::string_view entry) {
 }
 }  // namespace
 
-ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t id, const Digest& d, std::string_view e, uint64_t n) {
+ByteView Session::InvokeHeader::make(const Session& c, bool seal, uint64_t id, const Digest& d, std::string_view e, uint64_t n) {
   if (bytes.size() < 8 || n != input_size || d != digest || e != entry || (seal && session != c.session_) ||
-      timeout_ms != c.kernel_timeout_ms_ || flags != c.invoke_flags_) {
-    bytes = encode(Invoke{id, d, std::string(e), n, c.kernel_timeout_ms_, c.invoke_flags_}, std::move(bytes));
+      timeout_ms != c.kernel_timeout_ms_ || flags != c.invoke_flags()) {
+    bytes = encode(Invoke{id, d, std::string(e), n, c.kernel_timeout_ms_, c.invoke_flags()}, std::move(bytes));
     timeout_ms = c.kernel_timeout_ms_;
-    flags = c.invoke_flags_;
+    flags = c.invoke_flags();
     if (seal) bytes = c.sealed(std::move(bytes));
     digest = d;
     entry.assign(e);
@@ -275,20 +275,20 @@ ByteView Connection::InvokeHeader::make(const Connection& c, bool seal, uint64_t
   return bytes;
 }
 
-Result<InvokeReply> Connection::invoke(const Digest& digest, std::string_view entry, ByteView input) {
+Result<InvokeReply> Session::invoke(const Digest& digest, std::string_view entry, ByteView input) {
   InvokeReply r;
   XC_TRY(invoke(digest, entry, input, r));
   return r;
 }
 
-std::optional<ByteView> Connection::cancel_due() {
+std::optional<ByteView> Session::cancel_due() {
   if (!awaited_invoke_ || cancel_sent_ || !(cancel_requested_.load(std::memory_order_relaxed) || interrupted())) return std::nullopt;
   cancel_sent_ = true;
   cancel_header_ = sealed(encode(RequestOnly{awaited_invoke_}));
   return ByteView(cancel_header_);
 }
 
-Status Connection::invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply) {
+Status Session::invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply) {
   XC_TRY(check_entry(entry));
   const uint64_t id = next_id_++;
   // A cancel asked for before this invoke, or after its reply, is for no invoke.
@@ -308,12 +308,12 @@ Status Connection::invoke(const Digest& digest, std::string_view entry, ByteView
   return s;
 }
 
-Bytes Connection::sealed(Bytes&& header) const {
+Bytes Session::sealed(Bytes&& header) const {
   if (token_) header.insert(header.end(), token_->begin(), token_->end());
   return std::move(header);
 }
 
-Bytes Connection::sealed(ByteView header) const {
+Bytes Session::sealed(ByteView header) const {
   Bytes b;
   b.reserve(header.size() + kTokenSize);
   b.assign(header.begin(), header.end());
@@ -321,12 +321,12 @@ Bytes Connection::sealed(ByteView header) const {
   return b;
 }
 
-void Connection::invoke_reply(Frame& f, uint64_t id, Result<InvokeReply>& out) const {
+void Session::invoke_reply(Frame& f, uint64_t id, Result<InvokeReply>& out) const {
   if (!out.ok()) out = InvokeReply{};
   if (Status s = decode_invoke_reply(f, id, *out); !s.ok()) out = s.take_error();
 }
 
-Status Connection::decode_invoke_reply(Frame& f, uint64_t id, InvokeReply& r) const {
+Status Session::decode_invoke_reply(Frame& f, uint64_t id, InvokeReply& r) const {
   if (f.type != MsgType::result)
     return Error(Errc::malformed, peer() + ": protocol error: expected reply type " + std::to_string(int(MsgType::result)) +
                                       ", got " + std::to_string(int(f.type)));
@@ -338,18 +338,18 @@ Status Connection::decode_invoke_reply(Frame& f, uint64_t id, InvokeReply& r) co
   return {};
 }
 
-Status Connection::send_request(MsgType, ByteView, ByteView) {
+Status Session::send_request(MsgType, ByteView, ByteView) {
   return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests");
 }
-Result<Frame> Connection::next_reply() { return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests"); }
-Status Connection::next_reply_into(Frame& f) {
+Result<Frame> Session::next_reply() { return Error(Errc::unsupported, peer() + ": this connection cannot pipeline requests"); }
+Status Session::next_reply_into(Frame& f) {
   auto r = next_reply();
   XC_TRY(r);
   f = std::move(*r);
   return {};
 }
 
-Status Connection::invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
+Status Session::invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
                                     const InvokeDone& done) {
   if (!pipelines() || window <= 1) {
     for (size_t i = 0; i < count; ++i) {
@@ -456,7 +456,7 @@ Status Connection::invoke_pipelined(size_t count, const std::function<Invocation
   return {};
 }
 
-Result<Listing> Connection::list() {
+Result<Listing> Session::list() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::list, MsgType::list_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);
@@ -466,7 +466,7 @@ Result<Listing> Connection::list() {
   return l;
 }
 
-Result<RemoteRegion> Connection::region(const std::string& name) {
+Result<RemoteRegion> Session::region(const std::string& name) {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::region, MsgType::region_reply, encode(RegionQuery{id, name}), {});
   XC_TRY(f);
@@ -478,7 +478,7 @@ Result<RemoteRegion> Connection::region(const std::string& name) {
   return RemoteRegion{name, r->address, r->length, std::move(r->rkey), session_};
 }
 
-Status Connection::get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) {
+Status Session::get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) {
   if (offset > region.length || len > region.length - offset)
     return Error(Errc::invalid_argument, peer() + ": region '" + region.name + "': bytes " + std::to_string(offset) + "+" +
                                              std::to_string(len) + " are past its " + std::to_string(region.length));
@@ -506,11 +506,11 @@ Status Connection::get(const RemoteRegion& region, uint64_t offset, void* out, s
   return {};
 }
 
-Status Connection::get_one_sided(const RemoteRegion&, uint64_t, void*, size_t) {
+Status Session::get_one_sided(const RemoteRegion&, uint64_t, void*, size_t) {
   return Error(Errc::unsupported, peer() + ": one-sided reads need a UCX connection opened with one_sided");
 }
 
-Result<std::vector<Counter>> Connection::stats() {
+Result<std::vector<Counter>> Session::stats() {
   const uint64_t id = next_id_++;
   auto f = request(MsgType::stats, MsgType::stats_reply, encode(RequestOnly{id}), {});
   XC_TRY(f);

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "xcargo/client.h"
+#include "client/session.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;
@@ -16,7 +16,7 @@ namespace {
 
 // A node played by a script: each request is answered by the next canned reply (a hello is
 // always answered ok); reconnect() counts and starts a new session, as the UCX transport does.
-class ScriptedNode final : public client::Connection {
+class ScriptedNode final : public client::Session {
 public:
   std::deque<ReplyStatus> invoke_statuses;  // one per invoke sent
   int reconnects = 0, invokes = 0, one_sided_reads = 0;

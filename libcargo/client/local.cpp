@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "xcargo/client.h"
+#include "client/session.h"
 #include "xcargo/file.h"
 #include "xcargo/interrupt.h"
 
@@ -22,7 +22,7 @@ using namespace wire;
 
 namespace {
 
-class LocalConnection final : public Connection {
+class LocalConnection final : public Session {
 public:
   LocalConnection(pid_t pid, int to_child, int from_child, unsigned timeout_s)
       : pid_(pid), to_(to_child), from_(from_child), timeout_s_(timeout_s) {}

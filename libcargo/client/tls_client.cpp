@@ -14,12 +14,13 @@
 #include <cstring>
 #include <thread>
 
-#include "connect_time.h"
-#include "tls_client.h"
-#include "xcargo/auth.h"
-#include "xcargo/known_nodes.h"
-#include "xcargo/tls.h"
-#include "xcargo/ucx.h"
+#include "client/connect_time.h"
+#include "client/session.h"
+#include "client/tls_client.h"
+#include "auth/auth.h"
+#include "auth/known_nodes.h"
+#include "net/tls.h"
+#include "net/ucx.h"
 
 namespace xcargo::client {
 
@@ -35,7 +36,7 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // How long a wait for a reply sleeps at most before it looks for a cancel_invoke().
 constexpr auto kCancelLook = std::chrono::milliseconds(200);
 
-class TlsConnection final : public Connection {
+class TlsConnection final : public Session {
 public:
   ~TlsConnection() override { close(); }
   std::string peer() const override { return "tls://" + address_; }

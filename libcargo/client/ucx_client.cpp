@@ -16,15 +16,16 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "connect_time.h"
-#include "tls_client.h"
-#include "xcargo/ucx.h"
-#include "xcargo/auth.h"
+#include "client/connect_time.h"
+#include "client/session.h"
+#include "client/tls_client.h"
+#include "net/ucx.h"
+#include "auth/auth.h"
 #include "xcargo/cluster.h"
 #include "xcargo/client.h"
-#include "xcargo/door.h"
-#include "xcargo/lane.h"
-#include "xcargo/large_buffers.h"
+#include "net/door.h"
+#include "wire/lane.h"
+#include "common/large_buffers.h"
 
 namespace xcargo::client {
 
@@ -39,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-class UcxConnection final : public Connection {
+class UcxConnection final : public Session {
 public:
   ~UcxConnection() override {
     close();

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "xcargo/large_buffers.h"
+#include "common/large_buffers.h"
 
 namespace xcargo {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "xcargo/large_buffers.h"
+#include "common/large_buffers.h"
 
 using namespace xcargo;
 

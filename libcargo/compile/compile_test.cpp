@@ -6,8 +6,8 @@
 #include <set>
 
 #include "support.h"
-#include "xcargo/abi.h"
-#include "xcargo/compile.h"
+#include "read/abi.h"
+#include "compile/compile.h"
 
 using namespace xcargo;
 

@@ -21,7 +21,7 @@
 #include <map>
 #include <vector>
 
-#include "xcargo/abi.h"
+#include "read/abi.h"
 
 namespace xcargo {
 

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <set>
 
-#include "xcargo/abi.h"
-#include "xcargo/bitcode_rules.h"
+#include "read/abi.h"
+#include "bitcode/rules.h"
 
 namespace xcargo {
 

@@ -1,7 +1,7 @@
 // The --target table: variant name, triple, default CPU and clang flags per architecture.
 #include <algorithm>
 
-#include "xcargo/compile.h"
+#include "compile/compile.h"
 
 namespace xcargo {
 

@@ -1,5 +1,5 @@
 // The same-host door: abstract Unix sockets, SO_PEERCRED, and the one frame each end sends.
-#include "xcargo/door.h"
+#include "net/door.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 
 #include <thread>
 
-#include "xcargo/door.h"
+#include "net/door.h"
 
 using namespace xcargo;
 using namespace std::chrono_literals;

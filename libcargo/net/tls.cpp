@@ -1,7 +1,7 @@
-// TLS 1.3 channels between Ed25519 identities (xcargo/tls.h), on OpenSSL.
-#include "xcargo/tls.h"
+// TLS 1.3 channels between Ed25519 identities (libcargo/net/tls.h), on OpenSSL.
+#include "net/tls.h"
 
-#include "xcargo/large_buffers.h"
+#include "common/large_buffers.h"
 
 #include <openssl/bn.h>
 #include <openssl/err.h>

@@ -11,7 +11,7 @@
 #include <functional>
 #include <thread>
 
-#include "xcargo/tls.h"
+#include "net/tls.h"
 
 using namespace xcargo;
 using namespace xcargo::tls;

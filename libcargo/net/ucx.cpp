@@ -1,7 +1,7 @@
 // UCX context/worker creation, address parsing and event-fd based blocking.
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
-#include "xcargo/door.h"
+#include "net/door.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

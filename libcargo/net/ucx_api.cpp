@@ -1,5 +1,5 @@
 // dlopen()s UCX's libucp and libucs once and resolves every function of XC_UCX_FUNCTIONS.
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 #include <dlfcn.h>
 

@@ -2,7 +2,7 @@
 // use, whatever UCX_TLS asks for.
 #include <catch2/catch.hpp>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 using namespace xcargo;
 

@@ -1,6 +1,6 @@
 // The import allow-list of the kernel ABI: the table of format-spec/xcargo-format.md section
 // 5.5, in its order (abi_test.cpp compares them), declared by xcargo/kernel.h.
-#include "xcargo/abi.h"
+#include "read/abi.h"
 
 #include <algorithm>
 #include <iterator>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "support.h"
-#include "xcargo/abi.h"
+#include "read/abi.h"
 
 using namespace xcargo;
 

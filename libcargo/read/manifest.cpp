@@ -5,7 +5,7 @@
 #include <set>
 
 #include "read/canonical.h"
-#include "xcargo/abi.h"
+#include "read/abi.h"
 #include "xcargo/format.h"
 
 namespace xcargo {

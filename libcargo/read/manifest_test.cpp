@@ -3,7 +3,7 @@
 
 #include "support.h"
 #include "xcargo/manifest.h"
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 

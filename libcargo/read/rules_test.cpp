@@ -6,7 +6,7 @@
 
 #include "support.h"
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
+#include "build/keys.h"
 #include "xcargo/rules.h"
 #include "xcargo/trust.h"
 

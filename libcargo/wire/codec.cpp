@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "common/le.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::wire {
 

@@ -5,7 +5,7 @@
 #include <functional>
 #include <utility>
 
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

@@ -1,5 +1,5 @@
-// Shared-memory lane rings (xcargo/lane.h, wire-protocol.md section 8).
-#include "xcargo/lane.h"
+// Shared-memory lane rings (libcargo/wire/lane.h, wire-protocol.md section 8).
+#include "wire/lane.h"
 
 #include <sys/ipc.h>
 #include <sys/shm.h>

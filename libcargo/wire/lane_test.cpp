@@ -1,11 +1,11 @@
-// Tests of the lane rings (xcargo/lane.h): messages go round in order, a writer never
+// Tests of the lane rings (libcargo/wire/lane.h): messages go round in order, a writer never
 // overwrites what the reader has not taken, and a reader refuses slots that lie.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <vector>
 
-#include "xcargo/lane.h"
+#include "wire/lane.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

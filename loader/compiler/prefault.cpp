@@ -1,5 +1,5 @@
 // prefault (prefault.h): walk /proc/self/maps, populate and touch the private writable mappings.
-#include "prefault.h"
+#include "compiler/prefault.h"
 
 #include <fcntl.h>
 #include <malloc.h>

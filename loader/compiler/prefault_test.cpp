@@ -7,8 +7,8 @@
 #include <memory>
 #include <set>
 
-#include "jit.h"
-#include "prefault.h"
+#include "engine/jit.h"
+#include "compiler/prefault.h"
 
 using namespace xcargo::loader;
 

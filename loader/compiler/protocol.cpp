@@ -1,5 +1,5 @@
 // Compile service messages (protocol.h).
-#include "protocol.h"
+#include "compiler/protocol.h"
 
 #include <cstring>
 

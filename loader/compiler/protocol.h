@@ -12,7 +12,7 @@
 #include <chrono>
 #include <string>
 
-#include "codegen.h"
+#include "engine/codegen.h"
 #include "xcargo/error.h"
 #include "xcargo/types.h"
 

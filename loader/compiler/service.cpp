@@ -1,6 +1,6 @@
 // The compile service (service.h): a loop that hands each request to a child forked for it
 // ahead of time (a standby, its memory faulted in while idle).
-#include "service.h"
+#include "compiler/service.h"
 
 #include "exit_codes.h"
 
@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "prefault.h"
-#include "protocol.h"
+#include "compiler/prefault.h"
+#include "compiler/protocol.h"
 #include "xcargo/file.h"
 
 namespace xcargo::loader::compiler {

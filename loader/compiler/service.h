@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "codegen.h"
+#include "engine/codegen.h"
 #include "xcargo/cargo.h"
 
 namespace xcargo::loader::compiler {

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "protocol.h"
-#include "service.h"
+#include "compiler/protocol.h"
+#include "compiler/service.h"
 #include "support.h"
 #include "xcargo/file.h"
 

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "support.h"
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // Kept cargos in a shared memory object that outlives workers (see cargo_store.h).
-#include "cargo_store.h"
+#include "engine/cargo_store.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "cargo_store.h"
+#include "engine/cargo_store.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // Bitcode variants to host objects, through the disk cache (codegen.h).
-#include "codegen.h"
+#include "engine/codegen.h"
 
 namespace xcargo::loader {
 

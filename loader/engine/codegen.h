@@ -6,8 +6,8 @@
 #include <functional>
 #include <string>
 
-#include "disk_cache.h"
-#include "jit.h"
+#include "engine/disk_cache.h"
+#include "engine/jit.h"
 #include "xcargo/cargo.h"
 
 namespace xcargo::loader {

@@ -1,6 +1,6 @@
 // Disk cache entries (version 2): "XCJC" magic, u32 version, u64 object size, SHA-256 of the
 // object, u32 signer count, u32 zero, the signers' key ids (8 bytes each), the object.
-#include "disk_cache.h"
+#include "engine/disk_cache.h"
 
 #include <unistd.h>
 

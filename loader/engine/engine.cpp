@@ -1,6 +1,6 @@
 // Engine: the load pipeline (verify, select, compile or cache, import check, link) and invoke.
-#include "engine.h"
-#include "kernel_clock.h"
+#include "engine/engine.h"
+#include "engine/kernel_clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,11 +9,11 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "codegen.h"
-#include "spread_counter.h"
-#include "runtime.h"
-#include "xcargo/abi.h"
-#include "xcargo/large_buffers.h"
+#include "engine/codegen.h"
+#include "engine/spread_counter.h"
+#include "engine/runtime.h"
+#include "read/abi.h"
+#include "common/large_buffers.h"
 
 namespace xcargo::loader {
 

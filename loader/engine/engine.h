@@ -12,14 +12,14 @@
 #include <string_view>
 #include <vector>
 
-#include "cargo_store.h"
-#include "codegen.h"
-#include "regions.h"
-#include "select.h"
+#include "engine/cargo_store.h"
+#include "engine/codegen.h"
+#include "engine/regions.h"
+#include "engine/select.h"
 #include "xcargo/cargo.h"
 #include "xcargo/error.h"
 #include "xcargo/trust.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "codegen.h"
-#include "engine.h"
-#include "jit.h"
-#include "runtime.h"
+#include "engine/codegen.h"
+#include "engine/engine.h"
+#include "engine/jit.h"
+#include "engine/runtime.h"
 #include "built_cargo.h"
 #include "support.h"
-#include "xcargo/abi.h"
+#include "read/abi.h"
 #include "xcargo/file.h"
 
 using namespace xcargo;

@@ -1,6 +1,6 @@
 // LLVM ORC LLJIT with a JITLink object layer; per-cargo bare JITDylibs that see only the
 // runtime's absolute symbols, so an import outside the allow-list cannot resolve.
-#include "jit.h"
+#include "engine/jit.h"
 
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -31,8 +31,8 @@
 #include <unordered_set>
 
 #include "exit_codes.h"
-#include "runtime.h"
-#include "xcargo/bitcode_rules.h"
+#include "engine/runtime.h"
+#include "bitcode/rules.h"
 
 namespace xcargo::loader {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "select.h"
+#include "engine/select.h"
 #include "xcargo/error.h"
 #include "xcargo/types.h"
 

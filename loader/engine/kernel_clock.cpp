@@ -1,5 +1,5 @@
 // The clock read around each kernel's call (kernel_clock.h).
-#include "kernel_clock.h"
+#include "engine/kernel_clock.h"
 
 #include <atomic>
 #include <chrono>

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "kernel_clock.h"
+#include "engine/kernel_clock.h"
 
 using namespace xcargo::loader;
 

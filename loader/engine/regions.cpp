@@ -1,5 +1,5 @@
 // Named memory regions of a node in a shared memory object that outlives workers (see regions.h).
-#include "regions.h"
+#include "engine/regions.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

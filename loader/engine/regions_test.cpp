@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "regions.h"
+#include "engine/regions.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // The runtime API implementation (xc_reply, xc_alloc, ...) and the allowed-symbol table.
-#include "runtime.h"
+#include "engine/runtime.h"
 
 #include <sys/mman.h>
 
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "regions.h"
-#include "xcargo/large_buffers.h"
-#include "xcargo/abi.h"
-#include "xcargo/wire.h"
+#include "engine/regions.h"
+#include "common/large_buffers.h"
+#include "read/abi.h"
+#include "wire/wire.h"
 
 namespace {
 thread_local xc_ctx* t_ctx = nullptr;

@@ -1,5 +1,5 @@
 // The kernel runtime: what xc_ctx holds during one invocation, and the addresses of the
-// allowed imports (xcargo/abi.h) that the JIT links kernels against, and nothing else.
+// allowed imports (libcargo/read/abi.h) that the JIT links kernels against, and nothing else.
 #pragma once
 
 #include <cstddef>

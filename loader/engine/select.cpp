@@ -1,5 +1,5 @@
 // Variant selection rules (loader/README.md, "Variant selection").
-#include "select.h"
+#include "engine/select.h"
 
 #include <algorithm>
 

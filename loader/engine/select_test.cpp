@@ -1,7 +1,7 @@
 // Tests of variant selection against described hosts (no LLVM, no real host needed).
 #include <catch2/catch.hpp>
 
-#include "select.h"
+#include "engine/select.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

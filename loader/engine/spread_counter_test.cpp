@@ -1,5 +1,5 @@
 // SpreadCounter: adds from many threads at once, none lost, its own shards or the shared one.
-#include "spread_counter.h"
+#include "engine/spread_counter.h"
 
 #include <catch2/catch.hpp>
 

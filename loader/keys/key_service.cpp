@@ -1,5 +1,5 @@
 // The key service's process: start, the worker connections it is handed, its loop.
-#include "key_service.h"
+#include "keys/key_service.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "processes.h"
-#include "node_key.h"
-#include "protocol.h"
+#include "sandbox/processes.h"
+#include "keys/node_key.h"
+#include "keys/protocol.h"
 #include "xcargo/identity.h"
 
 namespace xcargo::loader::keys {

@@ -1,6 +1,6 @@
 // The key service's process: started with a key file, serving several workers' connections,
 // its failures reported.
-#include "key_service.h"
+#include "keys/key_service.h"
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -11,10 +11,10 @@
 #include <fstream>
 #include <thread>
 
-#include "node_key.h"
-#include "protocol.h"
+#include "keys/node_key.h"
+#include "keys/protocol.h"
 #include "support.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 using namespace xcargo;
 using namespace xcargo::loader::keys;

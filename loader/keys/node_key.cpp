@@ -1,5 +1,5 @@
 // HeldKey signs here; ServiceKey asks the key service (node_key.h).
-#include "node_key.h"
+#include "keys/node_key.h"
 
 #include <poll.h>
 #include <sys/random.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "protocol.h"
+#include "keys/protocol.h"
 
 namespace xcargo::loader::keys {
 

@@ -13,12 +13,12 @@
 #include <optional>
 #include <string>
 
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 #include "xcargo/error.h"
 #include "xcargo/identity.h"
-#include "xcargo/tls.h"
+#include "net/tls.h"
 #include "xcargo/trust.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader::keys {
 
@@ -45,7 +45,7 @@ public:
                                                        const wire::RawKey& their_node_key) const = 0;
   // A certificate of tls_key by this node's key, for kCertifiedFor.
   [[nodiscard]] virtual Result<CertifiedKey> certify(const wire::RawKey& tls_key) const = 0;
-  // A fresh TLS key and its chain, certified by this node's key (xcargo/tls.h): what a
+  // A fresh TLS key and its chain, certified by this node's key (libcargo/net/tls.h): what a
   // worker's TLS listener shows, renewed before kCertifiedFor passes.
   [[nodiscard]] Result<tls::Credential> tls_credential() const;
 };

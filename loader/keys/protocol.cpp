@@ -1,5 +1,5 @@
 // The key service's request and reply packets (protocol.h).
-#include "protocol.h"
+#include "keys/protocol.h"
 
 #include <algorithm>
 #include <cstring>

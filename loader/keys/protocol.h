@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "node_key.h"
+#include "keys/node_key.h"
 #include "xcargo/types.h"
 
 namespace xcargo::loader::keys::protocol {

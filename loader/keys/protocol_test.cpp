@@ -1,10 +1,10 @@
 // The key service's packets: what it signs, and what it refuses.
-#include "protocol.h"
+#include "keys/protocol.h"
 
 #include <catch2/catch.hpp>
 
 #include "support.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 using namespace xcargo;
 using namespace xcargo::loader::keys;

@@ -1,6 +1,6 @@
 // The worker's view of the file system: Landlock rules (Linux 5.13+), applied by lock_down.
-#include "files.h"
-#include "sys_error.h"
+#include "sandbox/files.h"
+#include "sandbox/sys_error.h"
 
 #include <fcntl.h>
 #include <linux/landlock.h>

@@ -1,6 +1,6 @@
 // Who the worker runs as: another user's uid, or root without capabilities.
-#include "privileges.h"
-#include "sys_error.h"
+#include "sandbox/privileges.h"
+#include "sandbox/sys_error.h"
 
 #include <grp.h>
 #include <linux/capability.h>

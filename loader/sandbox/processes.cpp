@@ -1,6 +1,6 @@
 // SCM_RIGHTS, closing what a process must not inherit, and a child's end, in one place
 // (processes.h).
-#include "processes.h"
+#include "sandbox/processes.h"
 
 #include <signal.h>
 #include <sys/socket.h>

@@ -1,9 +1,9 @@
 // Worker sandbox: seccomp filters (libseccomp for the allow-list, a raw BPF program for the
 // instruction-pointer rule), the address-space limit, no new privileges, closed descriptors.
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
-#include "processes.h"
-#include "sys_error.h"
+#include "sandbox/processes.h"
+#include "sandbox/sys_error.h"
 
 #include <fcntl.h>
 #include <signal.h>

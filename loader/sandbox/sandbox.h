@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "files.h"
-#include "privileges.h"
+#include "sandbox/files.h"
+#include "sandbox/privileges.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader::sandbox {

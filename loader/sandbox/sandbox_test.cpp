@@ -1,5 +1,5 @@
 // The sandbox, each rule tried in a child process of its own (filters cannot be removed).
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 #include <catch2/catch.hpp>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // AuthGate: challenge, proof and per-request checks of loader connections.
-#include "auth_gate.h"
+#include "server/auth_gate.h"
 
 #include <openssl/crypto.h>
 

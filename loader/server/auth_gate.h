@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "node_key.h"
-#include "xcargo/auth.h"
+#include "keys/node_key.h"
+#include "auth/auth.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -1,5 +1,5 @@
 // Connections: the table of accepted connections and when they are closed.
-#include "connections.h"
+#include "server/connections.h"
 
 #include <utility>
 

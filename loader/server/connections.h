@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "auth_gate.h"
-#include "endpoint.h"
-#include "in_flight.h"
+#include "server/auth_gate.h"
+#include "server/endpoint.h"
+#include "server/in_flight.h"
 #include "xcargo/types.h"
 
 namespace xcargo::loader {

@@ -1,7 +1,7 @@
 // The connection table: serials, per-host crowding, refusals, and when connections close.
 #include <catch2/catch.hpp>
 
-#include "connections.h"
+#include "server/connections.h"
 #include "timing.h"
 
 using namespace xcargo::loader;

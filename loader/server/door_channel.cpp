@@ -1,5 +1,5 @@
 // The door keeper's messages with its worker: a fixed head, then the kind's variable bytes.
-#include "door_channel.h"
+#include "server/door_channel.h"
 
 #include <algorithm>
 #include <cstring>

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "xcargo/door.h"
+#include "net/door.h"
 #include "xcargo/types.h"
 
 namespace xcargo::loader::door_channel {

@@ -1,5 +1,5 @@
 // FrontDoor: the TLS listener, its connections' handshakes, frames in and out.
-#include "front_door.h"
+#include "server/front_door.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <thread>
 
-#include "processes.h"
-#include "xcargo/ucx.h"
+#include "sandbox/processes.h"
+#include "net/ucx.h"
 
 namespace xcargo::loader {
 

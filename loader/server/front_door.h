@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "xcargo/error.h"
-#include "xcargo/tls.h"
-#include "xcargo/wire.h"
+#include "net/tls.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -13,9 +13,9 @@
 #include <chrono>
 #include <thread>
 
-#include "front_door.h"
+#include "server/front_door.h"
 #include "tls_keeper.h"
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // Request handling for every message type of the wire protocol, with one log line each.
-#include "handler.h"
+#include "server/handler.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "line.h"
+#include "server/line.h"
 #include "log.h"
-#include "xcargo/large_buffers.h"
+#include "common/large_buffers.h"
 #include "xcargo/version.h"
 
 namespace xcargo::loader {

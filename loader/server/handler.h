@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "engine.h"
-#include "reply.h"
-#include "line_limit.h"
-#include "node_stats.h"
-#include "run_log.h"
-#include "xcargo/wire.h"
+#include "engine/engine.h"
+#include "server/reply.h"
+#include "server/line_limit.h"
+#include "stats/node_stats.h"
+#include "server/run_log.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "built_cargo.h"
-#include "handler.h"
-#include "runtime.h"
+#include "server/handler.h"
+#include "engine/runtime.h"
 #include "support.h"
 #include "xcargo/cargo.h"
 

@@ -1,5 +1,5 @@
 // Requests in flight: the check and the charge.
-#include "in_flight.h"
+#include "server/in_flight.h"
 
 namespace xcargo::loader {
 

@@ -1,7 +1,7 @@
 // Requests in flight: the limits per connection and per key, and charges given back.
 #include <catch2/catch.hpp>
 
-#include "in_flight.h"
+#include "server/in_flight.h"
 
 #include <memory>
 #include <vector>

@@ -1,5 +1,5 @@
 // Intake: the rules a message from a client connection meets before it may run.
-#include "intake.h"
+#include "server/intake.h"
 
 namespace xcargo::loader {
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <string_view>
 
-#include "auth_gate.h"
-#include "connections.h"
-#include "in_flight.h"
-#include "line_limit.h"
-#include "reply.h"
-#include "xcargo/wire.h"
+#include "server/auth_gate.h"
+#include "server/connections.h"
+#include "server/in_flight.h"
+#include "server/line_limit.h"
+#include "server/reply.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "intake.h"
-#include "node_key.h"
-#include "xcargo/auth.h"
+#include "server/intake.h"
+#include "keys/node_key.h"
+#include "auth/auth.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // JobQueue: ready requests first, oldest first; stalled transfers dropped.
-#include "jobs.h"
+#include "server/jobs.h"
 
 #include <algorithm>
 

@@ -10,11 +10,11 @@
 #include <optional>
 #include <vector>
 
-#include "endpoint.h"
-#include "in_flight.h"
-#include "xcargo/large_buffers.h"
+#include "server/endpoint.h"
+#include "server/in_flight.h"
+#include "common/large_buffers.h"
 #include "xcargo/types.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 
 namespace xcargo::loader {

@@ -2,7 +2,7 @@
 // that stops is dropped after its deadline.
 #include <catch2/catch.hpp>
 
-#include "jobs.h"
+#include "server/jobs.h"
 #include "timing.h"
 
 using namespace xcargo::loader;

@@ -1,12 +1,12 @@
 // The kernel guard: fault handlers that jump back to the executor, and what a failure says.
-#include "kernel_guard.h"
+#include "server/kernel_guard.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 namespace xcargo::loader {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "kernel_guard.h"
+#include "server/kernel_guard.h"
 
 using namespace xcargo::loader;
 using xcargo::wire::ReplyStatus;

@@ -1,5 +1,5 @@
 // The worker's end of a shared-memory lane (lane.h).
-#include "lane.h"
+#include "server/lane.h"
 
 #include <sys/ipc.h>
 #include <sys/shm.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 namespace xcargo::loader {
 

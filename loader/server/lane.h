@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "endpoint.h"
+#include "server/endpoint.h"
 #include "xcargo/error.h"
-#include "xcargo/lane.h"
+#include "wire/lane.h"
 
 
 namespace xcargo::loader {

@@ -4,7 +4,7 @@
 
 #include <sys/shm.h>
 
-#include "lane.h"
+#include "server/lane.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // LineLimit: refused and failed requests' lines at a rate the log can keep (line_limit.h).
-#include "line_limit.h"
+#include "server/line_limit.h"
 
 #include <algorithm>
 #include <vector>

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "line_limit.h"
+#include "server/line_limit.h"
 
 using namespace xcargo::loader;
 using Clock = LineLimit::Clock;

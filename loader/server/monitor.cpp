@@ -1,5 +1,5 @@
 // The monitor: promotion and time-outs.
-#include "monitor.h"
+#include "server/monitor.h"
 
 #include <algorithm>
 

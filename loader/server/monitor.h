@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kernel_guard.h"
+#include "server/kernel_guard.h"
 
 namespace xcargo::loader {
 

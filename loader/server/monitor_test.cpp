@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "monitor.h"
+#include "server/monitor.h"
 #include "timing.h"
 
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // Peers: connections to cluster peers, authenticated with node keys before they carry forwards.
-#include "peers.h"
+#include "server/peers.h"
 
 #include <sys/ipc.h>
 #include <sys/shm.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "xcargo/auth.h"
-#include "xcargo/large_buffers.h"
+#include "auth/auth.h"
+#include "common/large_buffers.h"
 
 namespace xcargo::loader {
 

@@ -15,13 +15,13 @@
 #include <string>
 #include <string_view>
 
-#include "endpoint.h"
-#include "node_key.h"
-#include "reply.h"
+#include "server/endpoint.h"
+#include "keys/node_key.h"
+#include "server/reply.h"
 #include "xcargo/cluster.h"
 #include "xcargo/identity.h"
-#include "xcargo/lane.h"
-#include "xcargo/wire.h"
+#include "wire/lane.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 
-#include "lane.h"
-#include "peers.h"
+#include "server/lane.h"
+#include "server/peers.h"
 #include "support.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "xcargo/types.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -1,10 +1,10 @@
 // RunLog: the first run per cargo entry and connection in full, the rest counted and summed.
-#include "run_log.h"
+#include "server/run_log.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "line.h"
+#include "server/line.h"
 
 namespace xcargo::loader {
 

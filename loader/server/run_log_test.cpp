@@ -6,7 +6,7 @@
 #include <regex>
 #include <thread>
 
-#include "run_log.h"
+#include "server/run_log.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,10 +1,10 @@
 // SelfProbe: a new connection to the worker (its listener, or its address) every few seconds, and a hello.
-#include "self_probe.h"
+#include "server/self_probe.h"
 
 #include <algorithm>
 #include <thread>
 
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 namespace xcargo::loader {
 

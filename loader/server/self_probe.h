@@ -8,10 +8,10 @@
 #include <mutex>
 #include <string>
 
-#include "xcargo/door.h"
-#include "xcargo/ucx.h"
+#include "net/door.h"
+#include "net/ucx.h"
 #include "xcargo/error.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

@@ -1,7 +1,7 @@
 // The same-host door's worker side: tickets from the supervisor's keeper, claimed by the
 // `door` message on a new endpoint; lifelines ended either way; peers' doors dialed through
 // the keeper (wire-protocol.md 2.4).
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 #include <sys/socket.h>
 

@@ -1,6 +1,6 @@
 // The worker's end: after a kernel failure (every request taken in answered, then _exit) or
 // in order (what did not run answered `restarting`, replies given time to be read).
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 #include "exit_codes.h"
 

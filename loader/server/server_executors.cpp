@@ -1,7 +1,7 @@
 // The executors: threads taking turns as leader (the one that calls into UCX, polls lanes
 // and runs requests) while followers finish long kernels, and the monitor's hooks that
 // depose a busy leader or time a kernel out (loader/README.md, "Threads").
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 #include <sched.h>
 

@@ -1,9 +1,9 @@
 // Peer nodes and computations that hop between them: forwards sent on (with the cargo the
 // first time), their failures told to their clients, and chain results relayed to the node
 // the client is connected to (wire-protocol.md 4.9, 4.13).
-#include "server_impl.h"
+#include "server/server_impl.h"
 
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 
 namespace xcargo::loader {
 

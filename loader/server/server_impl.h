@@ -26,23 +26,23 @@
 #include <thread>
 #include <vector>
 
-#include "connections.h"
-#include "door_channel.h"
-#include "front_door.h"
-#include "intake.h"
-#include "jobs.h"
-#include "kernel_guard.h"
-#include "lane.h"
-#include "line_limit.h"
+#include "server/connections.h"
+#include "server/door_channel.h"
+#include "server/front_door.h"
+#include "server/intake.h"
+#include "server/jobs.h"
+#include "server/kernel_guard.h"
+#include "server/lane.h"
+#include "server/line_limit.h"
 #include "log.h"
-#include "monitor.h"
-#include "peers.h"
-#include "self_probe.h"
+#include "server/monitor.h"
+#include "server/peers.h"
+#include "server/self_probe.h"
 #include "timing.h"
-#include "transport.h"
-#include "ucx_server.h"
-#include "xcargo/large_buffers.h"
-#include "xcargo/ucx.h"
+#include "server/transport.h"
+#include "server/ucx_server.h"
+#include "common/large_buffers.h"
+#include "net/ucx.h"
 
 namespace xcargo::loader {
 

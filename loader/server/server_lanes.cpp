@@ -1,7 +1,7 @@
 // The server's side of shared-memory lanes (lane.h; wire-protocol.md 8.1): offering them,
 // polling their requests in batches, flushing replies and kicking sleeping clients, and
 // answering what waits in them when the worker is forced to end.
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 namespace xcargo::loader {
 

@@ -1,7 +1,7 @@
 // A request's way into the worker (screened by Intake, run inline or queued, its data
 // fetched) and its reply's way out (a lane, UCX or TLS; unread replies bounded), and the
 // sweep that closes connections (UcxServer::Impl, server_impl.h).
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 namespace xcargo::loader {
 

@@ -13,11 +13,11 @@
 #include <set>
 
 #include "built_cargo.h"
-#include "node_key.h"
-#include "server_impl.h"
+#include "keys/node_key.h"
+#include "server/server_impl.h"
 #include "support.h"
-#include "xcargo/auth.h"
-#include "xcargo/lane.h"
+#include "auth/auth.h"
+#include "wire/lane.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

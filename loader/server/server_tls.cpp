@@ -1,6 +1,6 @@
 // The worker's TLS front door: its credentials (renewed), who may complete a handshake, and
 // how its connections' events reach the server (UcxServer::Impl, server_impl.h).
-#include "server_impl.h"
+#include "server/server_impl.h"
 
 #include <utility>
 

@@ -9,9 +9,9 @@
 #include <functional>
 #include <string>
 
-#include "connections.h"
-#include "endpoint.h"
-#include "reply.h"
+#include "server/connections.h"
+#include "server/endpoint.h"
+#include "server/reply.h"
 
 namespace xcargo::loader {
 

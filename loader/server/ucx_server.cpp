@@ -1,13 +1,13 @@
 // UcxServer: the worker's UCX side (listener and endpoints, the Active Message handlers for
 // every id, sends, region registration) and the server's public face: start, listen, run.
 // The other parts of the server are beside it (server_impl.h names each file).
-#include "ucx_server.h"
+#include "server/ucx_server.h"
 
 #include <cstdlib>
 
 #include "exit_codes.h"
-#include "server_impl.h"
-#include "xcargo/large_buffers.h"
+#include "server/server_impl.h"
+#include "common/large_buffers.h"
 
 namespace xcargo::loader {
 

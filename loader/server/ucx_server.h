@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "auth_gate.h"
-#include "handler.h"
+#include "server/auth_gate.h"
+#include "server/handler.h"
 #include "xcargo/cluster.h"
 #include "xcargo/error.h"
 

@@ -1,5 +1,5 @@
 // The metrics endpoint's HTTP request reader (see http_request.h).
-#include "http_request.h"
+#include "stats/http_request.h"
 
 namespace xcargo::loader {
 

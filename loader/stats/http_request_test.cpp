@@ -4,7 +4,7 @@
 #include <random>
 #include <string>
 
-#include "http_request.h"
+#include "stats/http_request.h"
 
 using namespace xcargo::loader;
 

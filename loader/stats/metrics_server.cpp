@@ -1,5 +1,5 @@
 // The metrics endpoint (see metrics_server.h).
-#include "metrics_server.h"
+#include "stats/metrics_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "http_request.h"
-#include "prometheus.h"
-#include "xcargo/ucx.h"
+#include "stats/http_request.h"
+#include "stats/prometheus.h"
+#include "net/ucx.h"
 
 namespace xcargo::loader {
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <string>
 
-#include "node_stats.h"
+#include "stats/node_stats.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader {

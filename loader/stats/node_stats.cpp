@@ -1,5 +1,5 @@
 // NodeStats: counters in a memory object that outlives workers (see node_stats.h).
-#include "node_stats.h"
+#include "stats/node_stats.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

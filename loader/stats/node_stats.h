@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "xcargo/error.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::loader {
 

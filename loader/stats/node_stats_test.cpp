@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "node_stats.h"
+#include "stats/node_stats.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;

@@ -1,5 +1,5 @@
 // The node's counters in Prometheus' text exposition format (see prometheus.h).
-#include "prometheus.h"
+#include "stats/prometheus.h"
 
 #include <cstdio>
 

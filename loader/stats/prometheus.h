@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "node_stats.h"
+#include "stats/node_stats.h"
 
 namespace xcargo::loader {
 

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-#include "prometheus.h"
+#include "stats/prometheus.h"
 
 using namespace xcargo::loader;
 

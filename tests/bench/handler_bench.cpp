@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "handler.h"
+#include "server/handler.h"
 #include "tool_args.h"
 #include "log.h"
 #include "xcargo/cargo.h"

@@ -25,12 +25,12 @@
 #include <atomic>
 #include <chrono>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 #include "tool_args.h"
 #include "xcargo/cargo.h"
 #include "xcargo/client.h"
 #include "xcargo/file.h"
-#include "xcargo/large_buffers.h"
+#include "common/large_buffers.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;

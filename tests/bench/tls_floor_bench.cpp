@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "xcargo/tls.h"
+#include "net/tls.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;

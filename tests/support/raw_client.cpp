@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "tool_args.h"
-#include "xcargo/auth.h"
-#include "xcargo/door.h"
+#include "auth/auth.h"
+#include "net/door.h"
 
 namespace xcargo::test {
 

@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "xcargo/door.h"
-#include "xcargo/ucx.h"
+#include "net/door.h"
+#include "net/ucx.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::test {
 

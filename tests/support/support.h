@@ -5,8 +5,8 @@
 #include <string>
 
 #include "xcargo/cargo.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 
 namespace xcargo::test {
 

@@ -25,9 +25,9 @@
 
 #include "raw_client.h"
 #include "tool_args.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tool_args.h"
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;

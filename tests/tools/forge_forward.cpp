@@ -17,7 +17,7 @@
 #include "xcargo/cargo.h"
 #include "xcargo/identity.h"
 #include "xcargo/file.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;

@@ -22,8 +22,8 @@
 #include <string>
 
 #include "xcargo/file.h"
-#include "xcargo/keys.h"
-#include "xcargo/writer.h"
+#include "build/keys.h"
+#include "build/writer.h"
 
 using namespace xcargo;
 

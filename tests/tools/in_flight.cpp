@@ -29,7 +29,7 @@
 #include "xcargo/cargo.h"
 #include "xcargo/file.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

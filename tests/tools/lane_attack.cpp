@@ -32,8 +32,8 @@
 #include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/identity.h"
-#include "xcargo/lane.h"
-#include "xcargo/wire.h"
+#include "wire/lane.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

@@ -16,12 +16,12 @@
 #include <cstring>
 #include <string>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 #include "raw_client.h"
 #include "tool_args.h"
-#include "xcargo/auth.h"
+#include "auth/auth.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using Clock = std::chrono::steady_clock;

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "xcargo/ucx.h"
+#include "net/ucx.h"
 #include "raw_client.h"
 #include "tool_args.h"
 #include "xcargo/identity.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 using namespace xcargo;
 using namespace xcargo::wire;

@@ -16,10 +16,11 @@
 
 #include "xcargo/error.h"
 #include "xcargo/identity.h"
+#include "xcargo/messages.h"
 #include "xcargo/passphrase.h"
 #include "xcargo/trust.h"
 #include "xcargo/types.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::client {
 
@@ -33,8 +34,7 @@ struct RemoteRegion {
 
 struct InvokeReply {
   wire::ResultMsg result;
-  Bytes output;  // once done with a large one (4 MiB or more), release_large (large_buffers.h)
-                 // lets the next large reply land in pages already mapped
+  Bytes output;
 };
 
 // One invocation of a pipelined batch (Connection::invoke_pipelined). input must stay valid
@@ -45,7 +45,8 @@ struct Invocation {
   ByteView input;
 };
 
-// One conversation with one node. Not thread-safe: use one per thread.
+// One conversation with one node. Not thread-safe: use one per thread (cancel_invoke excepted).
+// Made by connect() or spawn_local(); the transports implement it inside libcargo.
 class Connection {
 public:
   virtual ~Connection() = default;
@@ -64,9 +65,9 @@ public:
 
   // Errors: Errc::unreachable when the node cannot be reached or the connection drops,
   // Errc::malformed when its reply does not decode. Refusals come back in the reply.
-  Result<wire::PushReply> push(ByteView cargo);
-  Result<bool> has(const Digest& digest);
-  Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input);
+  virtual Result<wire::PushReply> push(ByteView cargo) = 0;
+  virtual Result<bool> has(const Digest& digest) = 0;
+  virtual Result<InvokeReply> invoke(const Digest& digest, std::string_view entry, ByteView input) = 0;
   // The time limit of each kernel this connection's invokes run from now on (wire-protocol.md
   // 4.6): a node stops one past it with status `timeout`. Zero (the default) leaves the node's
   // own limit, and a node never allows more than its own.
@@ -79,11 +80,11 @@ public:
   void cancel_invoke() { cancel_requested_.store(true, std::memory_order_relaxed); }
   // Whether this connection's invokes ask for their kernels' xc_log lines, which then come
   // back in InvokeReply::result.log (at most wire::kMaxLogLines; log_dropped counts the rest).
-  void set_kernel_log(bool on) { invoke_flags_ = on ? wire::kInvokeLog : 0; }
+  void set_kernel_log(bool on) { kernel_log_ = on; }
   // The same into reply, whose buffers take the node's answer: a caller that invokes again and
   // again with one InvokeReply allocates nothing per call once warm (the other overload makes
   // a new reply, its output a new buffer, each time). On an error, reply holds nothing useful.
-  Status invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply);
+  virtual Status invoke(const Digest& digest, std::string_view entry, ByteView input, InvokeReply& reply) = 0;
   // Runs count invocations, call(i) giving the i-th, keeping up to `window` of them in flight
   // on this connection (one at a time on transports that cannot pipeline, such as a local
   // loader's pipe). done(i, reply) is called once for every i, in the order replies arrive;
@@ -95,114 +96,29 @@ public:
   using InvokeDone = std::function<void(size_t index, Result<InvokeReply>& reply)>;
   // Whether invoke_pipelined keeps several in flight on this connection's transport.
   virtual bool pipelines() const { return false; }
-  Status invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
-                          const InvokeDone& done);
-  Result<wire::Listing> list();
+  virtual Status invoke_pipelined(size_t count, const std::function<Invocation(size_t)>& call, size_t window,
+                                  const InvokeDone& done) = 0;
+  virtual Result<wire::Listing> list() = 0;
   // The node's region `name`: its length, and where it is if one-sided reads are allowed
   // (Errc::remote if the node has no such region).
-  Result<RemoteRegion> region(const std::string& name);
+  virtual Result<RemoteRegion> region(const std::string& name) = 0;
   // Reads len bytes at offset of one of this node's regions (Errc::invalid_argument outside
   // it, Errc::remote if the node refuses). One-sided (a UCX get: no code runs on the node)
   // when one_sided(region), else a region_read request that the node bounds-checks.
-  Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
+  virtual Status get(const RemoteRegion& region, uint64_t offset, void* out, size_t len) = 0;
   // Whether get() reads region one-sidedly: the connection was opened with
   // ConnectOptions::one_sided and the node gave the region a key.
-  bool one_sided(const RemoteRegion& region) const { return !region.rkey.empty() && can_get_one_sided(); }
-  Result<std::vector<wire::Counter>> stats();
+  virtual bool one_sided(const RemoteRegion& region) const = 0;
+  virtual Result<std::vector<wire::Counter>> stats() = 0;
 
 protected:
-  // Sends one request and returns the node's one reply to it.
-  virtual Result<wire::Frame> roundtrip(wire::MsgType type, ByteView header, ByteView data) = 0;
-  // Pipelining, for transports that can (pipelines()): send_request sends a request without
-  // waiting (header, sealed, is copied if it cannot leave at once; data must stay valid until
-  // its reply), and next_reply returns the reply to any request so sent, as it arrives.
-  virtual Status send_request(wire::MsgType type, ByteView header, ByteView data);
-  virtual Result<wire::Frame> next_reply();
-  // The same into f, whose buffers a transport may reuse (the pipelined loop keeps one).
-  virtual Status next_reply_into(wire::Frame& f);
-  // The version handshake, then authentication with identity (null: none; identity_path
-  // names it in messages) when the node asks for it or accepts it; implementations call it
-  // once connected.
-  Status handshake(const SigningKey* identity, const std::string& identity_path);
-  // A shared-memory lane (wire-protocol.md section 8), for transports that can use one:
-  // whether to ask the node for one after the handshake, and its offer (which the transport
-  // may find it cannot use: then its requests go the usual way).
-  virtual bool wants_lane() const { return false; }
-  virtual void take_lane(const wire::LaneOffer&) {}
-  Bytes sealed(ByteView header) const;  // header, then the session's token once authenticated
-  Bytes sealed(Bytes&& header) const;   // the same, appended in place
-  // The last invocation's reply header, its buffer kept for the next reply's (no allocation),
-  // and the caller's last output buffer (invoke into a reply), kept if small for the next
-  // reply's data.
-  Bytes spare_header_, spare_data_;
-  // A new connection to the same node, handshake included, for a request the node answered
-  // `restarting` (it was replacing its worker): retried while the connection is refused,
-  // for ConnectOptions::retry_ms. Transports that cannot reconnect fail (the default).
-  virtual Status reconnect();
-  // The connection was lost after its last reply, before the next request was sent: that
-  // request can go to a new connection (reconnect) at no risk of running twice.
-  virtual bool lost_before_sending() const { return false; }
-  // After the connection failed: the ids of requests the node marked as never read (a lane
-  // whose worker ended, wire-protocol.md 8.4): they did not run and may go to a new
-  // connection. Empty for transports without lanes, or when the node did not say so.
-  virtual std::vector<uint64_t> never_read() const { return {}; }
-  // One-sided reads, for transports that offer them.
-  virtual bool can_get_one_sided() const { return false; }
-  virtual Status get_one_sided(const RemoteRegion& region, uint64_t offset, void* out, size_t len);
-  // Where nodes send the results of computations that a kernel forwarded away from the node
-  // this connection talks to (sent in the hello); empty if the transport has none.
-  virtual Bytes reply_address() const { return {}; }
-  // The node key the transport itself proved (TLS), which hello_reply must name before this
-  // client signs its proof for that key; null for a transport that proves none.
-  virtual const wire::RawKey* proven_node_key() const { return nullptr; }
-  // For a transport's wait for a reply, when nothing arrived: once a cancel is asked for
-  // (cancel_invoke, interrupt_now) while an invoke awaits its reply, the `cancel` message's
-  // header (sealed; valid until the next invoke) for the transport to send; else nothing.
-  std::optional<ByteView> cancel_due();
-
-private:
-  // Sends a request and returns its reply; one answered `restarting` is sent again on a new
-  // connection, up to kResends times (it did not run: wire-protocol.md section 5.1).
-  Result<wire::Frame> request(wire::MsgType type, wire::MsgType reply_type, ByteView header, ByteView data);
-  static constexpr int kResends = 5;
-  Status greet(const SigningKey* identity, const std::string& identity_path);  // hello, then auth
-  Status authenticate(const SigningKey& key, const std::string& identity_path, const wire::Nonce& client_nonce);
-  Error denied(const std::string& why) const;  // the node refused a request: Errc::unauthenticated
-  // The last invocation's header, encoded into again (no allocation); the next one of the
-  // same cargo, entry and input size differs only in its request id, which leads it
-  // (wire-protocol.md 4.6), and in a sealed one (sealed()), in the same session.
-  struct InvokeHeader {
-    Bytes bytes;
-    Digest digest{};
-    std::string entry;
-    uint64_t input_size = 0, session = 0;
-    uint32_t timeout_ms = 0, flags = 0;
-    // The header of invocation id, sealed or not: the last one's with its id written in when
-    // only that differs.
-    ByteView make(const Connection& c, bool seal, uint64_t id, const Digest& digest, std::string_view entry, uint64_t input_size);
-  };
-  InvokeHeader request_header_;  // invoke's, unsealed: request() seals it
-  uint32_t kernel_timeout_ms_ = 0;  // set_kernel_timeout
-  uint32_t invoke_flags_ = 0;       // set_kernel_log
+  Connection() = default;
+  wire::HelloReply node_;     // node()
+  std::string identity_id_;  // identity()
+  uint16_t verbs_ = 0;        // granted_verbs()
+  uint32_t kernel_timeout_ms_ = 0;              // set_kernel_timeout
+  bool kernel_log_ = false;                     // set_kernel_log
   std::atomic<bool> cancel_requested_{false};  // cancel_invoke
-  uint64_t awaited_invoke_ = 0;                // the invoke whose reply invoke() waits for; 0: none
-  bool cancel_sent_ = false;                   // for awaited_invoke_
-  Bytes cancel_header_;
-  // An invoke's result frame to request id, into r: its strings take the reply's (no
-  // allocation), and its output buffer and f's data trade places.
-  Status decode_invoke_reply(wire::Frame& f, uint64_t id, InvokeReply& r) const;
-  // The same into out (a reply, or an error to be replaced by one).
-  void invoke_reply(wire::Frame& f, uint64_t id, Result<InvokeReply>& out) const;
-  wire::HelloReply node_;
-  // Request ids start at a random value per connection: a result that someone else had a
-  // node deliver to this client's address cannot name a request it is waiting for.
-  static uint64_t first_request_id();
-  uint64_t next_id_ = first_request_id();
-  std::string identity_id_;
-  uint16_t verbs_ = 0;
-  std::optional<wire::SessionToken> token_;  // once authenticated: ends every request's header
-  Bytes sealed_;  // the request being sent, sealed (its buffer reused)
-  uint64_t session_ = 0;  // handshakes so far: a reconnect starts a new session
 };
 
 struct LocalOptions {

@@ -35,7 +35,7 @@ public:
   Result<std::string> encrypted_private_pem(std::string_view passphrase) const;
   Result<std::array<uint8_t, 64>> sign(ByteView message) const;
   // The key as OpenSSL's EVP_PKEY (opaque here), for code that hands it to OpenSSL itself:
-  // the TLS channel's certificates (xcargo/tls.h).
+  // the TLS channel's certificates (libcargo/net/tls.h).
   void* openssl_pkey() const { return pkey_.get(); }
 
 private:

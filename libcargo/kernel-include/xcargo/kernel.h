@@ -2,7 +2,7 @@
  *
  * A kernel is freestanding C or C++: no system headers, no libc beyond what is declared
  * here. The loader links a kernel only against these functions (the allow-list in
- * libcargo's xcargo/abi.h); a kernel importing anything else is refused, by `xcargo build`
+ * libcargo's libcargo/read/abi.h); a kernel importing anything else is refused, by `xcargo build`
  * and again by every loader.
  *
  * Entry points:

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "xcargo/types.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::wire::lane {
 

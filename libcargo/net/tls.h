@@ -18,7 +18,7 @@
 #include "xcargo/error.h"
 #include "xcargo/identity.h"
 #include "xcargo/types.h"
-#include "xcargo/wire.h"
+#include "wire/wire.h"
 
 namespace xcargo::tls {
 

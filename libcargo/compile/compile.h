@@ -7,7 +7,7 @@
 
 #include "xcargo/error.h"
 #include "xcargo/manifest.h"
-#include "xcargo/writer.h"
+#include "build/writer.h"
 
 namespace xcargo {
 

@@ -520,6 +520,154 @@ bool supervise(Standby& job, const std::string& variant, int worker_fd, const Op
   }
 }
 
+namespace {
+
+// serve's loop, and what it keeps from one request to the next: the standby that reads the
+// worker's next request, the jobs going on in the background, and the trust directory's stamp.
+class Service {
+public:
+  Service(int fd, const Options& o, const Jit& jit, const DiskCache& cache)
+      : fd_(fd), o_(o), jit_(jit), cache_(cache), stamp_(o.trust_stamp ? o.trust_stamp() : "") {}
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  // Serves the worker: serve's result, 0 once the worker ended, 1 when its stream is out of step or failed.
+  int run();
+
+private:
+  // Revocations applied to the cache within a second: a sweep once the trust directory's stamp changed.
+  void revocations();
+  // Closes the standby's pipes (if it still waits, it exits) and reaps it: says if a signal ended it.
+  std::string end_standby();
+  // A standby for the next request; failing, the next request forks its own (run_job).
+  void keep_standby();
+  // After a request: the standby for the next one, now, or due once no -O2 compile runs (standby_due_).
+  void next_standby();
+  // What the standby told (a request it took, supervised to its end): run's result if the service ends.
+  std::optional<int> watch_standby();
+  // The worker's request, read and answered by the service itself (no standby took it): run's result if it ends.
+  std::optional<int> answer_request();
+
+  const int fd_;
+  const Options& o_;
+  const Jit& jit_;
+  const DiskCache& cache_;
+  std::string stamp_;
+  std::optional<Standby> standby_;             // always a direct one
+  std::map<std::string, std::string> failed_;  // run_job's and supervise's
+  Background background_{o_, cache_, failed_};
+  // The standby for the next request, due once no -O2 compile runs or standby_after has
+  // passed (on cores too busy for that compile): as when the service waited for -O2, its
+  // fork and prefault do not take a core from the push's link and first call. (Against the
+  // service that waited: a cold JIT push, 5 alternating rounds, medians 8.6 against 9.0 ms
+  // in the loader, on a slow machine.)
+  bool standby_due_ = false;
+  Clock::time_point due_since_;
+};
+
+int Service::run() {
+  sweep(cache_, o_);
+  warm_up_verification();  // for the cache hits it answers itself (cached)
+  // The first standby is forked after a second without requests (standby_after), not at
+  // start (unless asked): a worker (and its standby) starting after a kernel failure shares
+  // the cores with the one taking over and its clients, workers replaced in quick succession
+  // never warm one in vain, and a loader's first native pushes have the cores to themselves.
+  if (o_.standby_after.count() == 0 || o_.standby_at_start) keep_standby();
+  for (;;) {
+    // An -O2 job that began before a signer's revocation can store its object after the sweep
+    // (seconds after it): check() makes a sweep due again when such a job ends.
+    background_.check();
+    if (background_.take_sweep_due()) sweep(cache_, o_);
+    if (standby_due_ && !standby_ && (!background_.compiling() || Clock::now() - due_since_ >= o_.standby_after)) {
+      standby_due_ = false;
+      keep_standby();
+    }
+    if (standby_) {  // it reads the worker's next request: the service only watches it
+      if (const std::optional<int> end = watch_standby()) return *end;
+      continue;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    // While an -O2 compile runs, looked at every 5 ms: the standby is due when it ends.
+    const long long wait_ms = standby_due_ ? 5 : std::max<long long>(o_.standby_after.count(), 1);
+    const int r = ::poll(&p, 1, int(wait_ms));
+    if (r < 0 && errno != EINTR) return 1;
+    if (r <= 0) {  // idle: a standby job ready
+      if (standby_due_) continue;  // once the -O2 compile has ended (above)
+      keep_standby();
+      revocations();
+      continue;
+    }
+    if (const std::optional<int> end = answer_request()) return *end;
+    next_standby();
+  }
+}
+
+void Service::revocations() {
+  if (!o_.trust_stamp) return;
+  if (std::string now = o_.trust_stamp(); now != stamp_) {
+    stamp_ = now;
+    sweep(cache_, o_);
+  }
+}
+
+std::string Service::end_standby() {
+  ::close(standby_->request_fd);  // if it still waits, it exits
+  ::close(standby_->reply_fd);
+  const std::string why = standby_->pid > 0 ? reaped(standby_->pid) : "";
+  standby_.reset();
+  return why;
+}
+
+void Service::keep_standby() {
+  if (auto s = fork_standby(jit_, cache_, o_, fd_, failed_); s.ok()) standby_ = std::move(*s);
+}
+
+void Service::next_standby() {
+  if (!background_.compiling()) return keep_standby();
+  standby_due_ = true;
+  due_since_ = Clock::now();
+}
+
+std::optional<int> Service::watch_standby() {
+  Told t = next_told(*standby_, Clock::now() + std::chrono::seconds(1));
+  if (t.code == 't') {
+    revocations();
+    return std::nullopt;
+  }
+  if (t.code == kTook) {
+    const bool in_step = supervise(*standby_, t.text, fd_, o_, failed_, background_);
+    (void)end_standby();  // supervise reaped it
+    if (!in_step) return 1;
+    next_standby();
+    return std::nullopt;
+  }
+  const std::string why = end_standby();
+  if (t.code == kRefused) {
+    if (o_.log) o_.log(t.text + "; closing the worker's connection");
+    return 1;
+  }
+  // It ended before a request: the worker ended (the service's own read finds that), or it failed.
+  if (!why.empty() && o_.log) o_.log("compile service: the waiting compile job ended before a request: " + why);
+  return std::nullopt;
+}
+
+std::optional<int> Service::answer_request() {
+  auto req = read_request(fd_, o_.limits.max_cargo_size);
+  if (!req.ok()) {
+    if (req.error().code() == Errc::unreachable) return 0;  // the worker ended
+    if (o_.log) o_.log(req.error().message() + "; closing the worker's connection");
+    return 1;
+  }
+  pid_t ending = -1;
+  std::string followup;
+  const auto started = Clock::now();
+  const bool answered = write_all(fd_, run_job(jit_, cache_, o_, std::move(*req), &ending, &followup, failed_)).ok();
+  if (ending > 0) background_.add(ending, started + o_.job_limit, followup);
+  if (!answered) return 0;
+  return std::nullopt;
+}
+
+}  // namespace
+
 int serve(int fd, const Options& o) {
   auto jit = Jit::create();
   auto cache = DiskCache::open(o.cache_dir);
@@ -527,102 +675,8 @@ int serve(int fd, const Options& o) {
     if (o.log) o.log("compile service: cannot start: " + (jit.ok() ? cache.error() : jit.error()).message());
     return 1;
   }
-  std::string stamp = o.trust_stamp ? o.trust_stamp() : "";
-  auto revocations = [&] {  // applied to the cache within a second
-    if (!o.trust_stamp) return;
-    if (std::string now = o.trust_stamp(); now != stamp) {
-      stamp = now;
-      sweep(*cache, o);
-    }
-  };
-  sweep(*cache, o);
-  warm_up_verification();  // for the cache hits it answers itself (cached)
-  std::optional<Standby> standby;               // always a direct one
-  std::map<std::string, std::string> failed;  // run_job's and supervise's
-  Background background(o, *cache, failed);
-  auto end_standby = [&] {  // says if a signal ended it
-    ::close(standby->request_fd);  // if it still waits, it exits
-    ::close(standby->reply_fd);
-    const std::string why = standby->pid > 0 ? reaped(standby->pid) : "";
-    standby.reset();
-    return why;
-  };
-  auto keep_standby = [&] {  // failing, the next request forks its own (run_job)
-    if (auto s = fork_standby(**jit, *cache, o, fd, failed); s.ok()) standby = std::move(*s);
-  };
-  // The first standby is forked after a second without requests (standby_after), not at
-  // start (unless asked): a worker (and its standby) starting after a kernel failure shares
-  // the cores with the one taking over and its clients, workers replaced in quick succession
-  // never warm one in vain, and a loader's first native pushes have the cores to themselves.
-  if (o.standby_after.count() == 0 || o.standby_at_start) keep_standby();
-  // The standby for the next request, due once no -O2 compile runs or standby_after has
-  // passed (on cores too busy for that compile): as when the service waited for -O2, its
-  // fork and prefault do not take a core from the push's link and first call. (Against the
-  // service that waited: a cold JIT push, 5 alternating rounds, medians 8.6 against 9.0 ms
-  // in the loader, on a slow machine.)
-  bool standby_due = false;
-  Clock::time_point due_since;
-  auto next_standby = [&] {
-    if (!background.compiling()) return keep_standby();
-    standby_due = true;
-    due_since = Clock::now();
-  };
-  for (;;) {
-    // An -O2 job that began before a signer's revocation can store its object after the sweep
-    // (seconds after it): check() makes a sweep due again when such a job ends.
-    background.check();
-    if (background.take_sweep_due()) sweep(*cache, o);
-    if (standby_due && !standby && (!background.compiling() || Clock::now() - due_since >= o.standby_after)) {
-      standby_due = false;
-      keep_standby();
-    }
-    if (standby) {  // it reads the worker's next request: the service only watches it
-      Told t = next_told(*standby, Clock::now() + std::chrono::seconds(1));
-      if (t.code == 't') {
-        revocations();
-        continue;
-      }
-      if (t.code == kTook) {
-        const bool in_step = supervise(*standby, t.text, fd, o, failed, background);
-        (void)end_standby();  // supervise reaped it
-        if (!in_step) return 1;
-        next_standby();
-        continue;
-      }
-      const std::string why = end_standby();
-      if (t.code == kRefused) {
-        if (o.log) o.log(t.text + "; closing the worker's connection");
-        return 1;
-      }
-      // It ended before a request: the worker ended (read below), or it failed.
-      if (!why.empty() && o.log) o.log("compile service: the waiting compile job ended before a request: " + why);
-      continue;
-    }
-    pollfd p{fd, POLLIN, 0};
-    // While an -O2 compile runs, looked at every 5 ms: the standby is due when it ends.
-    const long long wait_ms = standby_due ? 5 : std::max<long long>(o.standby_after.count(), 1);
-    const int r = ::poll(&p, 1, int(wait_ms));
-    if (r < 0 && errno != EINTR) return 1;
-    if (r <= 0) {  // idle: a standby job ready
-      if (standby_due) continue;  // once the -O2 compile has ended (above)
-      keep_standby();
-      revocations();
-      continue;
-    }
-    auto req = read_request(fd, o.limits.max_cargo_size);
-    if (!req.ok()) {
-      if (req.error().code() == Errc::unreachable) return 0;  // the worker ended
-      if (o.log) o.log(req.error().message() + "; closing the worker's connection");
-      return 1;
-    }
-    pid_t ending = -1;
-    std::string followup;
-    const auto started = Clock::now();
-    const bool answered = write_all(fd, run_job(**jit, *cache, o, std::move(*req), &ending, &followup, failed)).ok();
-    if (ending > 0) background.add(ending, started + o.job_limit, followup);
-    if (!answered) return 0;
-    next_standby();
-  }
+  Service service(fd, o, **jit, *cache);
+  return service.run();
 }
 
 Compiler remote(int fd, std::chrono::seconds job_limit, std::function<void()> on_lost) {

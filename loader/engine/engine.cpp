@@ -162,6 +162,14 @@ struct Engine::Impl {
   bool load_kept(const Digest& digest);
   void log_kept(const LoadReport& r) const;
   std::optional<InvokeResult> invoke(const Digest& digest, std::string_view entry, ByteView input, bool quick_only, bool keep_log);
+  // invoke's parts below are always inlined into it: it runs for every request.
+  // The context a kernel of cargo's entry runs in: limits, input, a spare reply buffer, its log (kept in *kept_log if set).
+  [[gnu::always_inline]] inline void set_up_context(xc_ctx& ctx, const Loaded& cargo, std::string_view entry, ByteView input,
+                                                    std::vector<std::string>* kept_log);
+  // A returned run of e (ns long) in its profile: runs, quick streak; a quick_only run past misjudged_ns counted and logged.
+  [[gnu::always_inline]] inline void profile_run(Entry& e, const Loaded& cargo, std::string_view entry, uint64_t ns, bool quick_only);
+  // The run's result, from its context into r: reply (moved), status and message, forward; a failure counted.
+  [[gnu::always_inline]] inline void take_outcome(InvokeResult& r, xc_ctx& ctx);
   // The cargo, or null if it is not loaded (nor kept by an earlier worker, loaded now unless
   // quick_only: *later then says an executor should load it).
   Loaded* find(const Digest& digest, bool quick_only, bool* later);
@@ -595,6 +603,21 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     return std::nullopt;
   invocations.add();
   xc_ctx ctx;
+  set_up_context(ctx, *cargo, entry, input, keep_log ? &r.log : nullptr);
+  cargo->invocations.add();
+  const int64_t t0 = kernel_clock::now_ns();
+  r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
+  const int64_t t1 = kernel_clock::now_ns();
+  const uint64_t ns = t1 > t0 ? uint64_t(t1 - t0) : 0;  // a thread's new calibration may step back a little
+  r.kernel_ns = ns;
+  r.ended_ns = t1;
+  profile_run(e, *cargo, entry, ns, quick_only);
+  take_outcome(r, ctx);
+  return r;
+}
+
+void Engine::Impl::set_up_context(xc_ctx& ctx, const Loaded& cargo, std::string_view entry, ByteView input,
+                                  std::vector<std::string>* kept_log) {
   ctx.reply = take_spare();  // the storage of a reply sent before (large_buffers.h)
   ctx.max_reply = config.max_reply;
   ctx.input = input.data();
@@ -609,17 +632,13 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
       static_cast<Impl*>(self)->log(*c->cargo + "/" + std::string(c->entry) + ": " + std::string(line));
     };
     ctx.log_self = this;
-    ctx.cargo = &cargo->summary.name;
+    ctx.cargo = &cargo.summary.name;
     ctx.entry = entry;
   }
-  if (keep_log) ctx.kept_log = &r.log;
-  cargo->invocations.add();
-  const int64_t t0 = kernel_clock::now_ns();
-  r.kernel_return = e.fn.load(std::memory_order_acquire)(kernel_handle(&ctx), input.data(), input.size());
-  const int64_t t1 = kernel_clock::now_ns();
-  const uint64_t ns = t1 > t0 ? uint64_t(t1 - t0) : 0;  // a thread's new calibration may step back a little
-  r.kernel_ns = ns;
-  r.ended_ns = t1;
+  if (kept_log) ctx.kept_log = kept_log;
+}
+
+void Engine::Impl::profile_run(Entry& e, const Loaded& cargo, std::string_view entry, uint64_t ns, bool quick_only) {
   if (Entry::bump(e.runs) > 0) {
     if (ns <= config.quick_ns) {
       Entry::bump(e.streak);
@@ -630,12 +649,15 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
         misjudged_runs.fetch_add(1, std::memory_order_relaxed);
         char took[32];
         std::snprintf(took, sizeof took, "%.1f ms", double(ns) / 1e6);
-        log(cargo->summary.name + "/" + std::string(entry) + ", quick until now, ran " + took +
+        log(cargo.summary.name + "/" + std::string(entry) + ", quick until now, ran " + took +
             " in the thread that takes requests, holding them up meanwhile" +
             (times >= 3 ? "; it no longer runs there" : "; it needs " + std::to_string(kQuickRuns << (2 * times)) + " quick runs before it does again"));
       }
     }
   }
+}
+
+void Engine::Impl::take_outcome(InvokeResult& r, xc_ctx& ctx) {
   r.output = std::move(ctx.reply);
   r.log_dropped = ctx.log_dropped;
   if (ctx.reply_is_input) r.reply_from_input = ctx.input_replied;
@@ -650,7 +672,6 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     if (ctx.forwarded) r.forward = ForwardRequest{ctx.forward_node, std::move(ctx.forward_entry), std::move(ctx.forward_input)};
   }
   if (r.status != wire::ReplyStatus::ok) invocations_failed.add();
-  return r;
 }
 
 std::vector<LoadedSummary> Engine::list() const {

@@ -142,68 +142,13 @@ void UcxServer::Impl::lead(Slot& me) {
       bump(progress_calls);
     }
     const bool posted = drain_outbox();
-    const int64_t turn_start = turn_ns.load(std::memory_order_relaxed);
-    if (!lanes.empty() && poll_lanes()) {
-      // The time: the last kernel's end if one ran (each moves turn_ns to its end, read from
-      // the CPU's counter), else the clock. A busy turn read the clock twice, and these
-      // reads were 2 to 4 % of a pipelined invocation's worker time.
-      const int64_t ended = turn_ns.load(std::memory_order_relaxed);
-      now = ended > turn_start ? Clock::time_point(std::chrono::nanoseconds(ended)) : Clock::now();
-      last_activity = last_lane_activity = now;
-      turn_ns.store(ns_of(now), std::memory_order_relaxed);
-    }
+    poll_lanes_in_turn(now, last_activity);
     if (restart) return flush_and_quit();
     if (now >= next_sweep) sweep();
     // The oldest request whose data is all here: one still arriving holds up nobody.
     if (std::shared_ptr<Job> j = jobs.take_ready()) {
-      if (j->lane) j->lane->queued(-1);  // its lane's next requests may come in
-      if (restart) {  // a kernel failed since the check above: this one does not run here
-        if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
-        return flush_and_quit();
-      }
-      // Kicks for the lanes' replies so far, while this thread surely leads: from Phase::leading on
-      // the monitor may depose it (after promote_after) and a follower calls into UCX. Sent
-      // after that, a kick and the new leader's reply can be written into one TCP endpoint at
-      // once: the client gets a garbled message and UCX aborts it (guarded by
-      // tests/e2e/adversary_test.sh, millisecond kernels 4 in flight beside a busy loop).
-      flush_lanes();
-      last_activity = Clock::now();
-      if (j->cancelled) {  // its client cancelled it while it waited: it does not run
-        ResultMsg m;
-        m.request_id = request_id_of(j->type, j->header);
-        m.status = ReplyStatus::cancelled;
-        m.message = "its client cancelled it before it ran";
-        if (!j->answered.exchange(true)) {
-          handler->count_answer(j->type, j->header, m.status);
-          deliver(eps.live(j->ep, j->serial), Step{{MsgType::result, encode(m), {}}, reply_to_of(j->type, j->header)});
-        }
-        continue;
-      }
-      me.job.store(j);
-      // The time limit is a kernel's: a push waits for its compile (bounded by the compile
-      // service's own limit), and timing it out restarted the worker for every cargo.
-      me.kernel = j->type == MsgType::invoke || j->type == MsgType::forward;
-      me.limit_ns.store(requested_limit_ns(j->type, j->header), std::memory_order_relaxed);
-      me.since = ns_of(last_activity);
-      me.phase = Phase::leading;
-      monitor->started(me);
-      bool failed = false;
-      Step r = execute(me, *j, &failed);
-      last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply
-      Phase expected = Phase::leading;
-      const bool still_leader = me.phase.compare_exchange_strong(expected, Phase::idle);
-      const bool quick = ns_of(last_activity) - me.since < int64_t(std::chrono::nanoseconds(timing::kBatchRun).count());
-      batch = quick ? batch + 1 : 0;
-      me.since = 0;
-      me.phase = Phase::idle;
-      me.job.store(nullptr);
-      const bool mine = failed || !j->answered.exchange(true);  // else answered `interrupted` meanwhile
-      if (still_leader) {
-        if (mine) deliver(eps.live(j->ep, j->serial), std::move(r));
-        continue;
-      }
-      if (mine) post(j->ep, j->serial, std::move(r));  // the new leader sends it
-      return;
+      if (run_taken(me, j, last_activity, batch)) continue;
+      return;  // deposed while it ran: a follower leads
     }
     if (posted) {  // replies of requests another thread ran: their clients' next requests follow, as after execute()
       last_activity = now;
@@ -214,34 +159,9 @@ void UcxServer::Impl::lead(Slot& me) {
       last_activity = now;
       continue;
     }
-    // Nothing to do for a moment: a cargo running its quick tier gets -O2's code. Once the
-    // compile service's -O2 object (begun at the push) is in its cache, this thread reads
-    // and links it itself (a millisecond or so; looked for at most every kTierUpLook).
-    // Else, after kTierUpWait (past the -O2 job's own limit), it waits for the service in this thread while a follower
-    // leads (or, with no follower, once idle: requests wait meanwhile). Not at once after
-    // the push's reply: its client's first invocation, on its way, would wait for the
-    // follower to wake (1 to 4 ms of the first call here).
-    if (handler->tier_up_pending() && !tiering &&
-        now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin)) {
-      if (tier_up_since == Clock::time_point{}) tier_up_since = now;  // kTierUpWait counts from here
-      if (now - last_tier_look >= timing::kTierUpLook) {
-        last_tier_look = now;
-        if (handler->tier_up_ready()) {
-          tiering = true;
-          handler->tier_up(true);
-          tiering = false;
-          tier_up_since = {};
-          continue;
-        }
-      }
-      if (now - tier_up_since >= timing::kTierUpWait && !tiering.exchange(true)) {
-        tier_up_since = {};
-        depose(me);
-        handler->tier_up();
-        tiering = false;
-        return;
-      }
-    }
+    const LeadNext next = tier_up_when_idle(me, now, last_activity);
+    if (next == LeadNext::leave) return;
+    if (next == LeadNext::next_turn) continue;
     // Busy: keep polling a little (a client's next request usually follows within
     // microseconds). Idle: sleep in the kernel until UCX has an event.
     if (now - last_activity < opt.spin) {
@@ -256,6 +176,106 @@ void UcxServer::Impl::lead(Slot& me) {
     sleeper->wait(Clock::now() < wary_until ? 1 : int(timing::kIdleWait.count()));
     lanes_idle(false);
   }
+}
+
+void UcxServer::Impl::poll_lanes_in_turn(Clock::time_point& now, Clock::time_point& last_activity) {
+  const int64_t turn_start = turn_ns.load(std::memory_order_relaxed);
+  if (!lanes.empty() && poll_lanes()) {
+    // The time: the last kernel's end if one ran (each moves turn_ns to its end, read from
+    // the CPU's counter), else the clock. A busy turn read the clock twice, and these
+    // reads were 2 to 4 % of a pipelined invocation's worker time.
+    const int64_t ended = turn_ns.load(std::memory_order_relaxed);
+    now = ended > turn_start ? Clock::time_point(std::chrono::nanoseconds(ended)) : Clock::now();
+    last_activity = last_lane_activity = now;
+    turn_ns.store(ns_of(now), std::memory_order_relaxed);
+  }
+}
+
+bool UcxServer::Impl::run_taken(Slot& me, const std::shared_ptr<Job>& j, Clock::time_point& last_activity, int& batch) {
+  if (j->lane) j->lane->queued(-1);  // its lane's next requests may come in
+  if (restart) {  // a kernel failed since lead's check of its turn: this one does not run here
+    if (!j->answered.exchange(true)) unrun(eps.live(j->ep, j->serial), j->type, j->header);
+    flush_and_quit();
+  }
+  // Kicks for the lanes' replies so far, while this thread surely leads: from Phase::leading on
+  // the monitor may depose it (after promote_after) and a follower calls into UCX. Sent
+  // after that, a kick and the new leader's reply can be written into one TCP endpoint at
+  // once: the client gets a garbled message and UCX aborts it (guarded by
+  // tests/e2e/adversary_test.sh, millisecond kernels 4 in flight beside a busy loop).
+  flush_lanes();
+  last_activity = Clock::now();
+  if (j->cancelled) {  // its client cancelled it while it waited: it does not run
+    answer_cancelled(*j);
+    return true;
+  }
+  me.job.store(j);
+  // The time limit is a kernel's: a push waits for its compile (bounded by the compile
+  // service's own limit), and timing it out restarted the worker for every cargo.
+  me.kernel = j->type == MsgType::invoke || j->type == MsgType::forward;
+  me.limit_ns.store(requested_limit_ns(j->type, j->header), std::memory_order_relaxed);
+  me.since = ns_of(last_activity);
+  me.phase = Phase::leading;
+  monitor->started(me);
+  bool failed = false;
+  Step r = execute(me, *j, &failed);
+  last_activity = Clock::now();  // the spin counts from here: a client's next request follows its reply
+  Phase expected = Phase::leading;
+  const bool still_leader = me.phase.compare_exchange_strong(expected, Phase::idle);
+  const bool quick = ns_of(last_activity) - me.since < int64_t(std::chrono::nanoseconds(timing::kBatchRun).count());
+  batch = quick ? batch + 1 : 0;
+  me.since = 0;
+  me.phase = Phase::idle;
+  me.job.store(nullptr);
+  const bool mine = failed || !j->answered.exchange(true);  // else answered `interrupted` meanwhile
+  if (still_leader) {
+    if (mine) deliver(eps.live(j->ep, j->serial), std::move(r));
+    return true;
+  }
+  if (mine) post(j->ep, j->serial, std::move(r));  // the new leader sends it
+  return false;
+}
+
+void UcxServer::Impl::answer_cancelled(Job& j) {
+  ResultMsg m;
+  m.request_id = request_id_of(j.type, j.header);
+  m.status = ReplyStatus::cancelled;
+  m.message = "its client cancelled it before it ran";
+  if (!j.answered.exchange(true)) {
+    handler->count_answer(j.type, j.header, m.status);
+    deliver(eps.live(j.ep, j.serial), Step{{MsgType::result, encode(m), {}}, reply_to_of(j.type, j.header)});
+  }
+}
+
+UcxServer::Impl::LeadNext UcxServer::Impl::tier_up_when_idle(Slot& me, Clock::time_point now, Clock::time_point last_activity) {
+  // Nothing to do for a moment: a cargo running its quick tier gets -O2's code. Once the
+  // compile service's -O2 object (begun at the push) is in its cache, this thread reads
+  // and links it itself (a millisecond or so; looked for at most every kTierUpLook).
+  // Else, after kTierUpWait (past the -O2 job's own limit), it waits for the service in this thread while a follower
+  // leads (or, with no follower, once idle: requests wait meanwhile). Not at once after
+  // the push's reply: its client's first invocation, on its way, would wait for the
+  // follower to wake (1 to 4 ms of the first call here).
+  if (handler->tier_up_pending() && !tiering &&
+      now - last_activity >= (slots.size() > 1 ? std::min<Clock::duration>(opt.spin, timing::kTierUpAfterIdle) : opt.spin)) {
+    if (tier_up_since == Clock::time_point{}) tier_up_since = now;  // kTierUpWait counts from here
+    if (now - last_tier_look >= timing::kTierUpLook) {
+      last_tier_look = now;
+      if (handler->tier_up_ready()) {
+        tiering = true;
+        handler->tier_up(true);
+        tiering = false;
+        tier_up_since = {};
+        return LeadNext::next_turn;
+      }
+    }
+    if (now - tier_up_since >= timing::kTierUpWait && !tiering.exchange(true)) {
+      tier_up_since = {};
+      depose(me);
+      handler->tier_up();
+      tiering = false;
+      return LeadNext::leave;
+    }
+  }
+  return LeadNext::go_on;
 }
 
 bool UcxServer::Impl::drain_outbox() {

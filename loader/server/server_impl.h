@@ -429,6 +429,17 @@ struct UcxServer::Impl : IntakeHost {
   // The leader's loop: progress, send posted replies, run ready requests. Returns when this
   // thread was deposed while running a request, or on quit.
   void lead(Slot& me);
+  // lead's parts below are always inlined into it: it runs for every request.
+  // What lead's loop does after a part: go on with the turn, begin the next one, or return (it no longer leads).
+  enum class LeadNext { go_on, next_turn, leave };
+  // Polls the lanes; if a request came, now (the last kernel's end, or the clock), the activity times and turn_ns move on.
+  [[gnu::always_inline]] inline void poll_lanes_in_turn(Clock::time_point& now, Clock::time_point& last_activity);
+  // Runs a request taken off the queue, and sends its reply; false: deposed meanwhile, reply posted. Ends the worker on restart.
+  [[gnu::always_inline]] inline bool run_taken(Slot& me, const std::shared_ptr<Job>& j, Clock::time_point& last_activity, int& batch);
+  // A request its client cancelled while it waited: answered `cancelled` and counted, unless answered already.
+  [[gnu::always_inline]] inline void answer_cancelled(Job& j);
+  // Idle: a quick tier's -O2 code linked here (next_turn), or awaited while a follower leads (leave); else go_on.
+  [[gnu::always_inline]] inline LeadNext tier_up_when_idle(Slot& me, Clock::time_point now, Clock::time_point last_activity);
   // Whether the leader calls UCX's progress now: always, but while lanes are busy and UCX
   // is not (timing::kLaneProgressEvery).
   bool progress_due(Clock::time_point now) {

@@ -436,55 +436,32 @@ bool wait_for_go(int go_fd) {
   }
 }
 
-int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-               int compiler_fd, int key_fd, int door_fd, int tls_fd) {
-  // Until it takes over, a standby's lines say so; its trust and clients watcher reloads
-  // quietly (the serving worker logs what changed).
-  static std::atomic<bool> serving{false};
-  auto log = [](std::string_view line) { log_line(serving ? std::string(line) : "standby: " + std::string(line)); };
-  auto note = [](const std::string& line) {
-    if (serving) log_line(line);
-  };
-  sandbox::Options box = sandbox_options(cfg, access.user);
-  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
-                                        cfg.node_stats_fd});
-  if (!confined.ok()) return fail_in_log(confined.error());
-  if (cfg.sandbox || !cfg.trusted_network)
-    if (auto s = set_worker_transports(access.user.has_value(), cfg.trusted_network); !s.ok()) return fail_in_log(s.error());
-  // Node memory is opened when this worker takes over: until then the one it replaces may
-  // still change the table.
-  // Without its compile service (its connection shut down, by a kernel say) a worker would
-  // refuse every later bitcode push: it ends in order instead, and its standby, which has a
-  // service of its own, serves.
-  // Ends this worker in order, once, saying why: the line is flushed at once, since the
-  // supervisor kills a worker that ends slowly (kEndingGrace).
-  auto end_in_order = [](const char* why) {
-    if (g_stop.exchange(true)) return;
-    log_line(why);
-    flush_log();
-  };
-  auto on_compiler_lost = [end_in_order] {
-    end_in_order("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
-                 "its standby has a compile service of its own");
-  };
-  auto engine = make_engine(cfg, log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
-  if (!engine.ok()) return fail_in_log(engine.error());
-  Handler handler(**engine, cfg.max_input, log, cfg.max_hops, cfg.log_every_run);
-  // The node's counters, which this worker adds to once it serves.
-  std::unique_ptr<NodeStats> stats;
-  if (cfg.node_stats_fd >= 0) {
-    auto st = NodeStats::open(cfg.node_stats_fd, true);
-    if (!st.ok()) return fail_in_log(st.error());
-    stats = std::move(*st);
-    handler.set_node_stats(stats.get());
-  }
+// Until it takes over, a standby's lines say so; its trust and clients watcher reloads
+// quietly (the serving worker logs what changed).
+std::atomic<bool> g_serving{false};
+void worker_log(std::string_view line) { log_line(g_serving ? std::string(line) : "standby: " + std::string(line)); }
+void worker_note(const std::string& line) {
+  if (g_serving) log_line(line);
+}
+
+// Ends this worker in order, once, saying why: the line is flushed at once, since the
+// supervisor kills a worker that ends slowly (kEndingGrace).
+void end_in_order(const char* why) {
+  if (g_stop.exchange(true)) return;
+  log_line(why);
+  flush_log();
+}
+
+// The worker's server settings from cfg and its channels to the keepers (door_fd, tls_fd);
+// the gate and when it listens are the caller's to set.
+ServerOptions worker_server_options(const LoaderConfig& cfg, int door_fd, int tls_fd) {
   ServerOptions so;
   so.listen = cfg.listen;
   so.ucx_listener = cfg.trusted_network;
   so.tls_listen = cfg.tls_listen;
   so.door_fd = door_fd;
   so.tls_fd = tls_fd;
-  so.on_door_lost = [end_in_order] {
+  so.on_door_lost = [] {
     end_in_order("the same-host door's channel is gone (no new same-host client would reach this worker); ending this "
                  "worker in order: its standby has a channel of its own");
   };
@@ -496,6 +473,114 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   so.cluster = cfg.nodes;
   so.one_sided_regions = cfg.one_sided_regions;
   so.trusted_network = cfg.trusted_network;
+  return so;
+}
+
+// Watches the trust directory: keys added or revoked (revoked.txt) and cargo rules
+// (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
+// checked against the new list. Runs until the loader stops; clients_stamp is the clients'
+// files as the gate's keys were read.
+void watch_trust_and_clients(const LoaderConfig& cfg, AuthGate& gate, Engine& engine, std::string& clients_stamp) {
+  std::string stamp = files_stamp(cfg.trust);
+  while (!g_stop) {
+    for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (gate.mode() == wire::AuthMode::required)
+      if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
+        clients_stamp = now;
+        if (auto c = auth::AuthorizedKeys::load(cfg.clients); !c.ok()) {
+          worker_note("clients: not reloaded (the old keys stay): " + c.error().message());
+        } else {
+          worker_note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
+          for (const std::string& why : c->ignored()) worker_note("clients: " + why);
+          gate.set_keys(std::move(*c));
+        }
+      }
+    std::string now = files_stamp(cfg.trust);
+    if (now == stamp) continue;
+    stamp = now;
+    auto t = TrustStore::load(cfg.trust);
+    if (!t.ok()) {
+      worker_note("trust: not reloaded (the old keys and rules stay): " + t.error().message());
+      continue;
+    }
+    const size_t keys = t->size(), rules = t->rules().size();
+    const size_t revoked = engine.update_trust(std::move(*t));
+    worker_note("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
+                " loaded cargos no longer trusted; " + std::to_string(rules) + " cargo rules");
+  }
+}
+
+// A worker ready but for listening: says "standby" on addr_fd, waits for its go, then takes
+// over (node memory, the port, its address line) and serves until the loader stops. Returns
+// the worker's exit code; the watcher is joined on every path.
+int stand_by_then_serve(Engine& engine, UcxServer& server, NodeStats* stats, std::thread& watcher,
+                        const sandbox::Confinement& confined, int addr_fd, int go_fd) {
+  // Ready: wait to take over.
+  (void)!::write(addr_fd, "standby\n", 8);
+  auto stand_down = [&](int rc) {
+    g_stop = true;
+    watcher.join();
+    flush_log();
+    return rc;
+  };
+  if (!wait_for_go(go_fd)) {
+    server.run(g_stop);  // returns at once: g_stop is set
+    return stand_down(0);
+  }
+  ::prctl(PR_SET_NAME, "xcargo-loader");  // the serving worker now (supervisor.cpp)
+  g_serving = true;
+  if (stats) stats->begin_serving();
+  engine.keep_cargos(true);
+  if (auto s = engine.open_regions(); !s.ok()) {
+    fail_in_log(s.error());
+    return stand_down(exit_code::kCannotStart);
+  }
+  if (const Regions& r = engine.regions(); r.adopted() || r.dropped())
+    log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
+             (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
+  if (auto s = server.listen(timing::kTakeOverListen); !s.ok()) {
+    fail_in_log(s.error());
+    return stand_down(exit_code::kCannotStart);
+  }
+  // HOST:PORT, the front door's, then how it is confined (supervisor.h)
+  const std::string line = server.address() + "\t" + server.tls_address() + "\t" + sandbox::describe(confined) + "\n";
+  (void)!::write(addr_fd, line.data(), line.size());
+  server.run(g_stop);
+  g_stop = true;
+  watcher.join();
+  flush_log();
+  return 0;
+}
+
+int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
+               int compiler_fd, int key_fd, int door_fd, int tls_fd) {
+  sandbox::Options box = sandbox_options(cfg, access.user);
+  auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
+                                        cfg.node_stats_fd});
+  if (!confined.ok()) return fail_in_log(confined.error());
+  if (cfg.sandbox || !cfg.trusted_network)
+    if (auto s = set_worker_transports(access.user.has_value(), cfg.trusted_network); !s.ok()) return fail_in_log(s.error());
+  // Node memory is opened when this worker takes over: until then the one it replaces may
+  // still change the table.
+  // Without its compile service (its connection shut down, by a kernel say) a worker would
+  // refuse every later bitcode push: it ends in order instead, and its standby, which has a
+  // service of its own, serves.
+  auto on_compiler_lost = [] {
+    end_in_order("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
+                 "its standby has a compile service of its own");
+  };
+  auto engine = make_engine(cfg, worker_log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
+  if (!engine.ok()) return fail_in_log(engine.error());
+  Handler handler(**engine, cfg.max_input, worker_log, cfg.max_hops, cfg.log_every_run);
+  // The node's counters, which this worker adds to once it serves.
+  std::unique_ptr<NodeStats> stats;
+  if (cfg.node_stats_fd >= 0) {
+    auto st = NodeStats::open(cfg.node_stats_fd, true);
+    if (!st.ok()) return fail_in_log(st.error());
+    stats = std::move(*st);
+    handler.set_node_stats(stats.get());
+  }
+  ServerOptions so = worker_server_options(cfg, door_fd, tls_fd);
   // The clients as they are now (a restarted worker sees what changed since the start), or
   // the supervisor's copy if they no longer load.
   std::optional<auth::AuthorizedKeys> clients = access.clients;
@@ -504,7 +589,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
   // The same without its connection to the key service (shut down by a kernel, say): it
   // could not answer any client's hello.
-  auto on_key_lost = [end_in_order] {
+  auto on_key_lost = [] {
     end_in_order("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
                  "its standby has a connection of its own");
   };
@@ -513,44 +598,13 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   so.gate = &gate;
   so.listen_at_start = false;
   so.on_port_released = [addr_fd] { (void)!::write(addr_fd, "ending\n", 7); };  // the next worker may listen now
-  auto server = UcxServer::start(so, handler, log, incident, incident_size);
+  auto server = UcxServer::start(so, handler, worker_log, incident, incident_size);
   if (!server.ok()) return fail_in_log(server.error());
   // Every thread this worker will have starts between the two steps of the lock-down: after
   // Landlock's narrower rules (which they inherit), before the seccomp filters, which then
   // refuse new threads: a kernel cannot leave one running after its own run.
   if (auto s = sandbox::lock_files(box); !s.ok()) return fail_in_log(s.error());
-  // Watches the trust directory: keys added or revoked (revoked.txt) and cargo rules
-  // (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
-  // checked against the new list.
-  std::thread watcher([&] {
-    std::string stamp = files_stamp(cfg.trust);
-    while (!g_stop) {
-      for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (gate.mode() == wire::AuthMode::required)
-        if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
-          clients_stamp = now;
-          if (auto c = auth::AuthorizedKeys::load(cfg.clients); !c.ok()) {
-            note("clients: not reloaded (the old keys stay): " + c.error().message());
-          } else {
-            note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
-            for (const std::string& why : c->ignored()) note("clients: " + why);
-            gate.set_keys(std::move(*c));
-          }
-        }
-      std::string now = files_stamp(cfg.trust);
-      if (now == stamp) continue;
-      stamp = now;
-      auto t = TrustStore::load(cfg.trust);
-      if (!t.ok()) {
-        note("trust: not reloaded (the old keys and rules stay): " + t.error().message());
-        continue;
-      }
-      const size_t keys = t->size(), rules = t->rules().size();
-      const size_t revoked = (*engine)->update_trust(std::move(*t));
-      note("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
-               " loaded cargos no longer trusted; " + std::to_string(rules) + " cargo rules");
-    }
-  });
+  std::thread watcher([&] { watch_trust_and_clients(cfg, gate, **engine, clients_stamp); });
   (*server)->start_threads(g_stop);
   start_log();
   box.no_new_threads = true;
@@ -565,78 +619,56 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
   // What earlier workers kept, loaded now: the clients that pushed it need not push again.
   size_t refused = 0;
   if (size_t loaded = (*engine)->load_kept(&refused, timing::kPreloadBudget); loaded || refused)
-    log("kept cargos: " + std::to_string(loaded) + " loaded from earlier workers" +
-             (refused ? "; " + std::to_string(refused) + " refused" : ""));
-  // Ready: wait to take over.
-  (void)!::write(addr_fd, "standby\n", 8);
-  auto stand_down = [&](int rc) {
-    g_stop = true;
-    watcher.join();
-    flush_log();
-    return rc;
-  };
-  if (!wait_for_go(go_fd)) {
-    (*server)->run(g_stop);  // returns at once: g_stop is set
-    return stand_down(0);
-  }
-  ::prctl(PR_SET_NAME, "xcargo-loader");  // the serving worker now (supervisor.cpp)
-  serving = true;
-  if (stats) stats->begin_serving();
-  (*engine)->keep_cargos(true);
-  if (auto s = (*engine)->open_regions(); !s.ok()) {
-    fail_in_log(s.error());
-    return stand_down(exit_code::kCannotStart);
-  }
-  if (const Regions& r = (*engine)->regions(); r.adopted() || r.dropped())
-    log_line("node memory: " + std::to_string(r.adopted()) + " regions kept from the previous worker" +
-             (r.dropped() ? "; " + std::to_string(r.dropped()) + " table entries dropped (they described no region that fits)" : ""));
-  if (auto s = (*server)->listen(timing::kTakeOverListen); !s.ok()) {
-    fail_in_log(s.error());
-    return stand_down(exit_code::kCannotStart);
-  }
-  // HOST:PORT, the front door's, then how it is confined (supervisor.h)
-  const std::string line = (*server)->address() + "\t" + (*server)->tls_address() + "\t" + sandbox::describe(*confined) + "\n";
-  (void)!::write(addr_fd, line.data(), line.size());
-  (*server)->run(g_stop);
-  g_stop = true;
-  watcher.join();
-  flush_log();
-  return 0;
+    worker_log("kept cargos: " + std::to_string(loaded) + " loaded from earlier workers" +
+               (refused ? "; " + std::to_string(refused) + " refused" : ""));
+  return stand_by_then_serve(**engine, **server, stats.get(), watcher, *confined, addr_fd, go_fd);
 }
 
-}  // namespace
+// Every setting from the one table (config.cpp): a flag here, a key in --config's file,
+// the same checks for both.
+struct SettingFlags {
+  std::vector<std::string> values = std::vector<std::string>(settings().size());
+  std::vector<std::string> regions;  // the one repeatable setting
+  std::vector<CLI::Option*> given = std::vector<CLI::Option*>(settings().size());
 
-int main(int argc, char** argv) {
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
-  // UCX writes a warning per failed connection, unlimited: a flood of connections would fill
-  // the log. Its errors stay; an admin who wants its warnings sets UCX_LOG_LEVEL.
-  ::setenv("UCX_LOG_LEVEL", "error", 0);
-  // Every connection holds a descriptor (UCX's, the door's lifelines, TLS): the soft limit,
-  // often 1024, goes up to the hard one (at most 65536), as services' do, so that a flood of
-  // connections meets the per-host limits before the descriptor limit stops new ones.
-  if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < std::min<rlim_t>(r.rlim_max, 65536)) {
-    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
-    (void)::setrlimit(RLIMIT_NOFILE, &r);
+  // Declares each setting's flag on app, its value bound to values (regions: to regions).
+  void declare(CLI::App& app) {
+    for (size_t i = 0; i < settings().size(); ++i) {
+      const Setting& s = settings()[i];
+      if (!s.value) given[i] = app.add_flag(flag_of(s), s.help);
+      else if (std::string_view(s.name) == "regions") given[i] = app.add_option(flag_of(s), regions, s.help)->type_name(s.value);
+      else given[i] = app.add_option(flag_of(s), values[i], s.help)->type_name(s.value);
+    }
   }
+  // Applies the flags given (after parsing) to cfg, over what --config's file set.
+  Status apply(LoaderConfig& cfg) const {
+    for (size_t i = 0; i < settings().size(); ++i) {
+      const Setting& s = settings()[i];
+      if (given[i]->count() == 0) continue;
+      if (!s.value) {
+        if (auto st = s.apply(cfg, s.on_by_default ? "false" : "true"); !st.ok()) return st;
+        continue;
+      }
+      for (const std::string& v : std::string_view(s.name) == "regions" ? regions : std::vector<std::string>{values[i]})
+        if (auto st = s.apply(cfg, v); !st.ok())
+          return Error(Errc::invalid_argument, flag_of(s) + " " + v + ": " + st.error().message());
+    }
+    return {};
+  }
+};
+
+// Reads the command line into cfg and exec: --config's file first, the flags over it. An exit
+// code when the loader ends here (--help, --version, a bad flag or setting); nullopt to go on.
+std::optional<int> read_command_line(int argc, char** argv, LoaderConfig& cfg, bool& exec) {
   CLI::App app{"xcargo-loader: verifies cargos against trusted keys, compiles or links them for this CPU, runs them"};
   app.name("xcargo-loader");
   app.set_version_flag("--version", std::string("xcargo-loader ") + XCARGO_VERSION_STRING);
-  LoaderConfig cfg;
   std::string config_file;
-  bool exec = false, verbose = false;
+  bool verbose = false;
   app.add_option("--config", config_file, "Settings file (see loader.example.yaml); flags override it")->type_name("FILE");
   auto* exec_flag = app.add_flag("--exec", exec, "Serve one client over stdin/stdout (what 'xcargo run' without --to starts)");
-  // Every setting from the one table (config.cpp): a flag here, a key in --config's file,
-  // the same checks for both.
-  std::vector<std::string> values(settings().size());
-  std::vector<std::string> regions;  // the one repeatable setting
-  std::vector<CLI::Option*> given(settings().size());
-  for (size_t i = 0; i < settings().size(); ++i) {
-    const Setting& s = settings()[i];
-    if (!s.value) given[i] = app.add_flag(flag_of(s), s.help);
-    else if (std::string_view(s.name) == "regions") given[i] = app.add_option(flag_of(s), regions, s.help)->type_name(s.value);
-    else given[i] = app.add_option(flag_of(s), values[i], s.help)->type_name(s.value);
-  }
+  SettingFlags flags;
+  flags.declare(app);
   app.get_option("--listen")->excludes(exec_flag);
   app.add_flag("-v,--verbose", verbose, "--exec: log every request on stderr");
   app.footer("Every setting is also a key of --config's file, by the same name (loader.example.yaml); flags override it.\n"
@@ -651,183 +683,211 @@ int main(int argc, char** argv) {
   }
   if (!config_file.empty())
     if (auto s = read_config_file(config_file, cfg); !s.ok()) return fail(s.error());
-  for (size_t i = 0; i < settings().size(); ++i) {
-    const Setting& s = settings()[i];
-    if (given[i]->count() == 0) continue;
-    if (!s.value) {
-      if (auto st = s.apply(cfg, s.on_by_default ? "false" : "true"); !st.ok()) return fail(st.error());
-      continue;
-    }
-    for (const std::string& v : std::string_view(s.name) == "regions" ? regions : std::vector<std::string>{values[i]})
-      if (auto st = s.apply(cfg, v); !st.ok())
-        return fail(Error(Errc::invalid_argument, flag_of(s) + " " + v + ": " + st.error().message()));
-  }
+  if (auto s = flags.apply(cfg); !s.ok()) return fail(s.error());
   cfg.verbose = verbose;
-  set_log_json(cfg.log_format == "json");
-  if (!cfg.cluster.empty()) {
-    auto c = read_cluster_file(cfg.cluster);
-    if (!c.ok()) return fail(c.error());
-    const ClusterNode* me = c->find(cfg.node_id);
-    if (!me)
-      return fail(Error(Errc::invalid_argument, cfg.cluster + ": has no node " + std::to_string(cfg.node_id))
-                      .hint("pass --node-id with one of the ids 0 to " + std::to_string(c->size() - 1)));
-    // Its address there is where it serves: a tls:// one is its front door, with UCX for
-    // this host beside it (a free loopback port).
-    if (const NodeAddress a = split_scheme(me->address); a.scheme == NodeAddress::Scheme::tls) {
-      if (cfg.tls_listen.empty() && !exec) cfg.tls_listen = a.host_port;
-      if (cfg.listen.empty() && !exec) cfg.listen = "127.0.0.1:0";
-    } else if (cfg.listen.empty() && !exec) {
-      cfg.listen = me->address;
-    }
-    cfg.nodes = std::move(*c);
+  return std::nullopt;
+}
+
+// With --cluster: the cluster's nodes in cfg, and this node's address there as where it
+// serves, unless --listen or --tls-listen says otherwise. Nothing without --cluster.
+Status apply_cluster(LoaderConfig& cfg, bool exec) {
+  if (cfg.cluster.empty()) return {};
+  auto c = read_cluster_file(cfg.cluster);
+  if (!c.ok()) return c.take_error();
+  const ClusterNode* me = c->find(cfg.node_id);
+  if (!me)
+    return Error(Errc::invalid_argument, cfg.cluster + ": has no node " + std::to_string(cfg.node_id))
+        .hint("pass --node-id with one of the ids 0 to " + std::to_string(c->size() - 1));
+  // Its address there is where it serves: a tls:// one is its front door, with UCX for
+  // this host beside it (a free loopback port).
+  if (const NodeAddress a = split_scheme(me->address); a.scheme == NodeAddress::Scheme::tls) {
+    if (cfg.tls_listen.empty() && !exec) cfg.tls_listen = a.host_port;
+    if (cfg.listen.empty() && !exec) cfg.listen = "127.0.0.1:0";
+  } else if (cfg.listen.empty() && !exec) {
+    cfg.listen = me->address;
   }
+  cfg.nodes = std::move(*c);
+  return {};
+}
+
+// host_port with its host resolved to an address; `where` names it in an error.
+// Keeps tls://; drops ucx:// (UCX either way for a loader: it says so to clients).
+Status resolve_address(std::string& host_port, const std::string& where) {
+  const NodeAddress a = split_scheme(host_port);
+  const std::string scheme = a.scheme == NodeAddress::Scheme::tls ? "tls://" : "";
+  auto addr = net::parse_host_port(a.host_port);
+  if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
+  host_port = scheme + net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
+  return {};
+}
+
+// What the loader serves, checked: something to serve (--exec: no address), every address
+// resolved (listen, tls-listen, the cluster's nodes), signers to trust, no --log with --exec.
+Status check_serving(LoaderConfig& cfg, bool exec) {
   if (exec) cfg.listen.clear();
   if (!exec && cfg.listen.empty())
-    return fail(Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec"));
+    return Error(Errc::invalid_argument, "nothing to serve").hint("pass --listen HOST:PORT (or 'listen:' in --config), or --exec");
   // Host names are resolved here, once, before any sandbox: the worker reads no /etc/hosts
   // and asks no name server (Landlock, seccomp).
-  // Keeps tls://; drops ucx:// (UCX either way for a loader: it says so to clients).
-  auto resolve = [](std::string& host_port, const std::string& where) -> Status {
-    const NodeAddress a = split_scheme(host_port);
-    const std::string scheme = a.scheme == NodeAddress::Scheme::tls ? "tls://" : "";
-    auto addr = net::parse_host_port(a.host_port);
-    if (!addr.ok()) return Error(addr.error().code(), where + ": " + addr.error().message());
-    host_port = scheme + net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
-    return {};
-  };
   if (!cfg.listen.empty()) {
-    if (auto s = resolve(cfg.listen, "listen"); !s.ok()) return fail(s.error());
-    if (auto s = check_ucx_reach(cfg); !s.ok()) return fail(s.error());
+    XC_TRY(resolve_address(cfg.listen, "listen"));
+    XC_TRY(check_ucx_reach(cfg));
   }
   if (!cfg.tls_listen.empty()) {
-    if (exec) return fail(Error(Errc::invalid_argument, "--tls-listen is for a loader that serves --listen"));
-    if (auto s = resolve(cfg.tls_listen, "tls-listen"); !s.ok()) return fail(s.error());
+    if (exec) return Error(Errc::invalid_argument, "--tls-listen is for a loader that serves --listen");
+    XC_TRY(resolve_address(cfg.tls_listen, "tls-listen"));
   }
-  for (ClusterNode& n : cfg.nodes.nodes)
-    if (auto s = resolve(n.address, cfg.cluster + ": node " + std::to_string(n.id)); !s.ok()) return fail(s.error());
+  for (ClusterNode& n : cfg.nodes.nodes) XC_TRY(resolve_address(n.address, cfg.cluster + ": node " + std::to_string(n.id)));
   if (cfg.trust.empty())
-    return fail(Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files"));
+    return Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files");
   if (exec && !cfg.log.empty())
-    return fail(Error(Errc::invalid_argument, "--log is for a loader that serves --listen")
-                    .hint("with --exec, the log is stderr of the 'xcargo' that started this loader"));
+    return Error(Errc::invalid_argument, "--log is for a loader that serves --listen")
+        .hint("with --exec, the log is stderr of the 'xcargo' that started this loader");
+  return {};
+}
 
-  struct sigaction sa {};
-  sa.sa_handler = exec ? on_exec_signal : on_signal;  // no SA_RESTART: waitpid returns on a signal
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  if (!exec) {
-    if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
-    auto access = load_access(cfg);
-    if (!access.ok()) return fail(access.error());
-    // Regions live in memory this process owns, mapped by each worker in turn: they outlive
-    // a worker that a kernel's failure ends.
-    auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
-    if (!memory.ok()) return fail(memory.error());
-    cfg.node_memory_fd = *memory;
-    // So do the cargos workers loaded (verified again by the worker that loads them).
-    auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
-    if (!kept.ok()) return fail(kept.error());
-    cfg.kept_cargos_fd = *kept;
-    // And the node's counters (loader/stats/node_stats.h): workers count, this process counts
-    // restarts, the metrics endpoint reads them.
-    auto stats_fd = NodeStats::create_memory();
-    if (!stats_fd.ok()) return fail(stats_fd.error());
-    cfg.node_stats_fd = *stats_fd;
-    auto node_stats = NodeStats::open(*stats_fd, true);
-    if (!node_stats.ok()) return fail(node_stats.error());
-    int metrics_fd = -1;
-    std::string metrics_at;
-    if (!cfg.metrics.empty()) {
-      auto m = bind_metrics(cfg.metrics, cfg.metrics_any_address, &metrics_at);
-      if (!m.ok()) return fail(m.error());
-      metrics_fd = *m;
-    }
-    SupervisorOptions so;
-    // The door offers a worker's System V shared memory; a worker without it opens none
-    // (its clients take the listener, or the TLS front door).
-    auto transports = worker_transports(access->user.has_value(), cfg.trusted_network);
-    if (!transports.ok()) return fail(transports.error());
-    so.door = net::sysv_enabled(transports->c_str());
-    if (!cfg.trusted_network && !so.door && cfg.tls_listen.empty())
-      return fail(Error(Errc::invalid_argument, "nothing could reach this loader: its worker runs as " + access->user->name +
-                                                    ", whose shared memory this user's clients cannot attach, and without "
-                                                    "trusted-network UCX takes no connection")
-                      .hint("give it a TLS front door: --tls-listen HOST:PORT (clients then reach it at tls://HOST:PORT)"));
-    // Without trusted-network no UCX listener holds the listen port: the supervisor does
-    // (bound, never listening: a connection to it is refused), so that the loader's name,
-    // and its door's, stays its own across restarts, port 0 included.
-    PortHold hold;
-    if (!cfg.trusted_network) {
-      auto h = PortHold::bind(cfg.listen);
-      if (!h.ok()) return fail(h.error());
-      hold = std::move(*h);
-      cfg.listen = hold.address();
-    }
-    // The TLS port is the supervisor's from now until the loader stops: a connection is
-    // never refused while it runs, even between workers (tls_keeper.h).
-    std::unique_ptr<TlsKeeper> tls_keeper;
-    if (!cfg.tls_listen.empty()) {
-      auto k = TlsKeeper::open(cfg.tls_listen, [](const std::string& line) { log_line(line); });
-      if (!k.ok()) return fail(k.error());
-      tls_keeper = std::move(*k);
-      cfg.tls_listen = tls_keeper->address();
-      so.tls_keeper = tls_keeper.get();
-    }
-    so.listen = Listen{cfg.listen, cfg.tls_listen};
-    if (cfg.trusted_network)
-      so.ucx_what = "UCX listener, trusted network: every host that reaches it is trusted";
-    else if (so.door)
-      so.ucx_what = "same-host door: UCX over shared memory for this user's processes (uid " + std::to_string(::geteuid()) + "); no UCX port";
-    else
-      so.ucx_what = "held, not served: no UCX port, no same-host door; clients use the TLS front door";
-    so.ready_file = cfg.ready_file;
-    so.kernel_timeout_s = cfg.timeout_s;
-    so.standby = cfg.standby;
-    log_directly();
-    if (auto s = start_log_copier(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
-    pid_t metrics_pid = -1;
-    if (metrics_fd >= 0) {
-      auto p = start_metrics(cfg, access->user, metrics_fd, *stats_fd);
-      ::close(metrics_fd);
-      if (!p.ok()) return fail(p.error());
-      metrics_pid = *p;
-    }
-    so.on_restart = [&node_stats] { (*node_stats)->worker_restarted(); };
-    so.on_worker_ended = [&node_stats](pid_t pid) { (*node_stats)->worker_ended(pid); };
-    so.connect_key = [&access]() -> Result<std::pair<int, uint64_t>> {
-      auto c = access->node_key->connect();
-      if (!c.ok()) return c.take_error();
-      return std::pair<int, uint64_t>{c->fd, c->id};
-    };
-    so.disconnect_key = [&access](uint64_t id) { access->node_key->disconnect(id); };
-    so.key_alive = [&access](std::string* why) { return access->node_key->alive(why); };
-    so.started = "; node key " + to_hex(access->node_key->public_key().id) +
-                 (access->clients ? "; " + std::to_string(access->clients->size()) + " authorized client keys"
-                                  : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
-    if (access->clients)
-      for (const std::string& why : access->clients->ignored()) so.started_notes.push_back("clients: " + why);
-    if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
-    auto rc = supervise(
-        so, g_stop,
-        [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
-            int door_fd, int tls_fd) {
-          LoaderConfig wc = cfg;
-          wc.listen = listen.ucx;
-          wc.tls_listen = listen.tls;
-          return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
-        },
-        [&](int fd) { return run_compiler(cfg, access->user, fd); });
-    if (metrics_pid > 0) {
-      ::kill(metrics_pid, SIGTERM);
-      while (::waitpid(metrics_pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      if (cfg.metrics.rfind("unix:", 0) == 0) ::unlink(cfg.metrics.c_str() + 5);
-    }
-    close_log();
-    return rc.ok() ? *rc : fail(rc.error());
+// The memory this process owns and each worker maps in turn, its descriptors set in cfg:
+// node memory, kept cargos, the node's counters. Returns the counters, opened for writing.
+Result<std::unique_ptr<NodeStats>> create_shared_memory(LoaderConfig& cfg) {
+  // Regions live in memory this process owns, mapped by each worker in turn: they outlive
+  // a worker that a kernel's failure ends.
+  auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
+  if (!memory.ok()) return memory.take_error();
+  cfg.node_memory_fd = *memory;
+  // So do the cargos workers loaded (verified again by the worker that loads them).
+  auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
+  if (!kept.ok()) return kept.take_error();
+  cfg.kept_cargos_fd = *kept;
+  // And the node's counters (loader/stats/node_stats.h): workers count, this process counts
+  // restarts, the metrics endpoint reads them.
+  auto stats_fd = NodeStats::create_memory();
+  if (!stats_fd.ok()) return stats_fd.take_error();
+  cfg.node_stats_fd = *stats_fd;
+  return NodeStats::open(*stats_fd, true);
+}
+
+// Sets so.door: whether the loader has a same-host door. An error when nothing could reach
+// the loader (no door, no trusted network, no TLS front door).
+Status choose_door(const LoaderConfig& cfg, const Access& access, SupervisorOptions& so) {
+  // The door offers a worker's System V shared memory; a worker without it opens none
+  // (its clients take the listener, or the TLS front door).
+  auto transports = worker_transports(access.user.has_value(), cfg.trusted_network);
+  if (!transports.ok()) return transports.take_error();
+  so.door = net::sysv_enabled(transports->c_str());
+  if (!cfg.trusted_network && !so.door && cfg.tls_listen.empty())
+    return Error(Errc::invalid_argument, "nothing could reach this loader: its worker runs as " + access.user->name +
+                                             ", whose shared memory this user's clients cannot attach, and without "
+                                             "trusted-network UCX takes no connection")
+        .hint("give it a TLS front door: --tls-listen HOST:PORT (clients then reach it at tls://HOST:PORT)");
+  return {};
+}
+
+// What the first log line says of the UCX address: who reaches this loader's UCX there, and how.
+std::string ucx_what(const LoaderConfig& cfg, bool door) {
+  if (cfg.trusted_network) return "UCX listener, trusted network: every host that reaches it is trusted";
+  if (door) return "same-host door: UCX over shared memory for this user's processes (uid " + std::to_string(::geteuid()) + "); no UCX port";
+  return "held, not served: no UCX port, no same-host door; clients use the TLS front door";
+}
+
+// The supervisor's hooks into the node's counters and the node key's service, and what its
+// first line says of the key and the clients. access and node_stats outlive supervise().
+void hook_supervisor(SupervisorOptions& so, Access& access, NodeStats& node_stats) {
+  so.on_restart = [stats = &node_stats] { stats->worker_restarted(); };
+  so.on_worker_ended = [stats = &node_stats](pid_t pid) { stats->worker_ended(pid); };
+  so.connect_key = [a = &access]() -> Result<std::pair<int, uint64_t>> {
+    auto c = a->node_key->connect();
+    if (!c.ok()) return c.take_error();
+    return std::pair<int, uint64_t>{c->fd, c->id};
+  };
+  so.disconnect_key = [a = &access](uint64_t id) { a->node_key->disconnect(id); };
+  so.key_alive = [a = &access](std::string* why) { return a->node_key->alive(why); };
+  so.started = "; node key " + to_hex(access.node_key->public_key().id) +
+               (access.clients ? "; " + std::to_string(access.clients->size()) + " authorized client keys"
+                               : "; WARNING: allow-anyone: every client that can reach this port is served, unauthenticated");
+  if (access.clients)
+    for (const std::string& why : access.clients->ignored()) so.started_notes.push_back("clients: " + why);
+}
+
+// Stops the metrics endpoint's process (none unless pid > 0) and removes its unix socket.
+void stop_metrics(pid_t pid, const LoaderConfig& cfg) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
+  if (cfg.metrics.rfind("unix:", 0) == 0) ::unlink(cfg.metrics.c_str() + 5);
+}
 
+// The loader that serves --listen: the key service, the shared memory, the ports it holds
+// and the metrics endpoint, then supervise() until it stops. Returns main's exit code.
+int run_supervisor(LoaderConfig& cfg) {
+  if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
+  auto access = load_access(cfg);
+  if (!access.ok()) return fail(access.error());
+  auto node_stats = create_shared_memory(cfg);
+  if (!node_stats.ok()) return fail(node_stats.error());
+  int metrics_fd = -1;
+  std::string metrics_at;
+  if (!cfg.metrics.empty()) {
+    auto m = bind_metrics(cfg.metrics, cfg.metrics_any_address, &metrics_at);
+    if (!m.ok()) return fail(m.error());
+    metrics_fd = *m;
+  }
+  SupervisorOptions so;
+  if (auto s = choose_door(cfg, *access, so); !s.ok()) return fail(s.error());
+  // Without trusted-network no UCX listener holds the listen port: the supervisor does
+  // (bound, never listening: a connection to it is refused), so that the loader's name,
+  // and its door's, stays its own across restarts, port 0 included.
+  PortHold hold;
+  if (!cfg.trusted_network) {
+    auto h = PortHold::bind(cfg.listen);
+    if (!h.ok()) return fail(h.error());
+    hold = std::move(*h);
+    cfg.listen = hold.address();
+  }
+  // The TLS port is the supervisor's from now until the loader stops: a connection is
+  // never refused while it runs, even between workers (tls_keeper.h).
+  std::unique_ptr<TlsKeeper> tls_keeper;
+  if (!cfg.tls_listen.empty()) {
+    auto k = TlsKeeper::open(cfg.tls_listen, [](const std::string& line) { log_line(line); });
+    if (!k.ok()) return fail(k.error());
+    tls_keeper = std::move(*k);
+    cfg.tls_listen = tls_keeper->address();
+    so.tls_keeper = tls_keeper.get();
+  }
+  so.listen = Listen{cfg.listen, cfg.tls_listen};
+  so.ucx_what = ucx_what(cfg, so.door);
+  so.ready_file = cfg.ready_file;
+  so.kernel_timeout_s = cfg.timeout_s;
+  so.standby = cfg.standby;
+  log_directly();
+  if (auto s = start_log_copier(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
+  pid_t metrics_pid = -1;
+  if (metrics_fd >= 0) {
+    auto p = start_metrics(cfg, access->user, metrics_fd, cfg.node_stats_fd);
+    ::close(metrics_fd);
+    if (!p.ok()) return fail(p.error());
+    metrics_pid = *p;
+  }
+  hook_supervisor(so, *access, **node_stats);
+  if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
+  auto rc = supervise(
+      so, g_stop,
+      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
+          int door_fd, int tls_fd) {
+        LoaderConfig wc = cfg;
+        wc.listen = listen.ucx;
+        wc.tls_listen = listen.tls;
+        return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
+      },
+      [&](int fd) { return run_compiler(cfg, access->user, fd); });
+  stop_metrics(metrics_pid, cfg);
+  close_log();
+  return rc.ok() ? *rc : fail(rc.error());
+}
+
+// --exec: the one client on stdin/stdout, served by an engine in this process (sandboxed,
+// its compile service a child) until its input ends. Returns main's exit code.
+int run_exec(const LoaderConfig& cfg) {
   // A crashing kernel ends this process with its signal, which the client reports; UCX's
   // (and sanitizers') own fault handlers would turn it into a backtrace and another exit.
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) ::signal(sig, SIG_DFL);
@@ -866,4 +926,34 @@ int main(int argc, char** argv) {
   }
 #endif
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
+  // UCX writes a warning per failed connection, unlimited: a flood of connections would fill
+  // the log. Its errors stay; an admin who wants its warnings sets UCX_LOG_LEVEL.
+  ::setenv("UCX_LOG_LEVEL", "error", 0);
+  // Every connection holds a descriptor (UCX's, the door's lifelines, TLS): the soft limit,
+  // often 1024, goes up to the hard one (at most 65536), as services' do, so that a flood of
+  // connections meets the per-host limits before the descriptor limit stops new ones.
+  if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < std::min<rlim_t>(r.rlim_max, 65536)) {
+    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
+    (void)::setrlimit(RLIMIT_NOFILE, &r);
+  }
+  LoaderConfig cfg;
+  bool exec = false;
+  if (auto done = read_command_line(argc, argv, cfg, exec)) return *done;
+  set_log_json(cfg.log_format == "json");
+  if (auto s = apply_cluster(cfg, exec); !s.ok()) return fail(s.error());
+  if (auto s = check_serving(cfg, exec); !s.ok()) return fail(s.error());
+
+  struct sigaction sa {};
+  sa.sa_handler = exec ? on_exec_signal : on_signal;  // no SA_RESTART: waitpid returns on a signal
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!exec) return run_supervisor(cfg);
+  return run_exec(cfg);
 }

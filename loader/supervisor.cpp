@@ -292,13 +292,21 @@ std::string ms_since(Clock::time_point t) {
   return b;
 }
 
-}  // namespace
+// What a worker said once told to go: its addresses and how it is confined (addr empty: it
+// did not start), whether it stayed silent past the limit, and whether it was a ready standby.
+struct StartReply {
+  std::string addr, tls, confined;
+  bool silent = false;  // alive, but said nothing within the limit
+  bool was_ready = false;
+};
 
-Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,
-                      const CompilerMain& compiler) {
-  // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
-  // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
+// The supervisor's state while it runs: the serving worker, its standby, the workers ending,
+// the door and the pace of restarts. run() is the loop that supervise() returns from.
+struct Supervision {
+  const SupervisorOptions& options;
+  const std::atomic<bool>& stop;
+  const WorkerMain& worker;
+  const CompilerMain& compiler;
   Listen listen = options.listen;
   std::deque<Clock::time_point> restarts;
   bool first = true;
@@ -310,7 +318,7 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
   Clock::time_point standby_at{};     // no new standby before this (after one failed)
 
   // Reaps what has exited among `ending` (all of them, killing what is left, if `all`).
-  auto reap_ending = [&](bool all) {
+  void reap_ending(bool all) {
     for (size_t i = 0; i < ending.size();) {
       Child& c = ending[i];
       int ws = 0;
@@ -339,9 +347,10 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
       c.release();
       ending.erase(ending.begin() + long(i));
     }
-  };
+  }
+
   // Stops every process: the serving worker gets SIGTERM and time for a running kernel.
-  auto shut_down = [&]() -> Result<int> {
+  Result<int> shut_down() {
     if (options.tls_keeper) options.tls_keeper->serve(-1);
     const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
     // A standby waiting for its go reads its end of `go`: closed, that read ends. SIGTERM
@@ -370,146 +379,160 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     log_line("stopped");
     flush_log();
     return 0;
-  };
+  }
 
-  for (;;) {
-    if (stop) return shut_down();
-    // 1. A serving worker: the standby, if one is ready; else a new one, made ready now.
-    if (!cur) {
-      Child w;
-      if (standby) {
-        w = std::move(standby);
-        standby = Child();
-      } else {
-        auto c = spawn(listen, worker, compiler, options);
-        if (!c.ok()) {
-          // No process, pipe or connection for a worker now (memory short, say): the first
-          // start reports it; after serving, retry, as for a worker that cannot start.
-          if (first) return c.take_error();
-          log_line("cannot start a worker: " + c.error().message() + "; retrying in a second");
-          flush_log();
-          std::this_thread::sleep_for(timing::kSpawnRetry);
-          reap_ending(false);
-          continue;
-        }
-        w = std::move(*c);
-      }
-      bool silent = false;  // alive, but said nothing within the limit
-      std::optional<std::string> said;
-      const bool was_ready = w.ready;
-      if (!w.ready) {
-        said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
-        w.ready = said && *said == "standby";
-      }
-      std::string addr, tls, confined;
-      if (w.ready && ::write(w.go, "g", 1) == 1) {
-        said = w.next_line(timing::kWorkerStartLimit, stop, &silent);
-        if (said) addr = *said;
-      }
-      if (const size_t tab = addr.find('\t'); tab != std::string::npos) {
-        confined = addr.substr(tab + 1);
-        addr.resize(tab);
-        if (const size_t t2 = confined.find('\t'); t2 != std::string::npos) {
-          tls = confined.substr(0, t2);
-          confined.erase(0, t2 + 1);
-        }
-      }
-      if (stop) {
-        cur = std::move(w);
-        return shut_down();
-      }
-      if (addr.empty()) {
-        // Alive but silent: stuck before it could serve (a start under a sanitizer on a busy
-        // machine can hang so). Say where, end it, and try again.
-        const bool hung = silent;
-        if (hung) {
-          log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
-                   " s; ending it. Its threads: " + describe_threads(w.pid));
-          flush_log();
-        }
-        const int ws = w.reap(hung);
-        if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
-        // A restart that could not start (e.g. the port not yet free), or a start that hung:
-        // retry for a while. After it has served once, never give up: what keeps a worker
-        // from starting may pass (the port held by another process for a while, a trust
-        // directory being edited), and a loader that exits is one a kernel elsewhere on the
-        // host could take down for good.
-        ++failed_starts;
-        if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
-        if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
-          log_line("worker could not start " + std::to_string(failed_starts) +
-                   " times in a row (its own lines say why); retrying every second");
-          flush_log();
-        }
-        std::this_thread::sleep_for(failed_starts < timing::kStartRetriesSoon ? timing::kStartRetry : timing::kStartRetrySlow);
-        reap_ending(false);
-        continue;
-      }
-      failed_starts = 0;
-      if (first && options.door) {  // the door opens before the ready file says the loader serves
-        DoorKeeper::Options d;
-        d.host_port = addr;
-        d.other_users = tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
-                                    : "reach it over TLS: tls://" + tls;
-        d.log = [](const std::string& line) { log_line(line); };
-        auto k = DoorKeeper::open(std::move(d));
-        if (!k.ok()) {
-          w.reap(true);
-          return k.take_error();
-        }
-        door = std::move(*k);
-      }
-      if (first) {
-        if (!options.ready_file.empty())
-          if (auto s = write_file(options.ready_file, as_bytes(Listen{addr, tls}.ready_text())); !s.ok()) {
-            w.reap(true);
-            return Error(Errc::io, options.ready_file + ": " + s.error().message());
-          }
-        listen = Listen{addr, tls};  // restarts keep the ports, even ones picked with port 0
-        log_line("listening on " + listen.described(options.ucx_what) + options.started + (confined.empty() ? "" : "; worker " + confined));
-        for (const std::string& line : options.started_notes) log_line(line);
-        first = false;
-        standby_at = Clock::now() + timing::kFirstStandbyAfter;
-      } else {
-        if (options.on_restart) options.on_restart();
-        log_line("worker restarted; listening on " + Listen{addr, tls}.text() + " " + ms_since(gap_since) + " ms after the last one began to end" +
-                 (was_ready ? "" : " (no standby was ready)"));
-      }
-      flush_log();  // lifecycle lines are rare: write them at once
-      cur = std::move(w);
-      if (door) door->serve(cur.door);
-      if (options.tls_keeper) options.tls_keeper->serve(cur.tls);
-    }
-    // 2. A standby, started once the serving worker serves (they do not compete to start; the
-    //    first a second later: kFirstStandbyAfter).
-    if (options.standby && !standby && Clock::now() >= standby_at) {
+  // Puts a serving worker in cur: the standby, else a new one. Returns what supervise()
+  // returns when it must end here; nullopt otherwise, with cur still empty when no worker
+  // could start now (after a pause: the next turn of run() tries again).
+  std::optional<Result<int>> bring_up() {
+    Child w;
+    if (standby) {
+      w = std::move(standby);
+      standby = Child();
+    } else {
       auto c = spawn(listen, worker, compiler, options);
-      if (c.ok()) {
-        standby = std::move(*c);
-      } else {
-        log_line("cannot start a standby worker: " + c.error().message());
-        standby_at = Clock::now() + timing::kSpawnRetry;
+      if (!c.ok()) {
+        // No process, pipe or connection for a worker now (memory short, say): the first
+        // start reports it; after serving, retry, as for a worker that cannot start.
+        if (first) return c.take_error();
+        log_line("cannot start a worker: " + c.error().message() + "; retrying in a second");
+        flush_log();
+        std::this_thread::sleep_for(timing::kSpawnRetry);
+        reap_ending(false);
+        return std::nullopt;
+      }
+      w = std::move(*c);
+    }
+    const StartReply reply = hear_start(w);
+    if (stop) {
+      cur = std::move(w);
+      return shut_down();
+    }
+    if (reply.addr.empty()) return failed_start(w, reply.silent);
+    failed_starts = 0;
+    return take_over(w, reply);
+  }
+
+  // Waits for w to be ready (unless it is), tells it to go, and parses what it says then.
+  StartReply hear_start(Child& w) {
+    StartReply reply;
+    std::optional<std::string> said;
+    reply.was_ready = w.ready;
+    if (!w.ready) {
+      said = w.next_line(timing::kWorkerStartLimit, stop, &reply.silent);
+      w.ready = said && *said == "standby";
+    }
+    if (w.ready && ::write(w.go, "g", 1) == 1) {
+      said = w.next_line(timing::kWorkerStartLimit, stop, &reply.silent);
+      if (said) reply.addr = *said;
+    }
+    if (const size_t tab = reply.addr.find('\t'); tab != std::string::npos) {
+      reply.confined = reply.addr.substr(tab + 1);
+      reply.addr.resize(tab);
+      if (const size_t t2 = reply.confined.find('\t'); t2 != std::string::npos) {
+        reply.tls = reply.confined.substr(0, t2);
+        reply.confined.erase(0, t2 + 1);
       }
     }
-    // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
-    // The standby's pipe too once it is ready: if it dies waiting (killed, say), it is reaped
-    // and replaced now, not found dead at the next takeover.
-    pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby ? standby.from : -1, POLLIN, 0}};
-    // At least every kStoppedCheck: a stopped worker says nothing and keeps its pipe open.
+    return reply;
+  }
+
+  // Ends w, which did not start (`silent`: alive but mute past the limit). Returns what
+  // supervise() returns when the first start fails so; nullopt after the pause before a retry.
+  std::optional<Result<int>> failed_start(Child& w, bool silent) {
+    // Alive but silent: stuck before it could serve (a start under a sanitizer on a busy
+    // machine can hang so). Say where, end it, and try again.
+    const bool hung = silent;
+    if (hung) {
+      log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
+               " s; ending it. Its threads: " + describe_threads(w.pid));
+      flush_log();
+    }
+    const int ws = w.reap(hung);
+    if (first && !hung) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;  // it never started: a configuration problem
+    // A restart that could not start (e.g. the port not yet free), or a start that hung:
+    // retry for a while. After it has served once, never give up: what keeps a worker
+    // from starting may pass (the port held by another process for a while, a trust
+    // directory being edited), and a loader that exits is one a kernel elsewhere on the
+    // host could take down for good.
+    ++failed_starts;
+    if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
+    if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
+      log_line("worker could not start " + std::to_string(failed_starts) +
+               " times in a row (its own lines say why); retrying every second");
+      flush_log();
+    }
+    std::this_thread::sleep_for(failed_starts < timing::kStartRetriesSoon ? timing::kStartRetry : timing::kStartRetrySlow);
+    reap_ending(false);
+    return std::nullopt;
+  }
+
+  // Makes w, which serves at reply's addresses, the serving worker (cur): the first one opens
+  // the door and writes the ready file, then the log says so and the keepers pass it their
+  // clients. Returns what supervise() returns when the door or the ready file cannot be made.
+  std::optional<Result<int>> take_over(Child& w, const StartReply& reply) {
+    if (first && options.door) {  // the door opens before the ready file says the loader serves
+      DoorKeeper::Options d;
+      d.host_port = reply.addr;
+      d.other_users = reply.tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
+                                        : "reach it over TLS: tls://" + reply.tls;
+      d.log = [](const std::string& line) { log_line(line); };
+      auto k = DoorKeeper::open(std::move(d));
+      if (!k.ok()) {
+        w.reap(true);
+        return k.take_error();
+      }
+      door = std::move(*k);
+    }
+    if (first) {
+      if (!options.ready_file.empty())
+        if (auto s = write_file(options.ready_file, as_bytes(Listen{reply.addr, reply.tls}.ready_text())); !s.ok()) {
+          w.reap(true);
+          return Error(Errc::io, options.ready_file + ": " + s.error().message());
+        }
+      listen = Listen{reply.addr, reply.tls};  // restarts keep the ports, even ones picked with port 0
+      log_line("listening on " + listen.described(options.ucx_what) + options.started +
+               (reply.confined.empty() ? "" : "; worker " + reply.confined));
+      for (const std::string& line : options.started_notes) log_line(line);
+      first = false;
+      standby_at = Clock::now() + timing::kFirstStandbyAfter;
+    } else {
+      if (options.on_restart) options.on_restart();
+      log_line("worker restarted; listening on " + Listen{reply.addr, reply.tls}.text() + " " + ms_since(gap_since) +
+               " ms after the last one began to end" + (reply.was_ready ? "" : " (no standby was ready)"));
+    }
+    flush_log();  // lifecycle lines are rare: write them at once
+    cur = std::move(w);
+    if (door) door->serve(cur.door);
+    if (options.tls_keeper) options.tls_keeper->serve(cur.tls);
+    return std::nullopt;
+  }
+
+  // Spawns a standby; one that cannot be spawned is tried again kSpawnRetry later.
+  void start_standby() {
+    auto c = spawn(listen, worker, compiler, options);
+    if (c.ok()) {
+      standby = std::move(*c);
+    } else {
+      log_line("cannot start a standby worker: " + c.error().message());
+      standby_at = Clock::now() + timing::kSpawnRetry;
+    }
+  }
+
+  // How long run() polls, in ms: at least every kStoppedCheck (a stopped worker says nothing
+  // and keeps its pipe open), every 50 ms while workers are ending, and no later than the
+  // next standby is due.
+  int poll_ms() const {
     int wait_ms = int(timing::kStoppedCheck.count());
     if (!ending.empty()) wait_ms = 50;
     else if (options.standby && !standby) wait_ms = int(std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(standby_at - Clock::now()).count(), 1, wait_ms));
-    const int r = ::poll(fds, 2, wait_ms);
-    if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("poll failed: ") + std::strerror(errno));
-    if (stop) return shut_down();
-    // Without its key service no worker can prove the node's key (every handshake fails),
-    // and no other can be started: stop, and say so (a service manager restarts the loader).
-    if (std::string why; options.key_alive && !options.key_alive(&why)) {
-      log_line("the node key's service ended (" + why + "): no worker can prove the node's key; stopping");
-      (void)shut_down();
-      return Error(Errc::key, "the node key's service ended (" + why + ")")
-          .hint("its lines above say why; restart the loader");
-    }
+    return wait_ms;
+  }
+
+  // Kills the serving worker when it is stopped by a signal, or stuck after reporting a
+  // failure or after losing its door channel (it then ends as a dead worker does), and
+  // removes the System V segments it left.
+  void watch_serving() {
     // A worker stopped by a signal (SIGSTOP from a kernel, by whatever route the sandbox
     // misses) serves nobody, its monitor and probe frozen with it: the node would stay deaf
     // until an admin sends SIGCONT. It is killed, and ends as a dead worker does (its pipe
@@ -529,18 +552,6 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
     // stopped inside the C library with a lock taken leaves the worker's end waiting on that
     // lock for good, port open and served by nobody).
-    // The serving worker in a state it leaves within kEndingGrace, first seen at `since`:
-    // killed once it has not ("WHAT N ms ago AND_THEN; killing it").
-    auto kill_if_stuck = [&](Clock::time_point& since, const std::string& what, const char* and_then) {
-      if (since == Clock::time_point{}) {
-        since = Clock::now();
-      } else if (Clock::now() - since > timing::kEndingGrace) {
-        log_line(what + " " + ms_since(since) + " ms ago " + and_then + "; killing it");
-        flush_log();
-        ::kill(cur.pid, SIGKILL);
-        cur.killed = true;
-      }
-    };
     if (cur.incident[0] && !cur.killed) kill_if_stuck(cur.incident_at, "worker reported a failure", "and has not ended");
     // A worker whose door channel ended (shut down by a kernel, say) serves no new same-host
     // client: it ends in order when it sees that, and one still serving kEndingGrace later
@@ -548,41 +559,105 @@ Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>&
     if (door && cur.door >= 0 && !cur.killed)
       if (pollfd p{cur.door, POLLRDHUP, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
         kill_if_stuck(cur.door_lost_at, "worker's channel to the same-host door ended", "and it still serves");
-    if (r > 0 && fds[1].revents) {
-      if (!standby.fill(false)) {
-        const int ws = standby.reap(false);
-        ++standby_failures;
-        const auto pause = std::min(timing::kStandbyRetry * (1 << std::min(standby_failures, 6)), timing::kStandbyRetryMax);
-        log_line("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
-                 std::to_string(pause.count()) + " ms");
-        flush_log();
-        standby_at = Clock::now() + pause;
-      } else if (auto l = standby.ready ? std::nullopt : standby.line()) {
-        standby.ready = *l == "standby";
-        if (standby.ready) standby_failures = 0;
-        else {
-          log_line("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
-          standby.reap(true);
-          standby_at = Clock::now() + timing::kSpawnRetry;
-        }
+  }
+
+  // The serving worker in a state it leaves within kEndingGrace, first seen at `since`:
+  // killed once it has not ("WHAT N ms ago AND_THEN; killing it").
+  void kill_if_stuck(Clock::time_point& since, const std::string& what, const char* and_then) {
+    if (since == Clock::time_point{}) {
+      since = Clock::now();
+    } else if (Clock::now() - since > timing::kEndingGrace) {
+      log_line(what + " " + ms_since(since) + " ms ago " + and_then + "; killing it");
+      flush_log();
+      ::kill(cur.pid, SIGKILL);
+      cur.killed = true;
+    }
+  }
+
+  // Reads what the standby said: "standby" makes it ready; anything else ends it, and so
+  // does the end of its pipe (reaped, another after a back-off that grows with each
+  // failure in a row).
+  void hear_standby() {
+    if (!standby.fill(false)) {
+      const int ws = standby.reap(false);
+      ++standby_failures;
+      const auto pause = std::min(timing::kStandbyRetry * (1 << std::min(standby_failures, 6)), timing::kStandbyRetryMax);
+      log_line("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
+               std::to_string(pause.count()) + " ms");
+      flush_log();
+      standby_at = Clock::now() + pause;
+    } else if (auto l = standby.ready ? std::nullopt : standby.line()) {
+      standby.ready = *l == "standby";
+      if (standby.ready) standby_failures = 0;
+      else {
+        log_line("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
+        standby.reap(true);
+        standby_at = Clock::now() + timing::kSpawnRetry;
       }
     }
-    if ((r > 0 && fds[0].revents) || !cur.buf.empty()) {
-      cur.fill(false);  // whatever it says now, or the end of its pipe: it is ending
-      cur.ending = true;
-      cur.ending_since = gap_since = Clock::now();
-      // A worker that keeps dying on its own (not a kernel the worker caught and reported,
-      // which needs a request each time) is in a crash loop: slow down.
-      if (!cur.incident[0]) restarts.push_back(gap_since);
-      while (!restarts.empty() && gap_since - restarts.front() > timing::kCrashLoopWindow) restarts.pop_front();
-      if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
-      if (options.tls_keeper) options.tls_keeper->serve(-1);  // new connections wait for the next
-      ending.push_back(std::move(cur));
-      cur = Child();
-      if (restarts.size() > timing::kCrashLoopRestarts) std::this_thread::sleep_for(timing::kCrashLoopPause);
-    }
-    reap_ending(false);
   }
+
+  // Moves the serving worker, which is ending (it spoke, or its pipe ended), to `ending`:
+  // the keepers stop passing it clients, and restarts in a crash loop pause.
+  void serving_ends() {
+    cur.fill(false);  // whatever it says now, or the end of its pipe: it is ending
+    cur.ending = true;
+    cur.ending_since = gap_since = Clock::now();
+    // A worker that keeps dying on its own (not a kernel the worker caught and reported,
+    // which needs a request each time) is in a crash loop: slow down.
+    if (!cur.incident[0]) restarts.push_back(gap_since);
+    while (!restarts.empty() && gap_since - restarts.front() > timing::kCrashLoopWindow) restarts.pop_front();
+    if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
+    if (options.tls_keeper) options.tls_keeper->serve(-1);  // new connections wait for the next
+    ending.push_back(std::move(cur));
+    cur = Child();
+    if (restarts.size() > timing::kCrashLoopRestarts) std::this_thread::sleep_for(timing::kCrashLoopPause);
+  }
+
+  // The supervisor's loop, until it stops: what supervise() returns.
+  Result<int> run() {
+    for (;;) {
+      if (stop) return shut_down();
+      // 1. A serving worker: the standby, if one is ready; else a new one, made ready now.
+      if (!cur) {
+        if (auto done = bring_up()) return std::move(*done);
+        if (!cur) continue;  // none could start now: try again
+      }
+      // 2. A standby, started once the serving worker serves (they do not compete to start; the
+      //    first a second later: kFirstStandbyAfter).
+      if (options.standby && !standby && Clock::now() >= standby_at) start_standby();
+      // 3. Wait for the serving worker to end, the standby to be ready (or fail), or a signal.
+      // The standby's pipe too once it is ready: if it dies waiting (killed, say), it is reaped
+      // and replaced now, not found dead at the next takeover.
+      pollfd fds[2] = {{cur.from, POLLIN, 0}, {standby ? standby.from : -1, POLLIN, 0}};
+      const int r = ::poll(fds, 2, poll_ms());
+      if (r < 0 && errno != EINTR) return Error(Errc::io, std::string("poll failed: ") + std::strerror(errno));
+      if (stop) return shut_down();
+      // Without its key service no worker can prove the node's key (every handshake fails),
+      // and no other can be started: stop, and say so (a service manager restarts the loader).
+      if (std::string why; options.key_alive && !options.key_alive(&why)) {
+        log_line("the node key's service ended (" + why + "): no worker can prove the node's key; stopping");
+        (void)shut_down();
+        return Error(Errc::key, "the node key's service ended (" + why + ")")
+            .hint("its lines above say why; restart the loader");
+      }
+      watch_serving();
+      if (r > 0 && fds[1].revents) hear_standby();
+      if ((r > 0 && fds[0].revents) || !cur.buf.empty()) serving_ends();
+      reap_ending(false);
+    }
+  }
+};
+
+}  // namespace
+
+Result<int> supervise(const SupervisorOptions& options, const std::atomic<bool>& stop, const WorkerMain& worker,
+                      const CompilerMain& compiler) {
+  // No process of this uid without CAP_SYS_PTRACE (a worker included) may read or write this
+  // one's memory (/proc/PID/mem, process_vm_writev) or attach to it.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error(Errc::io, std::string("cannot make the supervisor non-dumpable: ") + std::strerror(errno));
+  Supervision s{options, stop, worker, compiler};
+  return s.run();
 }
 
 }  // namespace xcargo::loader

@@ -82,8 +82,8 @@ TEST_CASE("the monitor's signal stops a kernel that runs past the limit", "[kern
 }
 
 TEST_CASE("signals a kernel sends are neither faults nor time-outs", "[kernel_guard]") {
-  // A kernel that sent SIGSEGV or the time-out signal to another executor's thread failed
-  // that thread's kernel in its stead (found by an attacker helper): they are ignored.
+  // SIGSEGV or the time-out signal sent by a kernel to another executor's thread fails
+  // neither that thread's kernel nor its own: such signals are ignored.
   install_fault_handlers();
   on_executor([](Slot& s) {
     int after = 0;

@@ -98,9 +98,9 @@ busy=$!
 expect 0 '3000 runs in' -- "$X" run faults.xcargo --entry burn --arg u64:1 --result u64 --to "$NODE" --repeat 3000 --inflight 4
 kill "$busy"
 
-# The node's private key is nowhere in the worker's memory (an attacker helper found it there
-# and proved node 0's key from elsewhere, a forward accepted): the key service, a process of
-# its own that is not dumpable, holds it, and signs the handshakes' proofs for the workers.
+# The node's private key is nowhere in the worker's memory (with it, a kernel could prove
+# node 0's key from elsewhere and have a forward accepted): the key service, a process of its
+# own that is not dumpable, holds it, and signs the handshakes' proofs for the workers.
 syscall_address
 python3 - "$XCARGO_CLUSTER_DIR/node-0.key" > masked.key <<'PY'
 import subprocess, sys  # the private key's 32 bytes, then the public key's, each XORed with 0x5a
@@ -154,8 +154,7 @@ adversary faults.xcargo segfault crashed "$RESTART_REPS" 'signal 11'
 adversary faults.xcargo trap crashed "$RESTART_REPS" 'signal 4'
 adversary faults.xcargo spin timeout "$RESTART_REPS" "time limit of $RESTART_LIMIT s"
 # Two kernels run inline in one lane batch (over shm), each for 0.6 of the limit: each runs
-# within its own. With one start for the batch the second was timed out, and its client
-# blamed, for the first one's time (attacker helper, 2026-11-27).
+# within its own: the second is neither timed out nor its client blamed for the first one's time.
 for i in 1 2 3; do
   expect 0 '^ok ok$' -- "$BIN/xcargo-batch-limit" --to "$NODE" --cargo faults.xcargo --limit-s "$RESTART_LIMIT"
 done
@@ -199,11 +198,11 @@ for call in vm_read:process_vm_readv kill:kill ptrace:ptrace; do
 done
 # A kernel that blocks the time-out signal and spins ends its worker once the grace has
 # passed: the runs of its lane batch that answered before it are in the log's sums all the
-# same (they were lost from it; attacker helper, 2026-11-27).
+# same.
 # The requests behind it, still in the lane, are answered `restarting`, and those its client
 # writes after the node's last look are marked never read (wire-protocol.md 8.4): the client
-# library sends them all again to the next worker (they were failed with the lost connection,
-# though they never ran; attacker helpers, 2026-11-27). 60 behind it, with 64 in flight: the
+# library sends them all again to the next worker (none fails with the lost connection, since
+# none ran). 60 behind it, with 64 in flight: the
 # client sends more as the replies before the stuck one come in.
 "$BIN/xcargo-batch-limit" --to "$NODE" --cargo adv.xcargo --hang 30 --after 60 --syscall "$SYSCALL" > hung.out 2>&1
 HUNG_OK=$(sed -n 's/^ok runs: //p' hung.out)
@@ -234,17 +233,17 @@ check "nothing written by the escape kernels" test ! -e /tmp/xcargo-escaped
 threads0=$(ls "/proc/$(worker)/task" | wc -l)
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_thread --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 check "the worker has no more threads than before" test "$(ls "/proc/$(worker)/task" | wc -l)" -le "$threads0"
-# Signals to its own worker (attacker helpers): kill() and the signals the worker does not
-# send itself are refused (SIGTERM stopped the worker, SIGSTOP froze it for good, SIGHUP turned
-# on UCX's debug log); what stays allowed is made harmless (escape_signals in adversary.c).
+# Signals to its own worker: kill() and the signals the worker does not send itself are
+# refused (SIGTERM would stop the worker, SIGSTOP freeze it for good, SIGHUP turn on UCX's
+# debug log); what stays allowed is made harmless (escape_signals in adversary.c).
 adversary adv.xcargo escape_term_self sandbox "$RESTART_REPS" "made the system call kill through library code" --u64 "$SYSCALL"
 adversary adv.xcargo escape_sigstop sandbox 3 "made the system call tgkill through library code" --u64 "$SYSCALL"
 adversary adv.xcargo escape_setsig sandbox 3 "made the system call fcntl through library code" --u64 "$SYSCALL"
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_signals --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 expect 3 'crashed: the kernel crashed: signal 11' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
-# Other processes' limits, and prctl beyond naming threads (attacker helper, 2026-11-26: the
-# supervisor killed by a file size limit of 0; a seccomp filter on an executor's thread; no
-# executable memory for later pushes).
+# Other processes' limits, and prctl beyond naming threads: refused (with them a kernel could
+# kill the supervisor by a file size limit of 0, put a seccomp filter on an executor's thread,
+# or leave later pushes no executable memory).
 adversary adv.xcargo escape_prlimit sandbox 3 "made the system call prlimit64 through library code" --u64 "$SYSCALL"
 check "the supervisor's file size limit is untouched" grep -Eq '^Max file size +unlimited' "/proc/$SUPERVISOR/limits"
 expect 0 '^-2$' -- "$X" run adv.xcargo --entry escape_prctl --arg "u64:$SYSCALL" --result i64 --to "$NODE"
@@ -259,7 +258,7 @@ eventually 60 "a bitcode push compiles after a kernel cut the compile service's 
   "$X" run after_cut.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
 # (It cut the key service's connection too, the first to be missed: either may be the reason.)
 # The old worker's line reaches the file through the log copier, which may still hold it
-# when the standby already serves (a busy machine: CI run of 2026-11-27).
+# when the standby already serves (on a busy machine).
 # The node's lines about its workers, after a failed check of their ends.
 worker_ends() { grep -E "worker|ending|gone|standby|took over" "$XCARGO_CLUSTER_DIR/node-0.log" | tail -"${1:-15}" | sed 's/^/    | /'; }
 GONE="the (compile service's connection|key service's connection|same-host door's channel) is gone"

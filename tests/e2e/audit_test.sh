@@ -85,9 +85,9 @@ eventually 10 "the worker, the compile service and the supervisor each have a lo
   bash -c "w=\$(pgrep -n -x xcargo-loader -P $sup); k=\$(pgrep -x xcargo-compiler -P \$w | head -1); [ -n \"\$k\" ] || k=\$(pgrep -x xcargo-compiler -P $sup | head -1)
            a=\$(readlink /proc/\$w/fd/2) b=\$(readlink /proc/\$k/fd/2) c=\$(readlink /proc/$sup/fd/2); [[ \$a == pipe:* && \$b == pipe:* && \$c == pipe:* && \$a != \$b && \$a != \$c && \$b != \$c ]]"
 
-# The log copier reads no pipe blocking: a kernel that reopened its stderr pipe for reading
-# took a byte the copier had been told of, and the copier waited in read() for ever, copying
-# nobody's lines (attacker helper, 2026-11-27).
+# The log copier reads no pipe blocking: a kernel that reopens its stderr pipe for reading
+# and takes a byte the copier was told of leaves the copier copying everyone's lines, not
+# waiting in read() for ever.
 copier=$(pgrep -x xcargo-log -P "$sup" | head -1)
 check "the log copier runs beside the workers" test -n "$copier"
 check "the log copier reads every pipe without blocking" bash -c "

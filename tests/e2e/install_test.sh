@@ -33,6 +33,14 @@ for f in bin/xcargo bin/xcargo-loader include/xcargo/client.h include/xcargo/ver
   check "installed: $f" test -e "$P/$f"
 done
 check "installed: libxcargo.so" bash -c "ls '$P'/lib*/libxcargo.so"
+# The public API's boundary: the installed headers are exactly these, and each compiles alone
+# against the install tree (g++ sees $P/include and the system's headers, nothing of the tree's).
+expect 0 '^cargo.h client.h cluster.h error.h file.h format.h identity.h interrupt.h manifest.h messages.h passphrase.h rules.h trust.h types.h version.h$' \
+  -- bash -c "cd '$P/include/xcargo' && echo *"
+for h in "$P"/include/xcargo/*.h; do
+  check "compiles alone: xcargo/${h##*/}" bash -c \
+    "echo '#include \"xcargo/${h##*/}\"' | g++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I'$P/include' -x c++ -"
+done
 expect 0 "kernel headers: $P/share/xcargo/include\$" -- "$P/bin/xcargo" --version -v
 expect 0 "local loader: +$P/bin/xcargo-loader\$" -- "$P/bin/xcargo" --version -v
 expect 0 'clang: +/.*clang: .*clang version 16' -- "$P/bin/xcargo" --version -v

@@ -90,7 +90,7 @@ expect 2 'node-key: e\.key: private key permissions 0644 are too open' -- \
   "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust trust --clients clients --node-key e.key
 chmod 600 e.key
 # Where a kernel could read it (the worker reads the directory of a clients file, and the
-# trust directory): refused, with where to put it (an attacker helper read such a key).
+# trust directory): refused, with where to put it (a kernel could read it there).
 cp e.key clients/node.key
 expect 2 'clients/node\.key: the node.s private key lies in .*/clients, which the worker that runs kernels may read' -- \
   "$BIN/xcargo-loader" --listen 127.0.0.1:0 --trust trust --clients clients --node-key clients/node.key

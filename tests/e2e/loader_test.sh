@@ -177,7 +177,7 @@ expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --
 # The same cargo signed by two trusted keys, the copy signed by the second pushed first:
 # revoking that key refuses the loaded cargo, until the copy the first key signed is pushed
 # (a client whose run was refused pushes again), which lets it run again, and that push is
-# logged with the key that signed it (found by an attacker helper, 2026-11-24).
+# logged with the key that signed it.
 "$X" keygen -o k2 >>"$DISCARD"
 "$X" build "$SRC/examples/hello/hello.c" -o hello-k2.xcargo --name hello --key k2 2>>"$DISCARD"  # the same digest
 k2id=$("$X" inspect hello-k2.xcargo --json | grep -m1 '"key_id"' | sed -E 's/.*"key_id": "([0-9a-f]+)".*/\1/')

@@ -1,19 +1,18 @@
 // xcargo-batch-limit: two kernels run inline in one lane batch, each for 0.6 of the node's
-// time limit, must each run within its own limit (one start for the whole batch had the
-// second timed out, and its client blamed, for the first one's time; attacker helper,
-// 2026-11-27). Warms faults.c's `ticks` and `ticks_too` so that the node runs them inline,
+// time limit, must each run within its own limit: the second is neither timed out nor its
+// client blamed for the first one's time. Warms faults.c's `ticks` and `ticks_too` so that the node runs them inline,
 // then sends the two long ones back to back through one connection (its lane, same host).
 // usage: xcargo-batch-limit --to HOST:PORT --cargo faults.xcargo --limit-s SECONDS
 // Prints the two statuses in order ("ok ok"); exits 0 if both are ok, 1 otherwise.
 //        xcargo-batch-limit --to HOST:PORT --cargo adv.xcargo --hang N --syscall ADDRESS [--after M]
 // adversary.c's hang_blocked, warmed 12 times, then N in one batch, the last of which blocks
 // the time-out signal and spins (the worker is ended after its grace): prints the runs
-// that answered ok, warm-ups included ("ok runs: M"), for the test to find in the log (a
-// batch's runs were lost from it when its worker was ended so; attacker helper, 2026-11-27).
+// that answered ok, warm-ups included ("ok runs: M"), for the test to find in the log: a
+// batch's runs stay in it when its worker is ended so.
 // --after M: M more quick ones behind the stuck one, waiting in the lane when the worker is
 // ended: the node answers them `restarting` and the client library sends them again to the
-// next worker; prints "after it: K ok, O otherwise" (they were failed with the lost
-// connection though they never ran; attacker helper, 2026-11-27).
+// next worker; prints "after it: K ok, O otherwise" (none fails with the lost connection,
+// since none ran).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>

@@ -20,7 +20,6 @@
 #include "xcargo/passphrase.h"
 #include "xcargo/trust.h"
 #include "xcargo/types.h"
-#include "wire/wire.h"
 
 namespace xcargo::client {
 

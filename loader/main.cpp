@@ -145,6 +145,9 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
 #endif
   o.confine = cfg.sandbox;
   o.user = user;
+  // Without trusted-network the worker's UCX has no network transport, and its connections
+  // are the keepers' (TLS clients and peers, same-host door): no socket of its own.
+  o.sockets = cfg.trusted_network;
   if (auto addr = net::parse_host_port(cfg.listen); addr.ok()) {
     const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&*addr)->sin_port);  // same place in sockaddr_in6
     o.keep_bind_service = port > 0 && port < 1024;  // a restarted worker binds the port again
@@ -766,6 +769,16 @@ Result<std::unique_ptr<NodeStats>> create_shared_memory(LoaderConfig& cfg) {
   return NodeStats::open(*stats_fd, true);
 }
 
+// The cluster's other nodes reached over TLS (HOST:PORT): what the TLS keeper dials for a
+// worker (tls_keeper.h), and nothing else.
+std::vector<std::string> tls_peers(const LoaderConfig& cfg) {
+  std::vector<std::string> out;
+  for (const ClusterNode& n : cfg.nodes.nodes)
+    if (const NodeAddress a = split_scheme(n.address); a.scheme == NodeAddress::Scheme::tls && n.id != cfg.node_id)
+      out.push_back(a.host_port);
+  return out;
+}
+
 // Sets so.door: whether the loader has a same-host door. An error when nothing could reach
 // the loader (no door, no trusted network, no TLS front door).
 Status choose_door(const LoaderConfig& cfg, const Access& access, SupervisorOptions& so) {
@@ -848,7 +861,7 @@ int run_supervisor(LoaderConfig& cfg) {
   // never refused while it runs, even between workers (tls_keeper.h).
   std::unique_ptr<TlsKeeper> tls_keeper;
   if (!cfg.tls_listen.empty()) {
-    auto k = TlsKeeper::open(cfg.tls_listen, [](const std::string& line) { log_line(line); });
+    auto k = TlsKeeper::open(cfg.tls_listen, tls_peers(cfg), [](const std::string& line) { log_line(line); });
     if (!k.ok()) return fail(k.error());
     tls_keeper = std::move(*k);
     cfg.tls_listen = tls_keeper->address();

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -18,20 +19,23 @@
 #include <mutex>
 #include <thread>
 
-#include "sandbox/processes.h"
 #include "net/ucx.h"
+#include "sandbox/processes.h"
+#include "server/door_channel.h"
 
 namespace xcargo::loader {
 
-// Messages from a worker read and dropped per turn of the keeper's loop (more wait a turn).
-constexpr int kDiscardsPerTurn = 64;
+// Messages from a worker read per turn of the keeper's loop (more wait a turn): a flood of
+// them takes turns with connections to accept.
+constexpr int kMessagesPerTurn = 64;
 
 struct TlsKeeper::Impl {
   std::function<void(const std::string&)> log;
   std::string address;
+  std::vector<std::string> peers;  // what a worker may have dialed
   int listener = -1, wake = -1;
   std::thread thread;
-  std::atomic<uint64_t> passed{0};
+  std::atomic<uint64_t> passed{0}, dialed{0};
 
   std::mutex m;  // guards what serve() and the destructor hand the thread
   std::condition_variable applied_cv;
@@ -64,21 +68,66 @@ struct TlsKeeper::Impl {
     return false;
   }
 
-  // Reads and drops up to n messages the worker sent, closing their descriptors. The end of
-  // its sending side (a kernel's shutdown(SHUT_WR): readable for ever) lets the channel go:
-  // its worker, whose end then hangs up, is replaced, and connections wait for the next.
-  void discard(int n) {
+  // Reads up to n messages the worker sent and answers its dials; a descriptor sent along
+  // (a kernel's, parked here against the uid's limit of descriptors in flight) is closed. The
+  // end of its sending side (a kernel's shutdown(SHUT_WR): readable for ever) lets the channel
+  // go: its worker, whose end then hangs up, is replaced, and connections wait for the next.
+  void from_worker(int n) {
     for (int i = 0; i < n && channel >= 0; ++i) {
-      char junk[64];
+      uint8_t buf[door_channel::kMaxMessage];
       int fd = -1;
-      const ssize_t got = sandbox::receive_fd(channel, junk, sizeof junk, &fd);
+      const ssize_t got = sandbox::receive_fd(channel, reinterpret_cast<char*>(buf), sizeof buf, &fd);
       if (fd >= 0) ::close(fd);
       if (got == 0) {
         ::close(channel);
         channel = -1;
       }
       if (got <= 0) return;
+      const auto m = door_channel::decode(ByteView(buf, size_t(got)));
+      if (m && m->kind == door_channel::Kind::dial) dial(m->id, std::string(m->bytes.begin(), m->bytes.end()));
     }
+  }
+
+  // Answers a worker's dial of host_port: a connection being made (non-blocking, TCP_NODELAY)
+  // if it is one of the peers, else why not. An answer the channel cannot take now is dropped
+  // (the worker's wait for that peer times out).
+  void dial(uint64_t id, const std::string& host_port) {
+    door_channel::Message answer{door_channel::Kind::dial_failed, id, {}, 0, 0, {}};
+    std::string why;
+    int fd = -1;
+    if (std::find(peers.begin(), peers.end(), host_port) == peers.end()) why = "not a TLS node of this loader's cluster";
+    else fd = connect_to(host_port, &why);
+    if (fd >= 0) {
+      answer.kind = door_channel::Kind::dialed;
+      answer.bytes.assign(host_port.begin(), host_port.end());
+    } else {
+      why = host_port + ": " + why;
+      answer.bytes.assign(why.begin(), why.end());
+    }
+    const Bytes b = door_channel::encode(answer);
+    const std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
+    if (fd >= 0) {
+      if (sandbox::send_fd(channel, fd, text)) dialed.fetch_add(1, std::memory_order_relaxed);
+      ::close(fd);
+    } else {
+      (void)!::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+
+  static int connect_to(const std::string& host_port, std::string* why) {
+    socklen_t len = 0;
+    auto a = net::parse_host_port(host_port, &len);
+    if (!a.ok()) return *why = a.error().message(), -1;
+    const int fd = ::socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return *why = std::string("socket: ") + std::strerror(errno), -1;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&*a), len) != 0 && errno != EINPROGRESS) {
+      *why = std::string("connect: ") + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    return fd;
   }
 
   void run() {
@@ -97,8 +146,7 @@ struct TlsKeeper::Impl {
       }
       // Full: poll waits for room; gone: the connection waits for the next worker.
       if (channel >= 0 && pending >= 0) pass();
-      // A worker has nothing to say on its channel: what comes (a kernel's descriptors,
-      // parked there against the uid's limit of descriptors in flight) is read and closed.
+      // What a worker says on its channel: dials, and whatever a kernel writes there.
       pollfd fds[3] = {{wake, POLLIN, 0}, {-1, 0, 0}, {channel, POLLIN, 0}};
       if (channel >= 0) fds[1] = pending >= 0 ? pollfd{channel, POLLOUT, 0} : pollfd{listener, POLLIN, 0};
       if (::poll(fds, 3, -1) < 0 && errno != EINTR) {
@@ -109,7 +157,7 @@ struct TlsKeeper::Impl {
         uint64_t v;
         (void)!::read(wake, &v, sizeof v);
       }
-      if (fds[2].revents & POLLIN) discard(kDiscardsPerTurn);
+      if (fds[2].revents & POLLIN) from_worker(kMessagesPerTurn);
       if (channel >= 0 && (fds[2].revents & (POLLHUP | POLLERR | POLLNVAL))) {
         ::close(channel);  // the worker's end is closed: connections wait for the next worker
         channel = -1;
@@ -140,12 +188,14 @@ struct TlsKeeper::Impl {
 
 TlsKeeper::TlsKeeper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port, std::function<void(const std::string&)> log) {
+Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port, std::vector<std::string> peers,
+                                                   std::function<void(const std::string&)> log) {
   socklen_t len = 0;
   auto a = net::parse_host_port(host_port, &len);
   if (!a.ok()) return Error(a.error().code(), "tls-listen " + host_port + ": " + a.error().message());
   auto impl = std::make_unique<Impl>();
   impl->log = log ? std::move(log) : [](const std::string&) {};
+  impl->peers = std::move(peers);
   impl->listener = ::socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (impl->listener < 0) return Error(Errc::io, "tls-listen " + host_port + ": cannot open a socket: " + std::strerror(errno));
   const int one = 1;
@@ -178,6 +228,7 @@ Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port,
 const std::string& TlsKeeper::address() const { return impl_->address; }
 
 uint64_t TlsKeeper::passed() const { return impl_->passed.load(std::memory_order_relaxed); }
+uint64_t TlsKeeper::dialed() const { return impl_->dialed.load(std::memory_order_relaxed); }
 
 void TlsKeeper::serve(int channel_fd) {
   int copy = channel_fd >= 0 ? ::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0) : -1;

@@ -1,7 +1,7 @@
 // Tests of the TLS keeper against fake workers (their ends of channels): connections wait,
 // never refused, while no worker serves; each reaches the serving worker unread; a worker
-// whose channel was shut down or closed loses none; what a worker sends is dropped; a second
-// loader cannot take the port.
+// whose channel was shut down or closed loses none; a worker's dials reach the cluster's peers
+// and nothing else; whatever else a worker sends is dropped; a second loader cannot take the port.
 #include "tls_keeper.h"
 
 #include <fcntl.h>
@@ -14,11 +14,13 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
-#include "sandbox/processes.h"
 #include "net/ucx.h"
+#include "sandbox/processes.h"
+#include "server/door_channel.h"
 
 using namespace xcargo;
 using namespace xcargo::loader;
@@ -80,7 +82,7 @@ bool same_connection(int client, int server) {
 }  // namespace
 
 TEST_CASE("tls keeper: connections wait for a worker, then reach it unread", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
   REQUIRE(k.ok());
   const std::string at = (*k)->address();
   CHECK(at.rfind("127.0.0.1:", 0) == 0);
@@ -112,7 +114,7 @@ TEST_CASE("tls keeper: connections wait for a worker, then reach it unread", "[t
 }
 
 TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
   (*k)->serve(w1.keepers);
@@ -129,7 +131,7 @@ TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection"
 }
 
 TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel is let go", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
   (*k)->serve(w1.keepers);
@@ -169,10 +171,10 @@ TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel i
 TEST_CASE("tls keeper: the port is the loader's until it stops", "[tls_keeper]") {
   std::string at;
   {
-    auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+    auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
     REQUIRE(k.ok());
     at = (*k)->address();
-    auto again = TlsKeeper::open(at, nullptr);
+    auto again = TlsKeeper::open(at, {}, nullptr);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().message() == "tls-listen " + at + ": cannot listen: Address already in use");
     REQUIRE(again.error().hints().size() == 1);
@@ -181,7 +183,77 @@ TEST_CASE("tls keeper: the port is the loader's until it stops", "[tls_keeper]")
   // Stopped: nothing listens, and a client is refused at once.
   CHECK(dial(at) == -1);
   CHECK(errno == ECONNREFUSED);
-  auto bad = TlsKeeper::open("not-an-address", nullptr);
+  auto bad = TlsKeeper::open("not-an-address", {}, nullptr);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message().rfind("tls-listen not-an-address: ", 0) == 0);
+}
+
+TEST_CASE("tls keeper: dials the cluster's peers for its worker, and nothing else", "[tls_keeper]") {
+  // A peer's front door: another keeper, whose fake worker receives what the dial connected.
+  auto peer = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+  REQUIRE(peer.ok());
+  FakeWorker peer_worker;
+  (*peer)->serve(peer_worker.keepers);
+  auto stranger = TlsKeeper::open("127.0.0.1:0", {}, nullptr);  // listening, but no peer
+  REQUIRE(stranger.ok());
+  FakeWorker stranger_worker;
+  (*stranger)->serve(stranger_worker.keepers);
+
+  auto k = TlsKeeper::open("127.0.0.1:0", {(*peer)->address()}, nullptr);
+  REQUIRE(k.ok());
+  FakeWorker w;
+  (*k)->serve(w.keepers);
+  // The worker's request, and the keeper's answer (a door_channel message, maybe a descriptor).
+  auto ask = [&](uint64_t id, const std::string& to) {
+    const Bytes b = door_channel::encode(door_channel::Message{door_channel::Kind::dial, id, {}, 0, 0, Bytes(to.begin(), to.end())});
+    REQUIRE(::send(w.mine, b.data(), b.size(), 0) == ssize_t(b.size()));
+  };
+  auto answer = [&](int* fd) -> std::optional<door_channel::Message> {
+    pollfd p{w.mine, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return std::nullopt;
+    char buf[door_channel::kMaxMessage];
+    const ssize_t got = sandbox::receive_fd(w.mine, buf, sizeof buf, fd);
+    if (got <= 0) return std::nullopt;
+    return door_channel::decode(ByteView(reinterpret_cast<const uint8_t*>(buf), size_t(got)));
+  };
+
+  ask(7, (*peer)->address());
+  int fd = -1;
+  auto a = answer(&fd);
+  REQUIRE(a);
+  CHECK(a->kind == door_channel::Kind::dialed);
+  CHECK(a->id == 7);
+  REQUIRE(fd >= 0);
+  pollfd connected{fd, POLLOUT, 0};
+  REQUIRE(::poll(&connected, 1, 10000) == 1);  // made in the background, non-blocking
+  const int at_peer = peer_worker.next();
+  REQUIRE(at_peer >= 0);
+  CHECK(same_connection(fd, at_peer));
+  CHECK((*k)->dialed() == 1);
+
+  // Any other address, listening or not: refused, and no connection made.
+  for (const std::string& to : {(*stranger)->address(), std::string("127.0.0.1:1"), std::string("not an address")}) {
+    ask(8, to);
+    int none = -1;
+    auto refused = answer(&none);
+    REQUIRE(refused);
+    CHECK(refused->kind == door_channel::Kind::dial_failed);
+    CHECK(refused->id == 8);
+    CHECK(none == -1);
+    const std::string why(refused->bytes.begin(), refused->bytes.end());
+    CHECK(why == to + ": not a TLS node of this loader's cluster");
+  }
+  CHECK(stranger_worker.nothing_within(200));
+  CHECK((*k)->dialed() == 1);
+  // Junk on the channel is read and dropped; the keeper still answers.
+  REQUIRE(::send(w.mine, "junk", 4, 0) == 4);
+  ask(9, (*peer)->address());
+  int again = -1;
+  auto b = answer(&again);
+  REQUIRE(b);
+  CHECK(b->kind == door_channel::Kind::dialed);
+  CHECK(again >= 0);
+  const int at_peer2 = peer_worker.next();
+  for (int f : {fd, at_peer, again, at_peer2})
+    if (f >= 0) ::close(f);
 }

@@ -53,8 +53,8 @@ constexpr const char* kAllowed[] = {
     "memfd_create", "getcwd", "timerfd_create", "timerfd_settime", "timerfd_gettime",
     // waiting
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect6",
-    // sockets (socket() is limited to the families below; no Unix sockets, below)
-    "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername", "setsockopt",
+    // sockets it has (new ones: kSocketCalls)
+    "getsockname", "getpeername", "setsockopt",
     "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
     // memory, and UCX's shared-memory transports (SysV, POSIX; not CMA, which reads and
     // writes other processes with process_vm_readv/writev: the worker turns it off)
@@ -68,6 +68,10 @@ constexpr const char* kAllowed[] = {
     "sysinfo", "set_tid_address", "arch_prctl",
 };
 
+
+// New sockets and connections, with Options::sockets only (socket() itself is limited to the
+// families in install_allow_list; no Unix sockets at all).
+constexpr const char* kSocketCalls[] = {"bind", "listen", "accept", "accept4", "connect"};
 
 // Executable mappings backed by a file, and the vDSO: where system calls may come from.
 struct Range {
@@ -143,7 +147,7 @@ Status install_ip_filter() {
 }
 
 // Filter 2: the allow-list, with argument rules for socket, clone and signals.
-Status install_allow_list(bool no_new_threads) {
+Status install_allow_list(bool no_new_threads, bool sockets) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
   if (!ctx) return Error(Errc::io, "sandbox: seccomp_init failed");
   struct Free {
@@ -159,8 +163,15 @@ Status install_allow_list(bool no_new_threads) {
     if (nr == __NR_SCMP_ERROR) continue;
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
   }
-  for (int family : {AF_INET, AF_INET6, AF_NETLINK})
-    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
+  // Without `sockets` a kernel can neither open a socket of its own nor connect, bind, listen
+  // or accept on one it finds: each traps (guarded by escape_socket and escape_connect in
+  // adversary.c, run by tests/e2e/adversary_test.sh).
+  if (sockets) {
+    for (const char* name : kSocketCalls)
+      if (const int nr = seccomp_syscall_resolve_name(name); nr != __NR_SCMP_ERROR) XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
+    for (int family : {AF_INET, AF_INET6, AF_NETLINK})
+      XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
+  }
   // No new Unix socket once locked down (EPERM): with one, a kernel can pass its worker's
   // connection to the key service (SCM_RIGHTS) to a process outside the loader, which the
   // service then signs for after the kernel, and its worker, have ended (guarded by
@@ -271,7 +282,7 @@ Status lock_calls(const Options& o) {
   if (!o.syscall_filter) return {};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return sys_error("no_new_privs", errno);
   XC_TRY(install_ip_filter());  // first: the allow-list refuses seccomp() itself
-  return install_allow_list(o.no_new_threads);
+  return install_allow_list(o.no_new_threads, o.sockets);
 }
 
 Status lock_down(const Options& o) {

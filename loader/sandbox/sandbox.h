@@ -25,6 +25,11 @@ struct Options {
   // kernel cannot leave one running past its own run (or its cargo's revocation). For a
   // process that has started every thread it needs before lock_calls.
   bool no_new_threads = false;
+  // New sockets and connections after lock_down: socket (IPv4, IPv6, netlink), connect, bind,
+  // listen, accept. Without, each traps: a process whose connections the supervisor's keepers
+  // make and pass in (a worker without trusted-network) reaches nobody by a socket of its
+  // own. Sockets it has stay usable (send, receive, shutdown).
+  bool sockets = true;
 };
 
 // What prepare and lock_down applied, for the worker's first log line.

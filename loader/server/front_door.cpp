@@ -14,8 +14,9 @@
 #include <cstring>
 #include <thread>
 
-#include "sandbox/processes.h"
 #include "net/ucx.h"
+#include "sandbox/processes.h"
+#include "server/door_channel.h"
 
 namespace xcargo::loader {
 
@@ -183,9 +184,24 @@ void FrontDoor::accept_all() {
     socklen_t len = sizeof from;
     int fd = -1;
     if (from_keeper_) {
-      char tag;
+      char buf[door_channel::kMaxMessage];
       // Nothing more now, or the channel ended (deaf() says so): the rest wait with the keeper.
-      if (sandbox::receive_fd(listen_fd_, &tag, 1, &fd) <= 0) return;
+      const ssize_t got = sandbox::receive_fd(listen_fd_, buf, sizeof buf, &fd);
+      if (got <= 0) return;
+      // A dial's answer (a door_channel message), or a client's connection (its text "c").
+      if (got > 1) {
+        const auto m = door_channel::decode(ByteView(reinterpret_cast<const uint8_t*>(buf), size_t(got)));
+        const bool answer = m && (m->kind == door_channel::Kind::dialed || m->kind == door_channel::Kind::dial_failed);
+        if (answer && ev_.dial_answer) {
+          std::string what(m->bytes.begin(), m->bytes.end());
+          if (m->kind == door_channel::Kind::dial_failed && fd >= 0) ::close(fd), fd = -1;
+          else if (m->kind == door_channel::Kind::dialed && fd < 0) what = what + ": the keeper's answer carried no connection";
+          ev_.dial_answer(m->id, fd, what);
+        } else if (fd >= 0) {
+          ::close(fd);
+        }
+        continue;
+      }
       if (fd < 0) continue;
       // The keeper made it non-blocking, with TCP_NODELAY. A socket that has no TCP peer is
       // no connection of a client (the keeper passes nothing else).
@@ -238,6 +254,18 @@ TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Cont
     ::close(fd);
     return nullptr;
   }
+  return adopt_dialed(fd, net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr)), std::move(context), why);
+}
+
+bool FrontDoor::ask_dial(uint64_t id, const std::string& host_port, std::string* why) {
+  if (!from_keeper_ || listen_fd_ < 0) return *why = "this worker has no channel to the TLS front door's keeper", false;
+  const Bytes b = door_channel::encode(door_channel::Message{door_channel::Kind::dial, id, {}, 0, 0, Bytes(host_port.begin(), host_port.end())});
+  if (::send(listen_fd_, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(b.size()))
+    return *why = std::string("cannot ask the TLS front door's keeper to dial: ") + std::strerror(errno), false;
+  return true;
+}
+
+TlsConn* FrontDoor::adopt_dialed(int fd, const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why) {
   auto channel = tls::Channel::start(std::move(context), fd);
   if (!channel.ok()) {
     ::close(fd);
@@ -245,7 +273,7 @@ TlsConn* FrontDoor::dial(const std::string& host_port, std::shared_ptr<tls::Cont
   }
   auto c = std::make_unique<TlsConn>();
   c->channel = std::move(*channel);
-  c->peer = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
+  c->peer = host_port;
   c->since = Clock::now();
   c->dialed = true;
   c->connecting = true;

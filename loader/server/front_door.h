@@ -63,6 +63,9 @@ public:
     // before allocation (those still arriving hold memory before any request limit sees
     // them). None: no limit.
     std::function<uint64_t()> max_partial_per_key, max_partial_total;
+    // The keeper's answer to ask_dial(id): fd, a connection being made to `what` (the dialed
+    // HOST:PORT), to adopt; or -1, and `what` says why not. fd is the callee's to close.
+    std::function<void(uint64_t id, int fd, const std::string& what)> dial_answer;
   };
 
   // Listens on HOST:PORT (port 0: a free one), retrying for up to `wait` while the port is
@@ -86,6 +89,14 @@ public:
   // with the same events but `accepted`: a failure to connect is a lost handshake. Frames
   // sent before it is ready wait for its handshake. Null (*why) if it cannot even start.
   TlsConn* dial(const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why);
+  // A door fed by the keeper dials through it: the keeper makes the connection (the worker
+  // opens no socket) and answers through events.dial_answer. False (*why) if the channel
+  // cannot take the request.
+  bool keeper_dials() const { return from_keeper_; }
+  bool ask_dial(uint64_t id, const std::string& host_port, std::string* why);
+  // dial()'s connection on fd, a socket connecting to host_port (the keeper's answer):
+  // owned from here, whatever fails. Null (*why) if it cannot start.
+  TlsConn* adopt_dialed(int fd, const std::string& host_port, std::shared_ptr<tls::Context> context, std::string* why);
   // Accepts, advances handshakes, reads whole frames (events.frame), writes what waits.
   // Whether anything happened.
   bool poll();

@@ -84,7 +84,7 @@ struct Door {
     ev.max_partial_per_key = [this] { return max_partial_per_key; };
     ev.max_partial_total = [this] { return max_partial_total; };
     if (kept) {
-      auto k = TlsKeeper::open("127.0.0.1:0", nullptr);
+      auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
       REQUIRE(k.ok());
       keeper = std::move(*k);
       address = keeper->address();

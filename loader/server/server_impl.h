@@ -245,6 +245,11 @@ struct UcxServer::Impl : IntakeHost {
   // may hold in flight (FrontDoor::Events::max_partial_total).
   static constexpr uint64_t kPartialKeys = 2;
   std::shared_ptr<tls::Context> peer_tls;  // this worker as a client of its peers' front doors
+  // Peers' front doors the keeper dials for this worker (Link::dial; numbered as door_dials):
+  // the worker opens no socket. By the dial's number, its HOST:PORT.
+  std::map<uint64_t, std::string> tls_dials;
+  uint64_t tls_dial(const std::string& host_port);                           // 0: not through the keeper
+  void tls_dialed(uint64_t id, int fd, const std::string& what);             // FrontDoor::Events::dial_answer
 
   // The front door's settings: a TLS key of this worker's, certified by the node key (the key
   // service's), and who may complete a handshake (AuthGate::admits).

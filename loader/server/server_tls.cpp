@@ -2,6 +2,8 @@
 // how its connections' events reach the server (UcxServer::Impl, server_impl.h).
 #include "server/server_impl.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 namespace xcargo::loader {
@@ -140,6 +142,7 @@ Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
     }
     eps.erase(ep);
   };
+  ev.dial_answer = [this](uint64_t id, int fd, const std::string& what) { tls_dialed(id, fd, what); };
   ev.max_data = [this] { return std::max(handler->max_cargo() + handler->max_input(), handler->max_reply()); };
   // As the bytes a key's requests may hold in flight (in_flight.h), and for all keys the
   // same times kPartialKeys.
@@ -155,6 +158,33 @@ Status UcxServer::Impl::open_front_door(std::chrono::milliseconds wait) {
   tls_transport = std::make_unique<TlsTransport>(*this);
   renew_tls_at = Clock::now() + timing::kRenewTls;
   return {};
+}
+
+uint64_t UcxServer::Impl::tls_dial(const std::string& host_port) {
+  if (!front || !front->keeper_dials() || !peer_tls) return 0;
+  const uint64_t id = next_dial++;
+  std::string why;
+  if (!front->ask_dial(id, host_port, &why)) {
+    log("cannot dial node at " + host_port + ": " + why);
+    return 0;
+  }
+  tls_dials[id] = host_port;
+  return id;
+}
+
+void UcxServer::Impl::tls_dialed(uint64_t id, int fd, const std::string& what) {
+  const auto it = tls_dials.find(id);
+  if (it == tls_dials.end()) {  // not this worker's dial (a kernel's), or answered twice
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  const std::string host_port = std::move(it->second);
+  tls_dials.erase(it);
+  if (fd < 0) return peers->dial_failed(id, what);
+  std::string why;
+  TlsConn* c = front->adopt_dialed(fd, host_port, peer_tls, &why);
+  if (!c) return peers->dial_failed(id, host_port + ": " + why);
+  if (!peers->dialed(id, Ep::tls(c))) front->close(c);  // nobody waits for it any more
 }
 
 std::string UcxServer::Impl::tls_unread_over_limit(const TlsConn& c, uint64_t size) const {

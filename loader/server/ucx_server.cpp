@@ -82,9 +82,11 @@ void UcxServer::Impl::fetch(Job& job, void* data, size_t length) {
 
 // A peer on this host (a loopback HOST:PORT) when this worker has no UCX listener: through
 // its same-host door, which the keeper opens for this worker (server_door.cpp).
+// A tls:// peer: through the TLS front door's keeper (server_tls.cpp).
 uint64_t UcxServer::Impl::Link::dial(const std::string& address) {
-  if (self->opt.ucx_listener || self->door_fd < 0) return 0;
   const NodeAddress a = split_scheme(address);
+  if (a.scheme == NodeAddress::Scheme::tls) return self->tls_dial(a.host_port);
+  if (self->opt.ucx_listener || self->door_fd < 0) return 0;
   if (a.scheme != NodeAddress::Scheme::none) return 0;
   auto hp = net::parse_host_port(a.host_port, nullptr);
   if (!hp.ok() || !net::is_loopback(*hp)) return 0;
@@ -96,6 +98,8 @@ Ep UcxServer::Impl::Link::connect(const std::string& address, std::string* why) 
   if (const NodeAddress a = split_scheme(address); a.scheme == NodeAddress::Scheme::tls) {
     if (!self->front || !self->peer_tls)
       return *why = "it is reached over TLS, and this node has no TLS front door (tls-listen)", nullptr;
+    if (self->front->keeper_dials())  // tls_dial could not ask the keeper
+      return *why = "the TLS front door's keeper, which makes this worker's connections, could not be asked", nullptr;
     return Ep::tls(self->front->dial(a.host_port, self->peer_tls, why));
   }
   auto ep = net::connect_ep(self->w->worker(), address, &Impl::on_ep_error, self);

@@ -241,6 +241,30 @@ adversary adv.xcargo escape_sigstop sandbox 3 "made the system call tgkill throu
 adversary adv.xcargo escape_setsig sandbox 3 "made the system call fcntl through library code" --u64 "$SYSCALL"
 expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_signals --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 expect 3 'crashed: the kernel crashed: signal 11' -- "$X" run faults.xcargo --entry crash_if --arg u64:1 --to "$NODE"
+# A kernel's own sockets (loader/SECURITY.md, "The network, from a kernel"). Without
+# trusted-network (shm here) the worker's connections are all made by the supervisor's
+# keepers: a kernel's socket (IPv4, IPv6, netlink, packet), connect or bind is refused. With
+# it (tcp here: UCX's tcp connects at run time) a kernel reaches any TCP address this host
+# reaches, a loopback listener here.
+if [ "$TLS" = shm ]; then
+  for e in escape_socket4 escape_socket6 escape_netlink escape_packet; do
+    adversary adv.xcargo "$e" sandbox 1 "made the system call socket through library code" --u64 "$SYSCALL"
+  done
+  adversary adv.xcargo escape_connect sandbox 1 "made the system call connect through library code" --u64 "$SYSCALL"
+  adversary adv.xcargo escape_bind sandbox 1 "made the system call bind through library code" --u64 "$SYSCALL"
+else
+  python3 - reach.port reach.out <<'PY' &
+import socket, sys
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); s.settimeout(60)
+open(sys.argv[1], 'w').write(str(s.getsockname()[1]))
+c, _ = s.accept(); c.settimeout(10)
+open(sys.argv[2], 'wb').write(c.recv(64))
+PY
+  pids+=($!)
+  wait_file reach.port
+  expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_reach --arg "u64:$SYSCALL" --arg "u64:$(cat reach.port)" --result i64 --to "$NODE"
+  eventually 10 "with trusted-network a kernel reaches a TCP listener of this host" grep -q reached reach.out
+fi
 # Other processes' limits, and prctl beyond naming threads: refused (with them a kernel could
 # kill the supervisor by a file size limit of 0, put a seccomp filter on an executor's thread,
 # or leave later pushes no executable memory).

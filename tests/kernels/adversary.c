@@ -29,14 +29,14 @@ enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GET
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
        NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
        NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63, NR_FTRUNCATE = 46, NR_SOCKETPAIR = 199, NR_WRITE = 64,
-       NR_RT_SIGPROCMASK = 135 };
+       NR_RT_SIGPROCMASK = 135, NR_CONNECT = 203, NR_BIND = 200 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
        NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
        NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0, NR_FTRUNCATE = 77, NR_SOCKETPAIR = 53, NR_WRITE = 1,
-       NR_RT_SIGPROCMASK = 14 };
+       NR_RT_SIGPROCMASK = 14, NR_CONNECT = 42, NR_BIND = 49 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -268,6 +268,41 @@ XC_ENTRY int escape_unix_socket(xc_ctx *ctx, const void *in, size_t in_len) {
   const long s = sys(NR_SOCKET, 1L /* AF_UNIX */, 1L /* SOCK_STREAM */, 0L);
   const long p = sys(NR_SOCKETPAIR, 1L, 5L /* SOCK_SEQPACKET */, 0L, (long)pair);
   return reply_long(ctx, s == -1 && p == -1 ? -1 : s);
+}
+/* Sockets of a kernel's own, through libc's syscall() (input: its address). Without
+ * trusted-network each call traps: the node answers `sandbox` and replaces the worker. */
+static int own_socket(xc_ctx *ctx, const void *in, size_t in_len, long family, long type) {
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_SOCKET, family, type, 0L));
+}
+XC_ENTRY int escape_socket4(xc_ctx *ctx, const void *in, size_t in_len) { return own_socket(ctx, in, in_len, 2 /* AF_INET */, 1); }
+XC_ENTRY int escape_socket6(xc_ctx *ctx, const void *in, size_t in_len) { return own_socket(ctx, in, in_len, 10 /* AF_INET6 */, 2 /* SOCK_DGRAM */); }
+XC_ENTRY int escape_netlink(xc_ctx *ctx, const void *in, size_t in_len) { return own_socket(ctx, in, in_len, 16 /* AF_NETLINK */, 3 /* SOCK_RAW */); }
+XC_ENTRY int escape_packet(xc_ctx *ctx, const void *in, size_t in_len) { return own_socket(ctx, in, in_len, 17 /* AF_PACKET */, 3); }
+/* connect() and bind() on a descriptor the worker has (0 here: which one does not matter to
+ * the filter, which refuses the call itself). */
+struct sockaddr_in_ { unsigned short family, port; unsigned int addr; unsigned char zero[8]; };
+XC_ENTRY int escape_connect(xc_ctx *ctx, const void *in, size_t in_len) {
+  struct sockaddr_in_ a = {2, 0x0100 /* port 1 */, 0x0100007f /* 127.0.0.1 */, {0}};
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_CONNECT, 0L, (long)&a, (long)sizeof a));
+}
+XC_ENTRY int escape_bind(xc_ctx *ctx, const void *in, size_t in_len) {
+  struct sockaddr_in_ a = {2, 0, 0x0100007f, {0}};
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_BIND, 0L, (long)&a, (long)sizeof a));
+}
+/* What a kernel reaches with trusted-network: a TCP connection of its own to 127.0.0.1:PORT
+ * (input: syscall()'s address, then the port), where it writes "reached". Replies 0 if it
+ * connected and wrote, else the failing call's result. */
+XC_ENTRY int escape_reach(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  uint64_t port = 0;
+  for (size_t i = 8; i < 16 && i < in_len; ++i) port |= (uint64_t)((const unsigned char *)in)[i] << (8 * (i - 8));
+  const long fd = sys(NR_SOCKET, 2L, 1L, 0L);
+  if (fd < 0) return reply_long(ctx, fd);
+  struct sockaddr_in_ a = {2, (unsigned short)(((port & 0xff) << 8) | ((port >> 8) & 0xff)), 0x0100007f, {0}};
+  long r = sys(NR_CONNECT, fd, (long)&a, (long)sizeof a);
+  if (r == 0) r = sys(NR_WRITE, fd, (long)"reached", 7L) == 7 ? 0 : -2;
+  sys(NR_CLOSE, fd);
+  return reply_long(ctx, r);
 }
 /* Its worker's connection to the key service shut down (the one SOCK_SEQPACKET socket): every
  * later client's hello would fail. Replies how many it shut down. */

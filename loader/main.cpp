@@ -148,9 +148,10 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
   // Without trusted-network the worker's UCX has no network transport, and its connections
   // are the keepers' (TLS clients and peers, same-host door): no socket of its own.
   o.sockets = cfg.trusted_network;
+  uint16_t listen_port = 0;
   if (auto addr = net::parse_host_port(cfg.listen); addr.ok()) {
-    const uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&*addr)->sin_port);  // same place in sockaddr_in6
-    o.keep_bind_service = port > 0 && port < 1024;  // a restarted worker binds the port again
+    listen_port = ntohs(reinterpret_cast<const sockaddr_in*>(&*addr)->sin_port);  // same place in sockaddr_in6
+    o.keep_bind_service = listen_port > 0 && listen_port < 1024;  // a restarted worker binds the port again
   }
   // Serving: the trust and the clients (reloaded when they change), UCX's
   // shared-memory segments, what UCX and LLVM read of the machine and of processes (UCX
@@ -164,6 +165,11 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
   // Starting: also the libraries UCX loads, and its settings.
   o.start_files = serve;
   for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/ucx"}) o.start_files.read.push_back(p);
+  // Serving, a TCP port is bound only by UCX's listener, at the listen port (trusted-network):
+  // a kernel binds none, another loader's included (Landlock ABI 4; guarded by escape_bind4
+  // in adversary.c). UCX's tcp binds its own ports while starting, before this applies.
+  o.serve_files.tcp_bind = std::vector<uint16_t>{};
+  if (cfg.trusted_network && listen_port) o.serve_files.tcp_bind->push_back(listen_port);
   return o;
 }
 

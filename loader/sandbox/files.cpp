@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace xcargo::loader::sandbox {
@@ -22,6 +23,13 @@ constexpr uint64_t kTruncate = 1ull << 14;     // ABI 3
 constexpr uint64_t kIoctlDev = 1ull << 15;     // ABI 5
 constexpr uint64_t kScopeSignal = 1ull << 1;  // ABI 6 (not abstract Unix sockets: UCX's shared-memory
                                               // transports wake their peers through them)
+
+constexpr uint64_t kNetBindTcp = 1ull << 0;  // ABI 4: handled_access_net's bind right
+constexpr int kRuleNetPort = 2;              // ABI 4: LANDLOCK_RULE_NET_PORT
+struct NetPortAttr {                         // ABI 4: struct landlock_net_port_attr
+  uint64_t allowed_access;
+  uint64_t port;
+};
 
 struct RulesetAttr {
   uint64_t handled_access_fs;
@@ -56,8 +64,9 @@ Result<int> restrict_files(const FileRules& rules) {
   const int abi = landlock_abi();
   if (abi == 0) return 0;
   const uint64_t handled = handled_for(abi);
-  RulesetAttr attr{handled, 0, abi >= 6 ? kScopeSignal : 0};
-  const size_t size = abi >= 6 ? sizeof attr : sizeof attr.handled_access_fs;
+  const bool net = rules.tcp_bind && abi >= 4;
+  RulesetAttr attr{handled, net ? kNetBindTcp : 0, abi >= 6 ? kScopeSignal : 0};
+  const size_t size = abi >= 6 ? sizeof attr : net ? offsetof(RulesetAttr, scoped) : sizeof attr.handled_access_fs;
   const int ruleset = int(::syscall(SYS_landlock_create_ruleset, &attr, size, 0));
   if (ruleset < 0) return sys_error("creating the Landlock ruleset");
   auto grant = [&](const std::string& path, uint64_t access) -> Status {
@@ -88,6 +97,13 @@ Result<int> restrict_files(const FileRules& rules) {
     if (!s.ok()) break;
     s = grant(p, kRead | kWrite | (abi >= 3 ? kTruncate : 0));
   }
+  if (net)
+    for (uint16_t port : *rules.tcp_bind) {
+      if (!s.ok()) break;
+      NetPortAttr np{kNetBindTcp, port};
+      if (::syscall(SYS_landlock_add_rule, ruleset, kRuleNetPort, &np, 0) != 0)
+        s = sys_error("Landlock rule for TCP port " + std::to_string(port));
+    }
   if (s.ok() && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) s = sys_error("no_new_privs");
   if (s.ok() && ::syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) s = sys_error("applying the Landlock ruleset");
   ::close(ruleset);

@@ -55,7 +55,7 @@ constexpr const char* kAllowed[] = {
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "poll", "ppoll", "select", "pselect6",
     // sockets it has (new ones: kSocketCalls)
     "getsockname", "getpeername", "setsockopt",
-    "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+    "getsockopt", "recvfrom", "recvmsg", "recvmmsg", "shutdown",  // sending: install_allow_list
     // memory, and UCX's shared-memory transports (SysV, POSIX; not CMA, which reads and
     // writes other processes with process_vm_readv/writev: the worker turns it off)
     "mmap", "munmap", "mremap", "mprotect", "madvise", "brk", "set_mempolicy", "get_mempolicy", "mbind", "shmget",
@@ -163,14 +163,33 @@ Status install_allow_list(bool no_new_threads, bool sockets) {
     if (nr == __NR_SCMP_ERROR) continue;
     XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
   }
+  // Sending never with MSG_FASTOPEN, which connects a TCP socket without connect(): a socket
+  // the keeper passed while connecting, once reset, would reach any address (guarded by
+  // escape_fastopen in adversary.c, run by tests/e2e/adversary_test.sh). sendto's flags are
+  // its fourth argument, sendmsg's and sendmmsg's their third and fourth.
+  const auto no_fastopen = [](unsigned arg) { return scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, uint64_t(MSG_FASTOPEN), 0}; };
+  XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1, no_fastopen(3)), "sendto"));
+  // sendmsg, which can carry descriptors (SCM_RIGHTS) through any datagram socket the worker
+  // has (UCX's wake-up sockets reach every Unix datagram socket of this host), only with
+  // `sockets` (UCX's tcp writes with it); without, a kernel passes no descriptor out (its
+  // worker's connection to the key service, say: escape_pass_fd in adversary.c).
+  if (sockets) {
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmsg), 1, no_fastopen(2)), "sendmsg"));
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmmsg), 1, no_fastopen(3)), "sendmmsg"));
+  }
   // Without `sockets` a kernel can neither open a socket of its own nor connect, bind, listen
-  // or accept on one it finds: each traps (guarded by escape_socket and escape_connect in
+  // or accept on one it finds: each traps (guarded by escape_socket4 and escape_connect in
   // adversary.c, run by tests/e2e/adversary_test.sh).
   if (sockets) {
     for (const char* name : kSocketCalls)
       if (const int nr = seccomp_syscall_resolve_name(name); nr != __NR_SCMP_ERROR) XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
-    for (int family : {AF_INET, AF_INET6, AF_NETLINK})
-      XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(family))), "socket"));
+    // IPv4 and IPv6 stream sockets (UCX's tcp), and netlink (UCX asks interfaces): no
+    // datagram or raw socket, which Landlock's port rules would not cover.
+    for (int family : {AF_INET, AF_INET6})
+      XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, uint64_t(family)),
+                                    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, uint64_t(SOCK_STREAM))),
+                   "socket"));
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(AF_NETLINK))), "socket"));
   }
   // No new Unix socket once locked down (EPERM): with one, a kernel can pass its worker's
   // connection to the key service (SCM_RIGHTS) to a process outside the loader, which the

@@ -2,7 +2,9 @@
 #include "sandbox/sandbox.h"
 
 #include <catch2/catch.hpp>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -88,6 +90,89 @@ TEST_CASE("no new Unix socket once locked down", "[sandbox]") {
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);  // UCX's still works
     if (s < 0) return 3;
     ::close(s);
+    return 0;
+  })));
+}
+
+TEST_CASE("without sockets, no socket, connect or bind of the process's own", "[sandbox]") {
+  sandbox::Options o;
+  o.sockets = false;  // a worker without trusted-network: the keepers make its connections
+  for (int family : {AF_INET, AF_INET6, AF_NETLINK})
+    CHECK(killed_by_sigsys(in_child(o, [family] {
+      ::socket(family, SOCK_STREAM, 0);
+      return 0;
+    })));
+  CHECK(killed_by_sigsys(in_child(o, [] {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::connect(0, reinterpret_cast<sockaddr*>(&a), sizeof a);  // on any descriptor: the call itself is refused
+    return 0;
+  })));
+  CHECK(killed_by_sigsys(in_child(o, [] {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::bind(0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    return 0;
+  })));
+  CHECK(killed_by_sigsys(in_child(o, [] {  // it could carry descriptors out (SCM_RIGHTS)
+    msghdr m{};
+    ::sendmsg(0, &m, 0);
+    return 0;
+  })));
+}
+
+TEST_CASE("no sending with MSG_FASTOPEN, which connects without connect()", "[sandbox]") {
+  for (bool sockets : {false, true}) {
+    sandbox::Options o;
+    o.sockets = sockets;
+    CHECK(killed_by_sigsys(in_child(o, [] {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      ::sendto(0, "x", 1, MSG_FASTOPEN, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      return 0;
+    })));
+  }
+}
+
+TEST_CASE("with sockets, TCP ports are bound only where allowed, and no datagram socket", "[sandbox]") {
+  // Two free ports: one the rules allow (the loader's listen port), one they do not.
+  auto free_port = [] {
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    ::close(s);
+    return ntohs(a.sin_port);
+  };
+  const uint16_t allowed = free_port(), other = free_port();
+  sandbox::Options o;
+  o.confine = true;
+  o.start_files.read = {"/usr/lib", "/lib", "/proc"};
+  o.serve_files = o.start_files;
+  o.serve_files.tcp_bind = std::vector<uint16_t>{allowed};
+  const bool net_rules = sandbox::landlock_abi() >= 4;
+  CHECK(exited_ok(in_child(o, [&] {
+    auto bind_to = [](uint16_t port) {
+      const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (s < 0) return -2;
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(port);
+      const int r = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      const int e = errno;
+      ::close(s);
+      return r == 0 ? 0 : e;
+    };
+    if (bind_to(allowed) != 0) return 1;
+    if (net_rules && bind_to(other) != EACCES) return 2;
+    return 0;
+  })));
+  CHECK(killed_by_sigsys(in_child(o, [] {
+    ::socket(AF_INET, SOCK_DGRAM, 0);
     return 0;
   })));
 }

@@ -245,13 +245,14 @@ expect 3 'crashed: the kernel crashed: signal 11' -- "$X" run faults.xcargo --en
 # trusted-network (shm here) the worker's connections are all made by the supervisor's
 # keepers: a kernel's socket (IPv4, IPv6, netlink, packet), connect or bind is refused. With
 # it (tcp here: UCX's tcp connects at run time) a kernel reaches any TCP address this host
-# reaches, a loopback listener here.
+# reaches, a loopback listener here, and nothing else: no port bound, no datagram socket.
 if [ "$TLS" = shm ]; then
   for e in escape_socket4 escape_socket6 escape_netlink escape_packet; do
     adversary adv.xcargo "$e" sandbox 1 "made the system call socket through library code" --u64 "$SYSCALL"
   done
   adversary adv.xcargo escape_connect sandbox 1 "made the system call connect through library code" --u64 "$SYSCALL"
   adversary adv.xcargo escape_bind sandbox 1 "made the system call bind through library code" --u64 "$SYSCALL"
+  adversary adv.xcargo escape_pass_fd sandbox 1 "made the system call sendmsg through library code" --u64 "$SYSCALL"
 else
   python3 - reach.port reach.out <<'PY' &
 import socket, sys
@@ -264,7 +265,13 @@ PY
   wait_file reach.port
   expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_reach --arg "u64:$SYSCALL" --arg "u64:$(cat reach.port)" --result i64 --to "$NODE"
   eventually 10 "with trusted-network a kernel reaches a TCP listener of this host" grep -q reached reach.out
+  # ... but binds no TCP port (a free one here: Landlock refuses it) and opens no UDP socket.
+  FREE=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  expect 0 '^-1$' -- "$X" run adv.xcargo --entry escape_bind4 --arg "u64:$SYSCALL" --arg "u64:$FREE" --result i64 --to "$NODE"
+  adversary adv.xcargo escape_udp sandbox 1 "made the system call socket through library code" --u64 "$SYSCALL"
 fi
+# In every mode: no TCP connection made by sendto's MSG_FASTOPEN (which needs no connect()).
+adversary adv.xcargo escape_fastopen sandbox 1 "made the system call sendto through library code" --u64 "$SYSCALL"
 # Other processes' limits, and prctl beyond naming threads: refused (with them a kernel could
 # kill the supervisor by a file size limit of 0, put a seccomp filter on an executor's thread,
 # or leave later pushes no executable memory).

@@ -29,14 +29,14 @@ enum { NR_OPENAT = 56, NR_SOCKET = 198, NR_EXECVE = 221, NR_PTRACE = 117, NR_GET
        NR_GETSOCKOPT = 209, NR_PWRITE64 = 68, NR_READLINKAT = 78, NR_TGKILL = 131, NR_GETTID = 178,
        NR_RT_SIGACTION = 134, NR_FCNTL = 25, NR_PRLIMIT64 = 261, NR_PRCTL = 167,
        NR_SHUTDOWN = 210, NR_SHMGET = 194, NR_SHMAT = 196, NR_SHMDT = 197, NR_READ = 63, NR_FTRUNCATE = 46, NR_SOCKETPAIR = 199, NR_WRITE = 64,
-       NR_RT_SIGPROCMASK = 135, NR_CONNECT = 203, NR_BIND = 200 };
+       NR_RT_SIGPROCMASK = 135, NR_CONNECT = 203, NR_BIND = 200, NR_SENDTO = 206, NR_SENDMSG = 211 };
 #else
 enum { NR_OPENAT = 257, NR_SOCKET = 41, NR_EXECVE = 59, NR_PTRACE = 101, NR_GETPID = 39, NR_GETPPID = 110,
        NR_KILL = 62, NR_PROCESS_VM_READV = 310, NR_CLOSE = 3, NR_CLONE = 56, NR_EXIT_GROUP = 231,
        NR_GETSOCKOPT = 55, NR_PWRITE64 = 18, NR_READLINKAT = 267, NR_TGKILL = 234, NR_GETTID = 186,
        NR_RT_SIGACTION = 13, NR_FCNTL = 72, NR_PRLIMIT64 = 302, NR_PRCTL = 157,
        NR_SHUTDOWN = 48, NR_SHMGET = 29, NR_SHMAT = 30, NR_SHMDT = 67, NR_READ = 0, NR_FTRUNCATE = 77, NR_SOCKETPAIR = 53, NR_WRITE = 1,
-       NR_RT_SIGPROCMASK = 14, NR_CONNECT = 42, NR_BIND = 49 };
+       NR_RT_SIGPROCMASK = 14, NR_CONNECT = 42, NR_BIND = 49, NR_SENDTO = 44, NR_SENDMSG = 46 };
 #endif
 
 /* Each replies with what the call returned, if it returns at all. */
@@ -288,6 +288,33 @@ XC_ENTRY int escape_connect(xc_ctx *ctx, const void *in, size_t in_len) {
 XC_ENTRY int escape_bind(xc_ctx *ctx, const void *in, size_t in_len) {
   struct sockaddr_in_ a = {2, 0, 0x0100007f, {0}};
   return reply_long(ctx, libc_syscall(in, in_len)(NR_BIND, 0L, (long)&a, (long)sizeof a));
+}
+/* With trusted-network: a TCP port bound by a kernel (input: syscall()'s address, then the
+ * port): Landlock refuses it (-1), as it would another loader's port. Replies bind's result. */
+XC_ENTRY int escape_bind4(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  uint64_t port = 0;
+  for (size_t i = 8; i < 16 && i < in_len; ++i) port |= (uint64_t)((const unsigned char *)in)[i] << (8 * (i - 8));
+  const long fd = sys(NR_SOCKET, 2L, 1L, 0L);
+  if (fd < 0) return reply_long(ctx, fd);
+  struct sockaddr_in_ a = {2, (unsigned short)(((port & 0xff) << 8) | ((port >> 8) & 0xff)), 0x0100007f, {0}};
+  const long r = sys(NR_BIND, fd, (long)&a, (long)sizeof a);
+  sys(NR_CLOSE, fd);
+  return reply_long(ctx, r);
+}
+/* A datagram socket (UDP, which no port rule covers): refused with trusted-network too. */
+XC_ENTRY int escape_udp(xc_ctx *ctx, const void *in, size_t in_len) { return own_socket(ctx, in, in_len, 2, 2 /* SOCK_DGRAM */); }
+/* sendto with MSG_FASTOPEN, which connects a TCP socket (one the keeper passed while it
+ * connected, once reset) to the address given, without connect(): refused in every mode. */
+XC_ENTRY int escape_fastopen(xc_ctx *ctx, const void *in, size_t in_len) {
+  struct sockaddr_in_ a = {2, 0x0100, 0x0100007f, {0}};
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_SENDTO, 0L, (long)"x", 1L, 0x20000000L /* MSG_FASTOPEN */, (long)&a, (long)sizeof a));
+}
+/* sendmsg, which carries descriptors (SCM_RIGHTS) out through UCX's wake-up datagram socket to
+ * any process of this host: refused without trusted-network (on any descriptor). */
+XC_ENTRY int escape_pass_fd(xc_ctx *ctx, const void *in, size_t in_len) {
+  long m[8] = {0};  /* an empty struct msghdr */
+  return reply_long(ctx, libc_syscall(in, in_len)(NR_SENDMSG, 0L, (long)m, 0L));
 }
 /* What a kernel reaches with trusted-network: a TCP connection of its own to 127.0.0.1:PORT
  * (input: syscall()'s address, then the port), where it writes "reached". Replies 0 if it

@@ -167,9 +167,11 @@ sandbox::Options sandbox_options(const LoaderConfig& cfg, const std::optional<sa
   for (const char* p : {"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/etc/ucx"}) o.start_files.read.push_back(p);
   // Serving, a TCP port is bound only by UCX's listener, at the listen port (trusted-network):
   // a kernel binds none, another loader's included (Landlock ABI 4; guarded by escape_bind4
-  // in adversary.c). UCX's tcp binds its own ports while starting, before this applies.
+  // in adversary.c). UCX's tcp binds its own ports while starting, before this applies. A
+  // listen port 0 (a free one, which the first worker's listener picks) leaves binds to a free
+  // port allowed, as Landlock's rule for port 0 says.
   o.serve_files.tcp_bind = std::vector<uint16_t>{};
-  if (cfg.trusted_network && listen_port) o.serve_files.tcp_bind->push_back(listen_port);
+  if (cfg.trusted_network) o.serve_files.tcp_bind->push_back(listen_port);
   return o;
 }
 

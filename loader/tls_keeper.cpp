@@ -32,7 +32,14 @@ constexpr int kMessagesPerTurn = 64;
 struct TlsKeeper::Impl {
   std::function<void(const std::string&)> log;
   std::string address;
-  std::vector<std::string> peers;  // what a worker may have dialed
+  // What a worker may have dialed, resolved once at open (no name lookup in the keeper's loop).
+  struct Peer {
+    std::string host_port;
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    std::string unresolved;  // why not, if it did not resolve
+  };
+  std::vector<Peer> peers;
   int listener = -1, wake = -1;
   std::thread thread;
   std::atomic<uint64_t> passed{0}, dialed{0};
@@ -95,8 +102,10 @@ struct TlsKeeper::Impl {
     door_channel::Message answer{door_channel::Kind::dial_failed, id, {}, 0, 0, {}};
     std::string why;
     int fd = -1;
-    if (std::find(peers.begin(), peers.end(), host_port) == peers.end()) why = "not a TLS node of this loader's cluster";
-    else fd = connect_to(host_port, &why);
+    const auto peer = std::find_if(peers.begin(), peers.end(), [&](const Peer& p) { return p.host_port == host_port; });
+    if (peer == peers.end()) why = "not a TLS node of this loader's cluster";
+    else if (!peer->unresolved.empty()) why = peer->unresolved;
+    else fd = connect_to(*peer, &why);
     if (fd >= 0) {
       answer.kind = door_channel::Kind::dialed;
       answer.bytes.assign(host_port.begin(), host_port.end());
@@ -114,15 +123,12 @@ struct TlsKeeper::Impl {
     }
   }
 
-  static int connect_to(const std::string& host_port, std::string* why) {
-    socklen_t len = 0;
-    auto a = net::parse_host_port(host_port, &len);
-    if (!a.ok()) return *why = a.error().message(), -1;
-    const int fd = ::socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  static int connect_to(const Peer& p, std::string* why) {
+    const int fd = ::socket(p.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return *why = std::string("socket: ") + std::strerror(errno), -1;
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&*a), len) != 0 && errno != EINPROGRESS) {
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&p.addr), p.len) != 0 && errno != EINPROGRESS) {
       *why = std::string("connect: ") + std::strerror(errno);
       ::close(fd);
       return -1;
@@ -195,7 +201,13 @@ Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port,
   if (!a.ok()) return Error(a.error().code(), "tls-listen " + host_port + ": " + a.error().message());
   auto impl = std::make_unique<Impl>();
   impl->log = log ? std::move(log) : [](const std::string&) {};
-  impl->peers = std::move(peers);
+  for (const std::string& hp : peers) {
+    Impl::Peer p;
+    p.host_port = hp;
+    if (auto a = net::parse_host_port(hp, &p.len); a.ok()) p.addr = *a;
+    else p.unresolved = a.error().message();
+    impl->peers.push_back(std::move(p));
+  }
   impl->listener = ::socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (impl->listener < 0) return Error(Errc::io, "tls-listen " + host_port + ": cannot open a socket: " + std::strerror(errno));
   const int one = 1;

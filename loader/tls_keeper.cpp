@@ -116,7 +116,9 @@ struct TlsKeeper::Impl {
     const Bytes b = door_channel::encode(answer);
     const std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
     if (fd >= 0) {
-      if (sandbox::send_fd(channel, fd, text)) dialed.fetch_add(1, std::memory_order_relaxed);
+      // Counted before the hand-over, so whoever reads the answer also reads the count.
+      dialed.fetch_add(1, std::memory_order_relaxed);
+      if (!sandbox::send_fd(channel, fd, text)) dialed.fetch_sub(1, std::memory_order_relaxed);
       ::close(fd);
     } else {
       (void)!::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -37,10 +37,10 @@ KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
 worker() { serving_worker "$SUPERVISOR"; }
-# The supervisor's C library is where every worker's is (they are its forks, and it stays);
-# a non-root run cannot read a non-dumpable process's maps: then the current worker's.
+# Where the loader's file keeps its pointer to syscall() (lib.sh, syscall_slot): the escape_*
+# kernels' input, the same for every worker of that binary whatever its address layout.
 syscall_address() {
-  measure SYSCALL "the address of syscall() in the worker" bash -c "$(declare -f libc_syscall); libc_syscall $SUPERVISOR 2> maps.err || libc_syscall \$(pgrep -n -x xcargo-loader -P $SUPERVISOR)"
+  measure SYSCALL "where the loader keeps syscall()" bash -c "$(declare -f syscall_slot); syscall_slot '$BIN/xcargo-loader'"
 }
 
 # adversary CARGO ENTRY STATUS REPS [MESSAGE] [--u64 N]
@@ -396,7 +396,7 @@ eventually 10 "the sandbox kills are logged with the call" grep -q 'the sandbox 
 # 0.5 s in a fresh-clone run beside another adversary test).
 "$SRC/scripts/cluster" down > down.txt
 cluster_up "$FINISH_LIMIT"
-syscall_address  # a new supervisor: its C library elsewhere
+syscall_address
 # Recursion until the stack runs out: it faults in the thread's 8 MiB of stack first, 20 to
 # 60 ms of a busy machine's time, which more load stretched past the restart phase's 0.5 s.
 adversary adv.xcargo stack_overflow crashed "$RESTART_REPS" 'signal 11'

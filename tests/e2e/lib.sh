@@ -193,11 +193,12 @@ ucx_net() {
   esac
 }
 
-# libc_syscall PID: the address of the C library's syscall() in PID, as a kernel finds it
-# from &memcpy (the escape_* kernels of tests/kernels/adversary.c call it).
-libc_syscall() {
-  local base path offset
-  read -r base path < <(awk '$6 ~ /\/libc\.so/ && $3 == "00000000" {split($1, r, "-"); print r[1], $6; exit}' "/proc/$1/maps")
-  offset=$(llvm-nm-16 -D --defined-only "$path" | awk '$3 ~ /^syscall(@|$)/ {print $1; exit}')
-  [ -n "$base" ] && [ -n "$offset" ] && printf '%d\n' $((16#$base + 16#$offset))
+# syscall_slot LOADER: where the loader binary LOADER keeps its pointer to the C library's
+# syscall(), as an offset from its xc_reply: what the escape_* kernels of
+# tests/kernels/adversary.c take to find syscall() (the same in every worker of that binary).
+syscall_slot() {
+  local slot reply
+  slot=$(llvm-readelf-16 -rW "$1" | awk '$5 ~ /^syscall(@|$)/ {print $1; exit}')
+  reply=$(llvm-nm-16 --defined-only "$1" | awk '$3 == "xc_reply" {print $1; exit}')
+  [ -n "$slot" ] && [ -n "$reply" ] && printf '%d\n' $((16#$slot - 16#$reply))
 }

@@ -198,7 +198,7 @@ check "still no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 # The front door's listening socket is the supervisor's (its TLS keeper passes each connection
 # to the serving worker): a kernel that closes its worker's listening sockets finds none.
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key k 2>>"$DISCARD"
-SYSCALL=$(libc_syscall "$SUPERVISOR" 2>>"$DISCARD" || libc_syscall "$(pgrep -n -x xcargo-loader -P "$SUPERVISOR")")
+SYSCALL=$(syscall_slot "$BIN/xcargo-loader")
 expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_deafen --arg "u64:$SYSCALL" --result i64 --to "$NODE"
 # The listening socket's inode (/proc/net/tcp: state 0A, LISTEN), held by the supervisor and
 # by no worker.

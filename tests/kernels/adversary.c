@@ -116,17 +116,19 @@ XC_ENTRY int cycle(xc_ctx *ctx, const void *in, size_t in_len) {
 
 XC_ENTRY int ok(xc_ctx *ctx, const void *in, size_t in_len) { return xc_reply(ctx, "fine", 4); }
 
-/* The escape_* kernels call the C library's syscall(), whose address is their input (the
- * attack that found it needed only &memcpy and the library's symbol table): code loaded from
- * a file, so the filter on where system calls come from lets them through, and only the
- * allow-list, the file rules and the supervisor's protection stand in the way. Each replies
- * with what the call returned: -1 is a refusal (syscall() keeps the reason in errno). */
+/* The escape_* kernels call the C library's syscall(), found through the loader's own pointer
+ * to it: their input is where that pointer lies, as an offset from xc_reply (both in the
+ * loader's file, so the same in every worker whatever its address layout; tests/e2e/lib.sh,
+ * syscall_slot). Code loaded from a file, so the filter on where system calls come from lets
+ * them through, and only the allow-list, the file rules and the supervisor's protection stand
+ * in the way. Each replies with what the call returned: -1 is a refusal (syscall() keeps the
+ * reason in errno). */
 typedef long (*syscall_fn)(long, ...);
 
 static syscall_fn libc_syscall(const void *in, size_t in_len) {
-  uint64_t a = 0;
-  for (size_t i = 0; i < 8 && i < in_len; ++i) a |= (uint64_t)((const unsigned char *)in)[i] << (8 * i);
-  return (syscall_fn)(uintptr_t)a;
+  uint64_t slot = 0;
+  for (size_t i = 0; i < 8 && i < in_len; ++i) slot |= (uint64_t)((const unsigned char *)in)[i] << (8 * i);
+  return *(syscall_fn *)((const char *)&xc_reply + slot);
 }
 
 /* "/proc/PID/NAME" */
@@ -152,7 +154,7 @@ XC_ENTRY int escape_vm_read(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, sys(NR_PROCESS_VM_READV, sys(NR_GETPPID), &local, 1L, &remote, 1L, 0L));
 }
 
-/* Input: syscall()'s address, then a u64 flag. Flag 0: replies at once (quick). Flag 1:
+/* Input: syscall()'s slot (libc_syscall), then a u64 flag. Flag 0: replies at once (quick). Flag 1:
    blocks the time-out signal (SIGUSR1) in its thread, then spins: the monitor's signal
    cannot stop it, and the worker is ended once its grace has passed. */
 XC_ENTRY int hang_blocked(xc_ctx *ctx, const void *in, size_t in_len) {
@@ -269,7 +271,7 @@ XC_ENTRY int escape_unix_socket(xc_ctx *ctx, const void *in, size_t in_len) {
   const long p = sys(NR_SOCKETPAIR, 1L, 5L /* SOCK_SEQPACKET */, 0L, (long)pair);
   return reply_long(ctx, s == -1 && p == -1 ? -1 : s);
 }
-/* Sockets of a kernel's own, through libc's syscall() (input: its address). Without
+/* Sockets of a kernel's own, through libc's syscall() (input: its slot, libc_syscall). Without
  * trusted-network each call traps: the node answers `sandbox` and replaces the worker. */
 static int own_socket(xc_ctx *ctx, const void *in, size_t in_len, long family, long type) {
   return reply_long(ctx, libc_syscall(in, in_len)(NR_SOCKET, family, type, 0L));
@@ -289,7 +291,7 @@ XC_ENTRY int escape_bind(xc_ctx *ctx, const void *in, size_t in_len) {
   struct sockaddr_in_ a = {2, 0, 0x0100007f, {0}};
   return reply_long(ctx, libc_syscall(in, in_len)(NR_BIND, 0L, (long)&a, (long)sizeof a));
 }
-/* With trusted-network: a TCP port bound by a kernel (input: syscall()'s address, then the
+/* With trusted-network: a TCP port bound by a kernel (input: syscall()'s slot (libc_syscall), then the
  * port): Landlock refuses it (-1), as it would another loader's port. Replies bind's result. */
 XC_ENTRY int escape_bind4(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
@@ -317,7 +319,7 @@ XC_ENTRY int escape_pass_fd(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, libc_syscall(in, in_len)(NR_SENDMSG, 0L, (long)m, 0L));
 }
 /* What a kernel reaches with trusted-network: a TCP connection of its own to 127.0.0.1:PORT
- * (input: syscall()'s address, then the port), where it writes "reached". Replies 0 if it
+ * (input: syscall()'s slot (libc_syscall), then the port), where it writes "reached". Replies 0 if it
  * connected and wrote, else the failing call's result. */
 XC_ENTRY int escape_reach(xc_ctx *ctx, const void *in, size_t in_len) {
   syscall_fn sys = libc_syscall(in, in_len);
@@ -343,7 +345,7 @@ XC_ENTRY int escape_shutwr_keys(xc_ctx *ctx, const void *in, size_t in_len) {
 }
 /* The node's private key, looked for in the worker's own memory (an attacker helper found the
  * OpenSSL key object there and replied its 32 private bytes: anyone could then prove the node's
- * key). Input: syscall()'s address, then the private key and the public key, each 32 bytes
+ * key). Input: syscall()'s slot (libc_syscall), then the private key and the public key, each 32 bytes
  * XORed with 0x5a, so that neither is in memory whole but where the worker put it. Scans
  * every readable private anonymous mapping up to 1 GiB, the heap and the stacks, at every
  * byte. Replies how many copies of the private key it found, or -1 if it found no copy of the
@@ -460,7 +462,7 @@ XC_ENTRY int escape_read_file(xc_ctx *ctx, const void *in, size_t in_len) {
   return reply_long(ctx, open_close(libc_syscall(in, in_len), "/etc/passwd", 0));
 }
 
-/* Any path, with any open flags: input is syscall()'s address, the flags (u64), then the path
+/* Any path, with any open flags: input is syscall()'s slot (libc_syscall), the flags (u64), then the path
  * (the JIT cache's entries, say, which only the compile service may write). */
 XC_ENTRY int escape_open(xc_ctx *ctx, const void *in, size_t in_len) {
   char path[512];

@@ -4,7 +4,7 @@
 // then sends the two long ones back to back through one connection (its lane, same host).
 // usage: xcargo-batch-limit --to HOST:PORT --cargo faults.xcargo --limit-s SECONDS
 // Prints the two statuses in order ("ok ok"); exits 0 if both are ok, 1 otherwise.
-//        xcargo-batch-limit --to HOST:PORT --cargo adv.xcargo --hang N --syscall ADDRESS [--after M]
+//        xcargo-batch-limit --to HOST:PORT --cargo adv.xcargo --hang N --syscall SLOT [--after M]
 // adversary.c's hang_blocked, warmed 12 times, then N in one batch, the last of which blocks
 // the time-out signal and spins (the worker is ended after its grace): prints the runs
 // that answered ok, warm-ups included ("ok runs: M"), for the test to find in the log: a
@@ -59,7 +59,7 @@ double ticks_per_second() {
 
 }  // namespace
 
-// --hang N --syscall ADDRESS [--after M] (above).
+// --hang N --syscall SLOT [--after M] (above).
 int hang(client::Connection& conn, const Digest& digest, size_t n, size_t after, uint64_t syscall) {
   const uint64_t quick[2] = {syscall, 0}, hung[2] = {syscall, 1};
   const ByteView q(reinterpret_cast<const uint8_t*>(quick), 16), h(reinterpret_cast<const uint8_t*>(hung), 16);

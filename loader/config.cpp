@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 namespace xcargo::loader {
@@ -35,6 +36,13 @@ Status size(const std::string& text, uint64_t& out, const char* zero_means = nul
   return {};
 }
 
+// A double as text that reads back as the same double.
+std::string exact(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
 Status flag(std::string text, bool& out) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
   if (text == "true" || text == "yes" || text == "on") return out = true, Status();
@@ -42,9 +50,13 @@ Status flag(std::string text, bool& out) {
   return must_be("true or false");
 }
 
-#define TEXT(field) [](LoaderConfig& c, const std::string& t) -> Status { c.field = t; return {}; }
-#define SWITCH(field) [](LoaderConfig& c, const std::string& t) -> Status { return flag(t, c.field); }
-#define SIZE(field) [](LoaderConfig& c, const std::string& t) -> Status { return size(t, c.field); }
+using Shown = std::vector<std::string>;
+// Each setting's apply, then its show (as Setting declares them).
+#define SHOW(expr) [](const LoaderConfig& c) { return Shown{expr}; }
+#define TEXT(field) [](LoaderConfig& c, const std::string& t) -> Status { c.field = t; return {}; }, SHOW(c.field)
+#define SWITCH(field) \
+  [](LoaderConfig& c, const std::string& t) -> Status { return flag(t, c.field); }, SHOW(c.field ? "true" : "false")
+#define SIZE(field) [](LoaderConfig& c, const std::string& t) -> Status { return size(t, c.field); }, SHOW(std::to_string(c.field))
 
 }  // namespace
 
@@ -89,7 +101,7 @@ const std::vector<Setting>& settings() {
          if (t != "native" && t != "bitcode") return must_be("native or bitcode");
          c.prefer = t;
          return {};
-       }},
+       }, SHOW(c.prefer)},
       {"max-cargo", "SIZE", "Largest cargo accepted (bytes, or with K, M, G)", SIZE(max_cargo)},
       {"max-input", "SIZE", "Largest invocation input accepted (bytes, or with K, M, G)", SIZE(max_input)},
       {"max-reply", "SIZE", "Largest reply a kernel may send (bytes, or with K, M, G)", SIZE(max_reply)},
@@ -100,21 +112,21 @@ const std::vector<Setting>& settings() {
          if (t.empty() || *end != '\0' || !(v >= 0.001 && v <= 86400)) return must_be("from 0.001 to 86400 seconds");
          c.timeout_s = v;
          return {};
-       }},
+       }, SHOW(exact(c.timeout_s))},
       {"executors", "N", "Requests that can run at once (1 to 256)",
-       [](LoaderConfig& c, const std::string& t) { return number(t, c.executors, 1u, 256u, "from 1 to 256"); }},
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.executors, 1u, 256u, "from 1 to 256"); }, SHOW(std::to_string(c.executors))},
       {"inline-us", "MICROSECONDS", "Kernels that never took longer than this run on the thread that receives requests "
                                     "(0: never; at most 1000)",
-       [](LoaderConfig& c, const std::string& t) { return number(t, c.inline_us, 0u, 1000u, "from 0 to 1000"); }},
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.inline_us, 0u, 1000u, "from 0 to 1000"); }, SHOW(std::to_string(c.inline_us))},
       {"spin-us", "MICROSECONDS", "After its last request, poll this long before sleeping (lower latency, more CPU; "
                                   "0 when nodes outnumber cores; at most 1000000)",
-       [](LoaderConfig& c, const std::string& t) { return number(t, c.spin_us, 0u, 1000000u, "from 0 to 1000000"); }},
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.spin_us, 0u, 1000000u, "from 0 to 1000000"); }, SHOW(std::to_string(c.spin_us))},
       {"node-id", "ID", "This node's id (what xc_node_id() returns)",
-       [](LoaderConfig& c, const std::string& t) { return number(t, c.node_id, 0u, 4294967295u, "a node id (0 or more)"); }},
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.node_id, 0u, 4294967295u, "a node id (0 or more)"); }, SHOW(std::to_string(c.node_id))},
       {"cluster", "FILE", "Cluster file: the nodes kernels can forward to (xc_forward); with node-id, this node's "
                           "address there is the default listen", TEXT(cluster)},
       {"max-hops", "N", "A computation forwarded more often than this is stopped (1 to 4000000000)",
-       [](LoaderConfig& c, const std::string& t) { return number(t, c.max_hops, 1u, 4000000000u, "from 1 to 4000000000"); }},
+       [](LoaderConfig& c, const std::string& t) { return number(t, c.max_hops, 1u, 4000000000u, "from 1 to 4000000000"); }, SHOW(std::to_string(c.max_hops))},
       {"regions", "NAME=SIZE", "Create a memory region for kernels (xc_region) and clients' reads, repeatable; "
                                "SIZE in bytes or with K, M, G (in loader.yaml: a mapping of names to sizes)",
        [](LoaderConfig& c, const std::string& t) -> Status {
@@ -124,7 +136,7 @@ const std::vector<Setting>& settings() {
            return must_be("NAME=SIZE with a size over 0, e.g. chase=64M");
          c.regions.push_back(t.substr(0, eq) + "=" + std::to_string(n));
          return {};
-       }},
+       }, [](const LoaderConfig& c) { return c.regions; }},
       {"max-memory", "SIZE", "Address-space limit of the process that runs kernels (bytes, or with K, M, G; 0: none; "
                              "default 8G)", SIZE(max_memory)},
       {"sandbox", nullptr, "Run kernels without the seccomp filters and file rules (to diagnose a problem; loader/SECURITY.md)",
@@ -151,7 +163,7 @@ const std::vector<Setting>& settings() {
          if (t != "text" && t != "json") return must_be("text or json");
          c.log_format = t;
          return {};
-       }},
+       }, SHOW(c.log_format)},
       {"metrics", "ADDR", "Serve the node's counters in Prometheus' text format (GET /metrics, no authentication) at "
                           "unix:/PATH or 127.0.0.1:PORT (loader/README.md, 'Metrics')", TEXT(metrics)},
       {"metrics-any-address", nullptr, "Let metrics listen on an address other hosts can reach (anyone who reaches it "

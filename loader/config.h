@@ -63,6 +63,9 @@ struct Setting {
   // Sets the value written as text (a flag's argument, a YAML scalar); the error says what
   // it must be, and the caller says where it came from.
   Status (*apply)(LoaderConfig& config, const std::string& text);
+  // The value as texts that apply takes back to the same value (one, or none and more for
+  // regions): how a worker started by exec gets its supervisor's settings.
+  std::vector<std::string> (*show)(const LoaderConfig& config);
   bool on_by_default = false;  // switches: the flag is --no-NAME
 };
 const std::vector<Setting>& settings();

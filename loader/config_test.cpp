@@ -1,5 +1,6 @@
 // Tests of the loader's settings table: flags and loader.yaml keys share names, units and checks.
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include <fstream>
 #include <iterator>
@@ -86,4 +87,40 @@ TEST_CASE("loader.example.yaml parses, and shows every setting", "[config]") {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const auto& s : settings())
     CHECK(text.find(std::string(s.name) + ":") != std::string::npos);
+}
+
+TEST_CASE("every setting shows as texts that apply back to the same value", "[config]") {
+  // What a worker started by exec is given: each setting of its supervisor's, shown, then applied.
+  auto round_trip = [](const LoaderConfig& from) {
+    LoaderConfig to;
+    for (const Setting& s : settings()) {
+      REQUIRE(s.show);
+      for (const std::string& text : s.show(from)) {
+        INFO(s.name << ": " << text);
+        REQUIRE(s.apply(to, text).ok());
+      }
+    }
+    for (const Setting& s : settings()) {
+      INFO(s.name);
+      CHECK(s.show(to) == s.show(from));
+    }
+  };
+  round_trip(LoaderConfig{});
+  LoaderConfig c;
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"listen", "127.0.0.1:9"}, {"tls-listen", "0.0.0.0:0"}, {"trust", "/a b/trust"}, {"clients", "c"},
+           {"allow-anyone", "true"}, {"node-key", "k"}, {"cache", "/tmp/x"}, {"prefer", "bitcode"}, {"max-cargo", "3M"},
+           {"max-input", "17"}, {"timeout", "0.123456789"}, {"executors", "7"}, {"inline-us", "0"}, {"spin-us", "99"},
+           {"node-id", "4294967295"}, {"max-hops", "5"}, {"regions", "a=4K"}, {"regions", "b=1G"}, {"sandbox", "false"},
+           {"standby", "false"}, {"user", "nobody"}, {"trusted-network", "yes"}, {"log-format", "json"}, {"log-max-size", "1K"}}) {
+    const auto it = std::find_if(settings().begin(), settings().end(), [&](const Setting& s) { return s.name == name; });
+    REQUIRE(it != settings().end());
+    REQUIRE(it->apply(c, text).ok());
+  }
+  round_trip(c);
+  const auto timeout = std::find_if(settings().begin(), settings().end(), [](const Setting& s) { return std::string(s.name) == "timeout"; });
+  LoaderConfig back;
+  REQUIRE(timeout->apply(back, timeout->show(c).at(0)).ok());
+  CHECK(back.timeout_s == c.timeout_s);  // the same double, not one near it
+  CHECK(c.regions.size() == 2);
 }

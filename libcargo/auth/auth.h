@@ -60,6 +60,7 @@ public:
   void add(AuthorizedKey k) { keys_.push_back(std::move(k)); }
   const AuthorizedKey* find(const std::array<uint8_t, 32>& raw) const;
   size_t size() const { return keys_.size(); }
+  const std::vector<AuthorizedKey>& keys() const { return keys_; }
   // The entries of a clients directory that hold no key, each "PATH: why, and what a clients
   // directory expects", in directory order; empty for a file.
   const std::vector<std::string>& ignored() const { return ignored_; }

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -39,6 +40,7 @@
 #include "port_hold.h"
 #include "supervisor.h"
 #include "tls_keeper.h"
+#include "worker_start.h"
 #include "timing.h"
 #include "server/ucx_server.h"
 #include "xcargo/cluster.h"
@@ -563,7 +565,15 @@ int stand_by_then_serve(Engine& engine, UcxServer& server, NodeStats* stats, std
   return 0;
 }
 
-int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
+// What a worker needs of the loader's access: its user, the client keys as the supervisor
+// loaded them (a worker that cannot load them again keeps these), and the node key.
+struct WorkerAccess {
+  std::optional<sandbox::User> user;
+  std::optional<auth::AuthorizedKeys> clients;  // nullopt: allow-anyone
+  PublicKey node_key;
+};
+
+int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
                int compiler_fd, int key_fd, int door_fd, int tls_fd) {
   sandbox::Options box = sandbox_options(cfg, access.user);
   auto confined = sandbox::prepare(box, {addr_fd, go_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
@@ -604,7 +614,7 @@ int run_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int g
     end_in_order("the key service's connection is gone (every later handshake would fail); ending this worker in order: "
                  "its standby has a connection of its own");
   };
-  AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key->public_key(), timing::kKeyServiceLimit, on_key_lost),
+  AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key, timing::kKeyServiceLimit, on_key_lost),
                 std::move(clients));
   so.gate = &gate;
   so.listen_at_start = false;
@@ -837,11 +847,107 @@ void stop_metrics(pid_t pid, const LoaderConfig& cfg) {
   }
   if (cfg.metrics.rfind("unix:", 0) == 0) ::unlink(cfg.metrics.c_str() + 5);
 }
+// The loader's own file, opened at start: each worker is started from it by exec (the same
+// binary even if the file is replaced meanwhile), with an address layout of its own. -1
+// when exec cannot run it (exec_works says why).
+int g_exe_fd = -1;
+
+// Whether exec runs the loader's own file, tried once at start by a child that exits at
+// once (XCARGO_EXEC_PROBE): an aarch64 loader under qemu-user without binfmt_misc cannot,
+// and qemu-user 7.2 then aborts a child that starts a thread after its exec failed. Empty
+// if it can; else why not, and g_exe_fd is closed.
+std::string exec_works() {
+  if (g_exe_fd < 0) return std::string("cannot open /proc/self/exe: ") + std::strerror(errno);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("XCARGO_EXEC_PROBE", "1", 1);
+    char name[] = "xcargo-loader";
+    char* const argv[] = {name, nullptr};
+    ::fexecve(g_exe_fd, argv, environ);
+    _exit(127);
+  }
+  int status = 0;
+  while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  ::close(g_exe_fd);
+  g_exe_fd = -1;
+  return "exec of the loader's own file failed (qemu-user without binfmt_misc?)";
+}
+
+// In a worker's forked process: starts the worker by exec from the loader's file, handing it
+// what it needs (worker_start.h) in a memory file named by XCARGO_WORKER_START. Returns only
+// if exec failed (an aarch64 loader under qemu-user without binfmt_misc cannot exec itself):
+// then the worker runs in this process, which shares the supervisor's address layout, and
+// says so in the log.
+int exec_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
+                int incident_fd, int compiler_fd, int key_fd, int door_fd, int tls_fd) {
+  WorkerAccess wa{access.user, access.clients, access.node_key->public_key()};
+  std::string why;
+  if (g_exe_fd >= 0) {
+    WorkerStart w{cfg, access.user, wa.node_key,
+                  access.clients ? std::optional<std::string>(clients_text(*access.clients)) : std::nullopt,
+                  addr_fd, go_fd, incident_fd, compiler_fd, key_fd, door_fd, tls_fd};
+    const Bytes b = encode(w);
+    const int fd = ::memfd_create("xcargo-worker-start", 0);  // kept across exec: its number is in the environment
+    if (fd >= 0 && write_all(fd, b).ok()) {
+      for (int keep : {addr_fd, go_fd, incident_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
+                       cfg.node_stats_fd})
+        if (keep >= 0) ::fcntl(keep, F_SETFD, 0);
+      ::setenv("XCARGO_WORKER_START", std::to_string(fd).c_str(), 1);
+      char name[] = "xcargo-loader";
+      char* const argv[] = {name, nullptr};
+      ::fexecve(g_exe_fd, argv, environ);
+      ::unsetenv("XCARGO_WORKER_START");
+    }
+    why = std::string("exec failed: ") + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+  }
+  if (g_exe_fd >= 0) worker_log("not started by exec (" + why + "): this worker shares the supervisor's address layout");
+  return run_worker(cfg, wa, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
+}
+
+// main() of a worker started by exec_worker: what its supervisor handed it, then run_worker.
+int run_started_worker(const char* start_fd) {
+  ::unsetenv("XCARGO_WORKER_START");  // nothing later (kernels, the compile service) sees it
+  ::prctl(PR_SET_NAME, "xcargo-standby");
+  if (::getppid() == 1) return 1;  // its supervisor is gone already (PR_SET_PDEATHSIG holds across exec)
+  int fd = -1;
+  const char* end = start_fd + std::strlen(start_fd);
+  if (auto [p, ec] = std::from_chars(start_fd, end, fd); ec != std::errc() || p != end || fd < 0)
+    return fail_in_log(Error(Errc::invalid_argument, "XCARGO_WORKER_START: not a descriptor"));
+  auto bytes = read_file("/proc/self/fd/" + std::to_string(fd), kMaxWorkerStart);
+  ::close(fd);
+  if (!bytes.ok()) return fail_in_log(bytes.error());
+  auto w = decode_worker_start(*bytes);
+  if (!w.ok()) return fail_in_log(w.error());
+  set_log_json(w->cfg.log_format == "json");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  char* incident = nullptr;
+  if (w->incident_fd >= 0) {
+    void* p = ::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED, w->incident_fd, 0);
+    if (p != MAP_FAILED) incident = static_cast<char*>(p);
+  }
+  WorkerAccess access{w->user, std::nullopt, w->node_key};
+  if (w->clients) {
+    auto keys = auth::AuthorizedKeys::parse(*w->clients, "the supervisor's clients");
+    if (!keys.ok()) return fail_in_log(keys.error());
+    access.clients = std::move(*keys);
+  }
+  return run_worker(w->cfg, access, w->addr_fd, w->go_fd, incident, incident ? kIncidentSize : 0, w->compiler_fd, w->key_fd,
+                    w->door_fd, w->tls_fd);
+}
+
 
 // The loader that serves --listen: the key service, the shared memory, the ports it holds
 // and the metrics endpoint, then supervise() until it stops. Returns main's exit code.
 int run_supervisor(LoaderConfig& cfg) {
   if (auto t = TrustStore::load(cfg.trust); !t.ok()) return fail(t.error());  // fail before forking
+  const std::string no_exec = exec_works();  // before any thread starts
   auto access = load_access(cfg);
   if (!access.ok()) return fail(access.error());
   auto node_stats = create_shared_memory(cfg);
@@ -882,6 +988,7 @@ int run_supervisor(LoaderConfig& cfg) {
   so.standby = cfg.standby;
   log_directly();
   if (auto s = start_log_copier(cfg.log, cfg.log_max_size); !s.ok()) return fail(s.error());
+  if (!no_exec.empty()) log_line("warning: workers start by fork, not exec (" + no_exec + "): they share the supervisor's address layout");
   pid_t metrics_pid = -1;
   if (metrics_fd >= 0) {
     auto p = start_metrics(cfg, access->user, metrics_fd, cfg.node_stats_fd);
@@ -893,12 +1000,12 @@ int run_supervisor(LoaderConfig& cfg) {
   if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
   auto rc = supervise(
       so, g_stop,
-      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int compiler_fd, int key_fd,
-          int door_fd, int tls_fd) {
+      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int incident_fd, int compiler_fd,
+          int key_fd, int door_fd, int tls_fd) {
         LoaderConfig wc = cfg;
         wc.listen = listen.ucx;
         wc.tls_listen = listen.tls;
-        return run_worker(wc, *access, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
+        return exec_worker(wc, *access, addr_fd, go_fd, incident, incident_size, incident_fd, compiler_fd, key_fd, door_fd, tls_fd);
       },
       [&](int fd) { return run_compiler(cfg, access->user, fd); });
   stop_metrics(metrics_pid, cfg);
@@ -963,6 +1070,9 @@ int main(int argc, char** argv) {
     r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
     (void)::setrlimit(RLIMIT_NOFILE, &r);
   }
+  if (std::getenv("XCARGO_EXEC_PROBE")) return 0;  // exec_works' child
+  if (const char* start = std::getenv("XCARGO_WORKER_START")) return run_started_worker(start);
+  g_exe_fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   LoaderConfig cfg;
   bool exec = false;
   if (auto done = read_command_line(argc, argv, cfg, exec)) return *done;

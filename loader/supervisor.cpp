@@ -36,7 +36,6 @@ namespace xcargo::loader {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kIncidentSize = 4096;
 
 // What a worker that does not start is doing: each thread's name, state and system call
 // (from /proc; what cannot be read is left out).
@@ -223,8 +222,12 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
   c.door = door[0];
   c.from = from[0];
   c.go = go[1];
-  c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (c.incident == MAP_FAILED) {
+  // The incident page is a memory file's, which a worker started by exec maps again.
+  const int incident_fd = ::memfd_create("xcargo-incident", MFD_CLOEXEC);
+  if (incident_fd >= 0 && ::ftruncate(incident_fd, kIncidentSize) == 0)
+    c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED, incident_fd, 0));
+  if (incident_fd < 0 || c.incident == MAP_FAILED || !c.incident) {
+    if (incident_fd >= 0) ::close(incident_fd);
     c.incident = nullptr;
     for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
@@ -235,7 +238,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
   const pid_t pid = ::fork();
   if (pid < 0) {
     parent_done(child_log);
-    for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
+    for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd, incident_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, std::string("fork failed: ") + std::strerror(errno));
   }
@@ -254,10 +257,10 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
     ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (::getppid() == 1) _exit(1);
-    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, compiler_fd, key_fd, door[1], tls[1]));
+    _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, incident_fd, compiler_fd, key_fd, door[1], tls[1]));
   }
   parent_done(child_log);
-  for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
+  for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd, incident_fd}) ::close(fd);
   ::fcntl(c.from, F_SETFL, ::fcntl(c.from, F_GETFL) | O_NONBLOCK);
   c.pid = pid;
   c.started = Clock::now();

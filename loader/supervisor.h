@@ -63,11 +63,14 @@ struct SupervisorOptions {
 // worker it replaces frees the port) and writes "HOST:PORT\tTLS-HOST:PORT\tHOW-CONFINED\n"
 // (the second field empty without a front door). Once its
 // listener is closed for good (it is about to end) it writes another line. It may leave a line
-// in `incident` (a shared page, its own) saying why it is about to stop. compiler_fd is its
+// in `incident` (a shared page, its own, also incident_fd: a memory file that a worker started
+// by exec maps again) saying why it is about to stop. compiler_fd is its
 // connection to its compile service, key_fd its connection to the key service (or -1).
 // door_fd is its end of the channel to the same-host door's keeper (door_keeper.h), tls_fd its
 // end of the channel from the TLS front door's keeper (tls_keeper.h); -1 for none.
-using WorkerMain = std::function<int(const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size,
+// The incident page's size (WorkerMain's incident, incident_fd).
+inline constexpr size_t kIncidentSize = 4096;
+using WorkerMain = std::function<int(const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int incident_fd,
                                      int compiler_fd, int key_fd, int door_fd, int tls_fd)>;
 // The compile service's main (loader/compiler/service.h), serving the worker on fd. The
 // supervisor starts one before each worker, so that no kernel has run in it.

@@ -1071,7 +1071,14 @@ int main(int argc, char** argv) {
     (void)::setrlimit(RLIMIT_NOFILE, &r);
   }
   if (std::getenv("XCARGO_EXEC_PROBE")) return 0;  // exec_works' child
-  if (const char* start = std::getenv("XCARGO_WORKER_START")) return run_started_worker(start);
+  // A worker ends as its forked form did, by _exit: no exit-time handlers (LeakSanitizer's
+  // check would stop threads with clone and ptrace, which its filters refuse).
+  if (const char* start = std::getenv("XCARGO_WORKER_START")) {
+    const int rc = run_started_worker(start);
+    flush_log();
+    std::fflush(nullptr);
+    _exit(rc);
+  }
   g_exe_fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   LoaderConfig cfg;
   bool exec = false;

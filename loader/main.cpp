@@ -875,51 +875,57 @@ std::string exec_works() {
   return "exec of the loader's own file failed (qemu-user without binfmt_misc?)";
 }
 
-// In a worker's forked process: starts the worker by exec from the loader's file, handing it
-// what it needs (worker_start.h) in a memory file named by XCARGO_WORKER_START. Returns only
-// if exec failed (an aarch64 loader under qemu-user without binfmt_misc cannot exec itself):
-// then the worker runs in this process, which shares the supervisor's address layout, and
-// says so in the log.
-int exec_worker(const LoaderConfig& cfg, const Access& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
-                int incident_fd, int compiler_fd, int key_fd, int door_fd, int tls_fd) {
-  WorkerAccess wa{access.user, access.clients, access.node_key->public_key()};
-  std::string why;
-  if (g_exe_fd >= 0) {
-    WorkerStart w{cfg, access.user, wa.node_key,
-                  access.clients ? std::optional<std::string>(clients_text(*access.clients)) : std::nullopt,
-                  addr_fd, go_fd, incident_fd, compiler_fd, key_fd, door_fd, tls_fd};
-    const Bytes b = encode(w);
-    const int fd = ::memfd_create("xcargo-worker-start", 0);  // kept across exec: its number is in the environment
-    if (fd >= 0 && write_all(fd, b).ok()) {
-      for (int keep : {addr_fd, go_fd, incident_fd, compiler_fd, key_fd, door_fd, tls_fd, cfg.node_memory_fd, cfg.kept_cargos_fd,
-                       cfg.node_stats_fd})
-        if (keep >= 0) ::fcntl(keep, F_SETFD, 0);
-      ::setenv("XCARGO_WORKER_START", std::to_string(fd).c_str(), 1);
-      char name[] = "xcargo-loader";
-      char* const argv[] = {name, nullptr};
-      ::fexecve(g_exe_fd, argv, environ);
-      ::unsetenv("XCARGO_WORKER_START");
-    }
-    why = std::string("exec failed: ") + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-  }
-  if (g_exe_fd >= 0) worker_log("not started by exec (" + why + "): this worker shares the supervisor's address layout");
-  return run_worker(cfg, wa, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
+// How a worker starts by exec from the loader's own file (exec_plan.h): handed what it needs
+// (worker_start.h) in a memory file named by XCARGO_WORKER_START.
+Result<ExecPlan> plan_worker(const LoaderConfig& cfg, const Access& access, const WorkerFds& fds) {
+  const WorkerStart w{cfg, access.user, access.node_key->public_key(),
+                      access.clients ? std::optional<std::string>(clients_text(*access.clients)) : std::nullopt,
+                      fds.addr, fds.go, fds.incident, fds.compiler, fds.key, fds.door, fds.tls};
+  return plan_exec(g_exe_fd, "xcargo-loader", "XCARGO_WORKER_START", encode(w),
+                   {fds.addr, fds.go, fds.incident, fds.compiler, fds.key, fds.door, fds.tls, cfg.node_memory_fd,
+                    cfg.kept_cargos_fd, cfg.node_stats_fd});
 }
 
-// main() of a worker started by exec_worker: what its supervisor handed it, then run_worker.
-int run_started_worker(const char* start_fd) {
-  ::unsetenv("XCARGO_WORKER_START");  // nothing later (kernels, the compile service) sees it
-  ::prctl(PR_SET_NAME, "xcargo-standby");
-  if (::getppid() == 1) return 1;  // its supervisor is gone already (PR_SET_PDEATHSIG holds across exec)
+// How a compile service starts by exec: its settings and user (as a worker's start record,
+// compiler_fd its end of the worker's connection) in a memory file named by
+// XCARGO_COMPILER_START.
+Result<ExecPlan> plan_compiler(const LoaderConfig& cfg, const Access& access, int fd) {
+  WorkerStart w{cfg, access.user, access.node_key->public_key(), std::nullopt};
+  w.compiler_fd = fd;
+  return plan_exec(g_exe_fd, "xcargo-compiler", "XCARGO_COMPILER_START", encode(w), {fd});
+}
+
+// The start record a process started by exec was handed: the memory file named by the
+// environment variable `variable`, whose text is `start_fd`.
+Result<WorkerStart> read_start(const char* variable, const char* start_fd) {
+  ::unsetenv(variable);  // nothing later (kernels, the compile service) sees it
   int fd = -1;
   const char* end = start_fd + std::strlen(start_fd);
   if (auto [p, ec] = std::from_chars(start_fd, end, fd); ec != std::errc() || p != end || fd < 0)
-    return fail_in_log(Error(Errc::invalid_argument, "XCARGO_WORKER_START: not a descriptor"));
+    return Error(Errc::invalid_argument, std::string(variable) + ": not a descriptor");
   auto bytes = read_file("/proc/self/fd/" + std::to_string(fd), kMaxWorkerStart);
   ::close(fd);
-  if (!bytes.ok()) return fail_in_log(bytes.error());
-  auto w = decode_worker_start(*bytes);
+  if (!bytes.ok()) return bytes.take_error();
+  return decode_worker_start(*bytes);
+}
+
+// main() of a compile service started by exec (plan_compiler).
+int run_started_compiler(const char* start_fd) {
+  ::prctl(PR_SET_NAME, "xcargo-compiler");
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // as its supervisor: no process of its user traces it
+  if (::getppid() == 1) return 1;  // its supervisor is gone already (PR_SET_PDEATHSIG holds across exec)
+  auto w = read_start("XCARGO_COMPILER_START", start_fd);
+  if (!w.ok()) return fail_in_log(w.error());
+  set_log_json(w->cfg.log_format == "json");
+  ::signal(SIGPIPE, SIG_IGN);
+  return run_compiler(w->cfg, w->user, w->compiler_fd);
+}
+
+// main() of a worker started by exec (plan_worker): what its supervisor handed it, then run_worker.
+int run_started_worker(const char* start_fd) {
+  ::prctl(PR_SET_NAME, "xcargo-standby");
+  if (::getppid() == 1) return 1;  // its supervisor is gone already (PR_SET_PDEATHSIG holds across exec)
+  auto w = read_start("XCARGO_WORKER_START", start_fd);
   if (!w.ok()) return fail_in_log(w.error());
   set_log_json(w->cfg.log_format == "json");
   struct sigaction sa {};
@@ -997,15 +1003,25 @@ int run_supervisor(LoaderConfig& cfg) {
     metrics_pid = *p;
   }
   hook_supervisor(so, *access, **node_stats);
+  if (g_exe_fd >= 0) {
+    so.plan_worker = [&](const Listen& listen, const WorkerFds& fds) {
+      LoaderConfig wc = cfg;
+      wc.listen = listen.ucx;
+      wc.tls_listen = listen.tls;
+      return plan_worker(wc, *access, fds);
+    };
+    so.plan_compiler = [&](int fd) { return plan_compiler(cfg, *access, fd); };
+  }
   if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
   auto rc = supervise(
       so, g_stop,
-      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int incident_fd, int compiler_fd,
-          int key_fd, int door_fd, int tls_fd) {
+      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int, int compiler_fd, int key_fd,
+          int door_fd, int tls_fd) {
         LoaderConfig wc = cfg;
         wc.listen = listen.ucx;
         wc.tls_listen = listen.tls;
-        return exec_worker(wc, *access, addr_fd, go_fd, incident, incident_size, incident_fd, compiler_fd, key_fd, door_fd, tls_fd);
+        WorkerAccess wa{access->user, access->clients, access->node_key->public_key()};
+        return run_worker(wc, wa, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
       },
       [&](int fd) { return run_compiler(cfg, access->user, fd); });
   stop_metrics(metrics_pid, cfg);
@@ -1075,6 +1091,12 @@ int main(int argc, char** argv) {
   // check would stop threads with clone and ptrace, which its filters refuse).
   if (const char* start = std::getenv("XCARGO_WORKER_START")) {
     const int rc = run_started_worker(start);
+    flush_log();
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  if (const char* start = std::getenv("XCARGO_COMPILER_START")) {
+    const int rc = run_started_compiler(start);
     flush_log();
     std::fflush(nullptr);
     _exit(rc);

@@ -60,12 +60,32 @@ std::string describe_threads(pid_t pid) {
   return out;
 }
 
+// In a forked child whose exec failed (exec_planned returned): says so on stderr (its log)
+// and in its incident page, if any, and exits 127. System calls only, as between fork and exec.
+[[noreturn]] void exec_failed(char* incident, size_t incident_size) {
+  static constexpr char kWhy[] = "could not exec the loader's own file to start this process";
+  (void)!::write(2, kWhy, sizeof kWhy - 1);
+  (void)!::write(2, "\n", 1);
+  if (incident && incident_size > sizeof kWhy) std::memcpy(incident, kWhy, sizeof kWhy);
+  _exit(127);
+}
+
 }  // namespace
 
-Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end) {
+Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end, const PlanCompiler& plan_compiler) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return Error(Errc::io, std::string("socketpair failed: ") + std::strerror(errno));
+  std::optional<ExecPlan> plan;
+  if (plan_compiler) {
+    auto p = plan_compiler(sv[1]);
+    if (!p.ok()) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return p.take_error();
+    }
+    plan = std::move(*p);
+  }
   ChildLog child_log = log_for_child();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -81,6 +101,10 @@ Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_en
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::prctl(PR_SET_NAME, "xcargo-compiler");  // told apart from the worker in ps and pgrep
     if (::getppid() == 1) _exit(1);
+    if (plan) {
+      exec_planned(*plan);
+      exec_failed(nullptr, 0);
+    }
     _exit(compiler(sv[1]));
   }
   parent_done(child_log);
@@ -189,7 +213,7 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     if (options.disconnect_key) c.forget_key = [&options, id = k->second] { options.disconnect_key(id); };
   }
   int compiler_fd = -1;
-  auto compiler_pid = start_compile_service(compiler, &compiler_fd);
+  auto compiler_pid = start_compile_service(compiler, &compiler_fd, options.plan_compiler);
   if (!compiler_pid.ok() && key_fd >= 0) ::close(key_fd);
   XC_TRY(compiler_pid);
   c.compiler = *compiler_pid;
@@ -234,6 +258,16 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     return Error(Errc::io, "cannot map an incident page");
   }
   c.incident[0] = '\0';
+  std::optional<ExecPlan> plan;
+  if (options.plan_worker) {
+    auto p = options.plan_worker(listen, WorkerFds{from[1], go[0], incident_fd, compiler_fd, key_fd, door[1], tls[1]});
+    if (!p.ok()) {
+      for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd, incident_fd}) ::close(fd);
+      c.release();
+      return p.take_error();
+    }
+    plan = std::move(*p);
+  }
   ChildLog child_log = log_for_child();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -257,6 +291,10 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
     // shared-memory segments through /proc/PID/fd. What it may reach is the sandbox's concern.
     ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (::getppid() == 1) _exit(1);
+    if (plan) {
+      exec_planned(*plan);
+      exec_failed(c.incident, kIncidentSize);
+    }
     _exit(worker(listen, from[1], go[0], c.incident, kIncidentSize, incident_fd, compiler_fd, key_fd, door[1], tls[1]));
   }
   parent_done(child_log);

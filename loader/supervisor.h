@@ -11,11 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "exec_plan.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader {
 
 class TlsKeeper;
+
 
 // Where a worker listens: UCX's HOST:PORT, and the TLS front door's (empty: none).
 struct Listen {
@@ -28,6 +30,16 @@ struct Listen {
     return ucx + " (" + ucx_what + ")" + (tls.empty() ? "" : " and tls://" + tls + " (TLS 1.3 front door: authorized keys only)");
   }
 };
+
+// The descriptors a worker starts with (its ends), as WorkerMain takes them.
+struct WorkerFds {
+  int addr = -1, go = -1, incident = -1, compiler = -1, key = -1, door = -1, tls = -1;
+};
+// How a worker (PlanWorker) or a compile service (PlanCompiler, given its end of the worker's
+// connection) starts by exec, made in the supervisor before the fork: the forked child only
+// execs it, so each such process has an address layout of its own.
+using PlanWorker = std::function<Result<ExecPlan>(const Listen& listen, const WorkerFds& fds)>;
+using PlanCompiler = std::function<Result<ExecPlan>(int fd)>;
 
 struct SupervisorOptions {
   Listen listen;            // the first worker's addresses; restarts keep the ports it bound
@@ -56,6 +68,10 @@ struct SupervisorOptions {
   // node's counters: loader/stats/node_stats.h). Either may be empty.
   std::function<void()> on_restart;
   std::function<void(pid_t)> on_worker_ended;
+  // Where set, workers and their compile services start by exec (above); unset, the forked
+  // child runs WorkerMain or CompilerMain itself.
+  PlanWorker plan_worker;
+  PlanCompiler plan_compiler;
 };
 
 // The worker's main. Prepares everything but its listener, writes "standby\n" to addr_fd,
@@ -79,7 +95,7 @@ using CompilerMain = std::function<int(int fd)>;
 // Forks a compile service running `compiler` (named xcargo-compiler, killed when this process
 // dies); *worker_end receives the other end of their connection. supervise() calls it before
 // each worker; --exec's engine uses it too.
-[[nodiscard]] Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end);
+[[nodiscard]] Result<pid_t> start_compile_service(const CompilerMain& compiler, int* worker_end, const PlanCompiler& plan = {});
 // Runs workers, each replaced by a standby when it ends, until `stop` is set (by SIGTERM/SIGINT, which must interrupt waitpid: no
 // SA_RESTART). Returns the exit code: 0 on a clean stop, the worker's own code when the
 // first worker never started (a configuration problem); an error when a restart cannot be made.

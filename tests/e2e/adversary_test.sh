@@ -37,12 +37,14 @@ KEY=$XCARGO_CLUSTER_DIR/signer.key
 "$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key "$KEY" 2>>"$DISCARD"
 "$X" build "$SRC/tests/kernels/faults.c" -o faults.xcargo --key "$KEY" 2>>"$DISCARD"
 worker() { serving_worker "$SUPERVISOR"; }
-# Each worker starts by exec: a layout of its own, not its supervisor's nor its standby's (a
-# kernel learns nothing of the addresses the next worker will use).
+# Each worker and compile service starts by exec: a layout of its own, not its supervisor's
+# nor its standby's (a kernel learns nothing of the addresses the next worker will use).
 lib_base() { awk '$6 ~ /\/libc\.so/ {split($1, r, "-"); print r[1]; exit}' "/proc/$1/maps"; }
 eventually 30 "a standby is ready" pgrep -x xcargo-standby -P "$SUPERVISOR"
 check "the serving worker's libc is not where the supervisor's is" test "$(lib_base "$(worker)")" != "$(lib_base "$SUPERVISOR")"
 check "nor where its standby's is" test "$(lib_base "$(worker)")" != "$(lib_base "$(pgrep -n -x xcargo-standby -P "$SUPERVISOR")")"
+check "a compile service's libc is not where the supervisor's is" \
+  test "$(lib_base "$(pgrep -o -x xcargo-compiler -P "$SUPERVISOR")")" != "$(lib_base "$SUPERVISOR")"
 # Where the loader's file keeps its pointer to syscall() (lib.sh, syscall_slot): the escape_*
 # kernels' input, the same for every worker of that binary whatever its address layout.
 syscall_address() {

@@ -114,7 +114,7 @@ Result<WorkerStart> decode_worker_start(ByteView bytes) {
 // The supervisor's authorized keys as a key-list file: what `clients` holds.
 std::string clients_text(const auth::AuthorizedKeys& keys) {
   std::string out;
-  for (const auth::AuthorizedKey& k : keys.keys()) out += auth::authorized_line(k.key, k.verbs, k.name) + "\n";
+  for (const auth::AuthorizedKey& k : keys.keys()) out += auth::authorized_line(k.key, k.verbs, k.name, k.tenant) + "\n";
   return out;
 }
 

@@ -105,14 +105,28 @@ Result<AuthorizedKeys> AuthorizedKeys::parse(std::string_view text, const std::s
     const std::string where = origin + ": line " + std::to_string(line_no);
     AuthorizedKey k;
     size_t w = 0;
-    if (words[0].rfind("verbs=", 0) == 0) {
-      auto v = parse_verbs(std::string_view(words[0]).substr(6));
-      if (!v.ok()) return Error(Errc::invalid_argument, where + ": " + v.error().message()).hint("verbs: push run ls read forward");
-      k.verbs = *v;
-      ++w;
+    bool verbs = false;
+    for (; w < words.size(); ++w) {
+      const std::string_view word = words[w];
+      if (word.rfind("verbs=", 0) == 0 && !verbs) {
+        auto v = parse_verbs(word.substr(6));
+        if (!v.ok()) return Error(Errc::invalid_argument, where + ": " + v.error().message()).hint("verbs: push run ls read forward");
+        k.verbs = *v;
+        verbs = true;
+      } else if (word.rfind("tenant=", 0) == 0 && k.tenant.empty()) {
+        if (!is_tenant_name(word.substr(7)))
+          return Error(Errc::invalid_argument, where + ": '" + std::string(word.substr(0, 48)) + "' is no tenant name")
+              .hint("a tenant is 1 to 32 of a-z, 0-9, '_' and '-', starting with a letter or digit");
+        k.tenant = word.substr(7);
+      } else if (word.rfind("verbs=", 0) == 0 || word.rfind("tenant=", 0) == 0) {
+        return Error(Errc::invalid_argument, where + ": '" + std::string(word.substr(0, word.find('='))) + "=' given twice");
+      } else {
+        break;
+      }
     }
     if (w >= words.size())
-      return Error(Errc::invalid_argument, where + ": no key").hint("a line is '[verbs=LIST] KEY [NAME]', KEY the second line of a .pub file");
+      return Error(Errc::invalid_argument, where + ": no key")
+          .hint("a line is '[verbs=LIST] [tenant=TENANT] KEY [NAME]', KEY the second line of a .pub file");
     auto key = lines::key(words[w], where);
     XC_TRY(key);
     k.key = std::move(*key);
@@ -162,8 +176,14 @@ const AuthorizedKey* AuthorizedKeys::find(const std::array<uint8_t, 32>& raw) co
   return nullptr;
 }
 
-std::string authorized_line(const PublicKey& key, uint16_t verbs, const std::string& name) {
-  std::string line = "verbs=" + verbs_text(verbs) + " " + lines::key_word(key);
+bool is_tenant_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTenantName || name[0] == '_' || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
+std::string authorized_line(const PublicKey& key, uint16_t verbs, const std::string& name, const std::string& tenant) {
+  std::string line = "verbs=" + verbs_text(verbs) + (tenant.empty() ? "" : " tenant=" + tenant) + " " + lines::key_word(key);
   if (!name.empty()) line += " " + name;
   return line;
 }

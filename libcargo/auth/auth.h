@@ -43,15 +43,22 @@ std::string verbs_text(uint16_t verbs);
 struct AuthorizedKey {
   PublicKey key;
   uint16_t verbs = kAllClientVerbs;
-  std::string name;  // the line's comment or the .pub file's name, for logs
+  std::string name;    // the line's comment or the .pub file's name, for logs
+  std::string tenant;  // the line's tenant=NAME: keys that share their work (empty: none named)
 };
+
+// A tenant's name: 1 to 32 of [a-z0-9_-], starting with a letter or digit (it names a log
+// tag, a cache directory and a claim on the wire).
+bool is_tenant_name(std::string_view name);
+inline constexpr size_t kMaxTenantName = 32;
 
 // The keys a loader accepts (its `clients` setting), in the spirit of OpenSSH's
 // authorized_keys. PATH is either
 //   a directory: every *.pub file in it is a key with the client verbs (push, run, ls, read);
 //   any other entry is no key, and ignored() says which and why (for the loader's log);
-//   a file of lines "[verbs=LIST] KEY [NAME]", KEY being the base64 line of a .pub file
-//   (its second line), '#' starting a comment.
+//   a file of lines "[verbs=LIST] [tenant=TENANT] KEY [NAME]", KEY being the base64 line of
+//   a .pub file (its second line), '#' starting a comment; keys with the same TENANT share
+//   their tenant (loader/README.md, "Tenants").
 // Errors name the file and line; nothing is skipped silently.
 class AuthorizedKeys {
 public:
@@ -70,8 +77,8 @@ private:
   std::vector<std::string> ignored_;
 };
 
-// The line for an authorized-keys file that grants key these verbs.
-std::string authorized_line(const PublicKey& key, uint16_t verbs, const std::string& name);
+// The line for an authorized-keys file that grants key these verbs (in tenant, if not empty).
+std::string authorized_line(const PublicKey& key, uint16_t verbs, const std::string& name, const std::string& tenant = {});
 
 // Where a client finds its identity: $XCARGO_IDENTITY, else ~/.config/xcargo/identity if it
 // exists; empty when there is none.

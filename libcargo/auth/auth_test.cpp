@@ -99,6 +99,40 @@ TEST_CASE("authorized-keys files", "[auth]") {
   CHECK(fifo.error().message().find("mallory.pub: not a regular file") != std::string::npos);
 }
 
+TEST_CASE("a clients file names tenants: keys that share their work", "[auth]") {
+  const SigningKey alice = test::fresh_key(), bob = test::fresh_key(), carol = test::fresh_key();
+  const std::string text = "tenant=lab-1 " + b64_of(alice.public_key()) + " alice\n" +  //
+                           "verbs=run tenant=lab-1 " + b64_of(bob.public_key()) + "\n" +    //
+                           "tenant=x_2 verbs=ls " + b64_of(carol.public_key()) + "\n";
+  auto keys = auth::AuthorizedKeys::parse(text, "clients.txt");
+  REQUIRE(keys.ok());
+  CHECK(keys->find(alice.public_key().raw)->tenant == "lab-1");
+  CHECK(keys->find(alice.public_key().raw)->verbs == auth::kAllClientVerbs);
+  CHECK(keys->find(bob.public_key().raw)->tenant == "lab-1");
+  CHECK(keys->find(bob.public_key().raw)->verbs == auth::kRun);
+  CHECK(keys->find(carol.public_key().raw)->tenant == "x_2");
+  CHECK(keys->find(carol.public_key().raw)->verbs == auth::kList);
+  // The line a loader hands its workers keeps the tenant.
+  auto again = auth::AuthorizedKeys::parse(auth::authorized_line(bob.public_key(), auth::kRun, "bob", "lab-1"), "x");
+  REQUIRE(again.ok());
+  CHECK(again->find(bob.public_key().raw)->tenant == "lab-1");
+  CHECK(again->find(bob.public_key().raw)->name == "bob");
+
+  for (const std::string& name : std::vector<std::string>{"", "-a", "_a", "Lab", "a b", "a/b", "..", std::string(33, 'a')})
+    CHECK_FALSE(auth::is_tenant_name(name));
+  for (const std::string& name : std::vector<std::string>{"a", "0", "lab-1", "x_2", std::string(32, 'z')})
+    CHECK(auth::is_tenant_name(name));
+  auto bad = auth::AuthorizedKeys::parse("tenant=../etc " + b64_of(alice.public_key()), "c.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "c.txt: line 1: 'tenant=../etc' is no tenant name");
+  bad = auth::AuthorizedKeys::parse("tenant=a tenant=b " + b64_of(alice.public_key()), "c.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "c.txt: line 1: 'tenant=' given twice");
+  bad = auth::AuthorizedKeys::parse("tenant=a\n", "c.txt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "c.txt: line 1: no key");
+}
+
 // Issue 48: a clients.txt dropped into a clients directory was ignored without a word.
 TEST_CASE("a clients directory names the entries it ignores, and what it expects", "[auth]") {
   const SigningKey alice = test::fresh_key(), bob = test::fresh_key();

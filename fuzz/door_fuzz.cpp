@@ -1,7 +1,8 @@
 // Fuzz target: what the same-host door parses. The first byte picks the reader: a door frame
-// as a client reads it from a socket (door::read_frame, header checked before the body), or
-// a message of the door keeper's channel as the supervisor reads it from a worker
-// (door_channel::decode), which must encode back to the same bytes.
+// as either end reads it from a socket (door::read_frame, header checked before the body; a
+// route parsed as the keepers parse it), or a message of the door keeper's channel as the
+// supervisor reads it from a worker (door_channel::decode), which must encode back to the
+// same bytes.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (f.ok()) {  // a frame read is one whose header said so, whole
       auto len = door::decode_header(in.first(std::min(in.size(), door::kHeaderSize)));
       if (!len.ok() || *len != f->body.size() || f->body.size() > door::kMaxBody) std::abort();
+      if (f->kind == door::Kind::route) {  // a route's header bounds it: it parses, and encodes back
+        auto r = door::parse_route(*f);
+        if (!r.ok() || door::route(*r).body != f->body) std::abort();
+      }
     }
     ::close(fds[0]);
     ::close(fds[1]);

@@ -84,14 +84,32 @@ Result<size_t> decode_header(ByteView h) {
   if (h[4] != kVersion)
     return Error(Errc::unsupported, "door version " + std::to_string(h[4]) + " (this side speaks " +
                                         std::to_string(kVersion) + ")");
-  if (h[5] != uint8_t(Kind::offer) && h[5] != uint8_t(Kind::refused))
+  if (h[5] != uint8_t(Kind::offer) && h[5] != uint8_t(Kind::refused) && h[5] != uint8_t(Kind::route))
     return Error(Errc::malformed, "unknown door frame kind " + std::to_string(h[5]));
   if (h[6] != 0 || h[7] != 0) return Error(Errc::malformed, "a door frame's reserved bytes are not 0");
   const uint32_t len = uint32_t(h[8]) | uint32_t(h[9]) << 8 | uint32_t(h[10]) << 16 | uint32_t(h[11]) << 24;
   if (len > kMaxBody)
     return Error(Errc::limit, "a door frame of " + std::to_string(len) + " bytes (at most " + std::to_string(kMaxBody) + ")");
   if (h[5] == uint8_t(Kind::offer) && len <= sizeof(Ticket)) return Error(Errc::malformed, "an offer without a worker address");
+  if (h[5] == uint8_t(Kind::route) && (len < kRouteKey || len > kRouteKey + kMaxRouteTenant))
+    return Error(Errc::malformed, "a route of " + std::to_string(len) + " bytes (a 32-byte key, then at most 32 of a tenant's name)");
   return size_t(len);
+}
+
+Frame route(const Route& c) {
+  Frame f{Kind::route, Bytes(c.key.begin(), c.key.end())};
+  f.body.insert(f.body.end(), c.tenant.begin(), c.tenant.end());
+  return f;
+}
+
+Result<Route> parse_route(const Frame& f) {
+  if (f.kind != Kind::route) return Error(Errc::malformed, "the first frame is not a route");
+  if (f.body.size() < kRouteKey || f.body.size() > kRouteKey + kMaxRouteTenant)
+    return Error(Errc::malformed, "a route of " + std::to_string(f.body.size()) + " bytes");
+  Route c;
+  std::copy_n(f.body.begin(), kRouteKey, c.key.begin());
+  c.tenant.assign(f.body.begin() + long(kRouteKey), f.body.end());
+  return c;
 }
 
 Frame offer(const Ticket& ticket, ByteView worker_address) {

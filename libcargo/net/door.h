@@ -1,8 +1,8 @@
 // The same-host door (format-spec/wire-protocol.md section 2.4): a Unix socket through which a
 // loader hands a process of its own user its UCX worker address and a ticket, the kernel
-// vouching for both ends' user ids (SO_PEERCRED) before a byte is sent. The loader reads
-// nothing from it. The connection stays open as the session's lifeline: either end closing
-// it ends the session.
+// vouching for both ends' user ids (SO_PEERCRED) before a byte is sent. The loader reads one
+// frame from it, the client's route. The connection stays open as the session's lifeline:
+// either end closing it ends the session.
 #pragma once
 
 #include <sys/types.h>
@@ -26,6 +26,7 @@ constexpr size_t kMaxBody = 16 * 1024;
 enum class Kind : uint8_t {
   offer = 1,    // the body is a ticket, then the loader's UCX worker address
   refused = 2,  // the body says why the door will not open (UTF-8), with a hint after a '\n'
+  route = 3,    // client -> loader, first: the key it will prove, and a node's tenant (below)
 };
 
 struct Frame {
@@ -40,13 +41,27 @@ constexpr uint16_t kClaimMessage = 26;
 using Ticket = std::array<uint8_t, 16>;
 Frame offer(const Ticket& ticket, ByteView worker_address);
 
+// What a connection says first, at the door and at a TLS front door (before its TLS
+// handshake): the key it will prove, by which the loader routes it to the workers of that
+// key's tenant (the proof comes later, to that worker: believed for routing only).
+// A cluster node's key also names the tenant it acts for (1 to 32 bytes); a client's names
+// none. Body: the 32-byte key, then the tenant's name.
+struct Route {
+  std::array<uint8_t, 32> key{};
+  std::string tenant;
+};
+constexpr size_t kRouteKey = 32, kMaxRouteTenant = 32;
+Frame route(const Route& c);
+// The route a frame holds; its header was checked (decode_header bounds a route's length).
+[[nodiscard]] Result<Route> parse_route(const Frame& f);
+
 // The socket's name in the abstract namespace (no leading NUL): one per loader listen
 // address, within a network namespace, as a port is.
 std::string socket_name(const std::string& host_port);
 
 Bytes encode(const Frame& f);
-// Checks a frame's header (magic, version, kind, reserved, length within kMaxBody); returns
-// the body's length.
+// Checks a frame's header (magic, version, kind, reserved, length within kMaxBody, a route's
+// within 32 to 64); returns the body's length.
 Result<size_t> decode_header(ByteView header);
 
 struct Credentials {

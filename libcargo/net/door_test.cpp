@@ -57,6 +57,33 @@ TEST_CASE("door frames: each malformed header is refused before its body is read
   CHECK_FALSE(door::decode_header(ByteView(ok.data(), 11)).ok());
 }
 
+TEST_CASE("door frames: a route holds a key and a node's tenant, and nothing longer", "[door]") {
+  door::Route c;
+  for (size_t i = 0; i < c.key.size(); ++i) c.key[i] = uint8_t(i + 1);
+  const Bytes client = door::encode(door::route(c));
+  REQUIRE(client.size() == door::kHeaderSize + 32);
+  auto len = door::decode_header(client);
+  REQUIRE(len.ok());
+  CHECK(*len == 32);
+  auto back = door::parse_route(door::Frame{door::Kind::route, Bytes(client.begin() + door::kHeaderSize, client.end())});
+  REQUIRE(back.ok());
+  CHECK(back->key == c.key);
+  CHECK(back->tenant.empty());
+  c.tenant = std::string(32, 't');
+  const Bytes node = door::encode(door::route(c));
+  REQUIRE(door::decode_header(node).ok());
+  back = door::parse_route(door::Frame{door::Kind::route, Bytes(node.begin() + door::kHeaderSize, node.end())});
+  REQUIRE(back.ok());
+  CHECK(back->tenant == c.tenant);
+  // Too short (no whole key) or too long: refused from the header, before the body is read.
+  c.tenant = std::string(33, 't');
+  CHECK(door::decode_header(door::encode(door::route(c))).error().message() ==
+        "a route of 65 bytes (a 32-byte key, then at most 32 of a tenant's name)");
+  CHECK_FALSE(door::decode_header(door::encode(door::Frame{door::Kind::route, Bytes(31, 0)})).ok());
+  CHECK_FALSE(door::parse_route(door::Frame{door::Kind::route, Bytes(31, 0)}).ok());
+  CHECK(door::parse_route(door::Frame{door::Kind::offer, Bytes(48, 0)}).error().message() == "the first frame is not a route");
+}
+
 TEST_CASE("door: the loader's offer reaches its own user, and the connection stays as the lifeline", "[door]") {
   const std::string at = unique_address("trade");
   auto listener = door::listen(at);

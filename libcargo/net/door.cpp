@@ -118,6 +118,31 @@ Frame offer(const Ticket& ticket, ByteView worker_address) {
   return f;
 }
 
+RouteStep read_route(int fd, RouteReading& r, Route* out, std::string* why) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, r.buf + r.got, r.want - r.got, MSG_DONTWAIT);
+    if (n == 0) return *why = "the connection ended before its route", RouteStep::failed;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return RouteStep::more;
+      return *why = std::strerror(errno), RouteStep::failed;
+    }
+    r.got += size_t(n);
+    if (r.got < r.want) continue;
+    if (r.want == kHeaderSize) {
+      auto len = decode_header(ByteView(r.buf, kHeaderSize));
+      if (!len.ok()) return *why = len.error().message(), RouteStep::failed;
+      if (r.buf[5] != uint8_t(Kind::route)) return *why = "the first frame is not a route", RouteStep::failed;
+      r.want = kHeaderSize + *len;  // within the buffer: decode_header bounds a route
+      continue;
+    }
+    auto route = parse_route(Frame{Kind::route, Bytes(r.buf + kHeaderSize, r.buf + r.want)});
+    if (!route.ok()) return *why = route.error().message(), RouteStep::failed;
+    *out = std::move(*route);
+    return RouteStep::done;
+  }
+}
+
 Result<Credentials> peer_of(int fd) {
   ucred c{};
   socklen_t len = sizeof c;

@@ -55,6 +55,18 @@ Frame route(const Route& c);
 // The route a frame holds; its header was checked (decode_header bounds a route's length).
 [[nodiscard]] Result<Route> parse_route(const Frame& f);
 
+// A loader's reading of a connection's route, without blocking: read_route takes what the
+// socket has, never more than the route's frame (what follows it, a TLS handshake, stays in
+// the socket), its header checked before its body.
+struct RouteReading {
+  uint8_t buf[kHeaderSize + kRouteKey + kMaxRouteTenant];
+  size_t got = 0, want = kHeaderSize;
+};
+enum class RouteStep { more, done, failed };
+// more: wait for the socket to be readable again; done: *out holds the route; failed: *why
+// says what was wrong (a malformed frame, the connection's end, a socket error).
+RouteStep read_route(int fd, RouteReading& r, Route* out, std::string* why);
+
 // The socket's name in the abstract namespace (no leading NUL): one per loader listen
 // address, within a network namespace, as a port is.
 std::string socket_name(const std::string& host_port);

@@ -84,6 +84,52 @@ TEST_CASE("door frames: a route holds a key and a node's tenant, and nothing lon
   CHECK(door::parse_route(door::Frame{door::Kind::offer, Bytes(48, 0)}).error().message() == "the first frame is not a route");
 }
 
+TEST_CASE("door: a route is read in pieces as they come, and nothing after it", "[door]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  door::Route c;
+  c.key.fill(7);
+  c.tenant = "lab";
+  Bytes bytes = door::encode(door::route(c));
+  const std::string after = "\x16\x03\x01 a TLS handshake follows";
+  bytes.insert(bytes.end(), after.begin(), after.end());
+  door::RouteReading r;
+  door::Route got;
+  std::string why;
+  CHECK(door::read_route(sv[1], r, &got, &why) == door::RouteStep::more);  // nothing yet
+  REQUIRE(::write(sv[0], bytes.data(), 5) == 5);
+  CHECK(door::read_route(sv[1], r, &got, &why) == door::RouteStep::more);
+  REQUIRE(::write(sv[0], bytes.data() + 5, 20) == 20);
+  CHECK(door::read_route(sv[1], r, &got, &why) == door::RouteStep::more);
+  REQUIRE(::write(sv[0], bytes.data() + 25, bytes.size() - 25) == ssize_t(bytes.size() - 25));
+  REQUIRE(door::read_route(sv[1], r, &got, &why) == door::RouteStep::done);
+  CHECK(got.key == c.key);
+  CHECK(got.tenant == "lab");
+  char rest[64];
+  CHECK(::recv(sv[1], rest, sizeof rest, MSG_DONTWAIT) == ssize_t(after.size()));  // left for TLS
+  ::close(sv[0]);
+  ::close(sv[1]);
+
+  auto fails = [](const Bytes& sent, bool end) {
+    int p[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) == 0);
+    REQUIRE(::write(p[0], sent.data(), sent.size()) == ssize_t(sent.size()));
+    if (end) ::close(p[0]);
+    door::RouteReading rr;
+    door::Route out;
+    std::string w;
+    const door::RouteStep step = door::read_route(p[1], rr, &out, &w);
+    if (!end) ::close(p[0]);
+    ::close(p[1]);
+    CHECK(step == door::RouteStep::failed);
+    return w;
+  };
+  CHECK(fails(door::encode(door::offer(door::Ticket{}, Bytes{1})), false) == "the first frame is not a route");
+  CHECK(fails(Bytes{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1'}, false).find("bad magic") != std::string::npos);
+  const Bytes whole = door::encode(door::route(c));
+  CHECK(fails(Bytes(whole.begin(), whole.begin() + 20), true) == "the connection ended before its route");
+}
+
 TEST_CASE("door: the loader's offer reaches its own user, and the connection stays as the lifeline", "[door]") {
   const std::string at = unique_address("trade");
   auto listener = door::listen(at);

@@ -34,6 +34,8 @@ using MsgKind = door_channel::Kind;
 // How long a connection waits for a worker's address (between workers), and a peer's door
 // for its offer: the client library's own limit.
 constexpr auto kOfferLimit = std::chrono::milliseconds(2000);
+// How long a connection has to say its route: a client sends it at once, in one write.
+constexpr auto kRouteLimit = std::chrono::milliseconds(2000);
 // Connections held at once (lifelines, waiting, dialing): each is a descriptor of the
 // supervisor's, whose limit is 1024 by default.
 constexpr size_t kMaxHeld = 512;
@@ -50,6 +52,13 @@ struct Lifeline {
 struct Waiting {
   int fd = -1;
   door::Credentials who;
+  Clock::time_point until;
+};
+// A connection of the loader's user whose route (its first frame) is not whole yet.
+struct Routing {
+  int fd = -1;
+  door::Credentials who;
+  door::RouteReading reading;
   Clock::time_point until;
 };
 struct Dialing {
@@ -99,13 +108,14 @@ struct DoorKeeper::Impl {
   }
   std::vector<Lifeline> lines;
   std::vector<Waiting> waiting;
+  std::vector<Routing> routing;
   std::vector<Dialing> dialing;
   uint64_t next_id = 1;
   Clock::time_point quiet_until{};  // refusals are logged at most once a second
   uint64_t refused = 0, malformed = 0;
   Clock::time_point accept_after{};  // out of descriptors: no accept before this
 
-  size_t held() const { return lines.size() + waiting.size() + dialing.size(); }
+  size_t held() const { return lines.size() + waiting.size() + routing.size() + dialing.size(); }
 
   void tell(uint64_t worker, const Message& msg) {
     const int chan = fd_of(worker);
@@ -227,8 +237,27 @@ struct DoorKeeper::Impl {
         note_refusal("full");
         continue;
       }
-      offer(fd, *who);  // or keeps it waiting for a worker's address
+      routing.push_back(Routing{fd, *who, {}, Clock::now() + kRouteLimit});
     }
+  }
+
+  // Reads what a connection sent of its route; once whole, it is offered its worker.
+  void read_routing(size_t i) {
+    door::Route route;
+    std::string why;
+    switch (door::read_route(routing[i].fd, routing[i].reading, &route, &why)) {
+      case door::RouteStep::more:
+        return;
+      case door::RouteStep::done:
+        offer(routing[i].fd, routing[i].who);  // or keeps it waiting for a worker's address
+        break;
+      case door::RouteStep::failed:
+        refuse(routing[i].fd, "the same-host door expected a route first: " + why,
+               "a client of this release sends its key's route first (format-spec/wire-protocol.md 2.4)");
+        note_refusal("refused a connection that sent no route (" + why + ")");
+        break;
+    }
+    routing.erase(routing.begin() + long(i));
   }
 
   void from_worker(int chan, const Message& msg) {
@@ -250,7 +279,7 @@ struct DoorKeeper::Impl {
           tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy("the supervisor holds too many connections")});
           break;
         }
-        auto fd = door::connect(to);
+        auto fd = door::connect(to, door::Route{o.node_key, {}});  // routed by this node's key
         if (!fd.ok()) {
           tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy(fd.error().message())});
           break;
@@ -322,6 +351,14 @@ struct DoorKeeper::Impl {
         } else {
           ++i;
         }
+      for (size_t i = 0; i < routing.size();)
+        if (now > routing[i].until) {
+          refuse(routing[i].fd, "the same-host door expected a route first: none came in time", "");
+          note_refusal("refused a connection that sent no route in time");
+          routing.erase(routing.begin() + long(i));
+        } else {
+          ++i;
+        }
       for (size_t i = 0; i < dialing.size();)
         if (now > dialing[i].until) {
           ::close(dialing[i].fd);
@@ -341,7 +378,8 @@ struct DoorKeeper::Impl {
       const size_t first_line = fds.size();
       for (auto& l : lines) fds.push_back({l.fd, POLLIN | POLLRDHUP, 0});
       for (auto& d : dialing) fds.push_back({d.fd, POLLIN, 0});
-      const int timeout = waiting.empty() && dialing.empty() && !paused ? -1 : 100;
+      for (auto& r : routing) fds.push_back({r.fd, POLLIN, 0});
+      const int timeout = waiting.empty() && dialing.empty() && routing.empty() && !paused ? -1 : 100;
       if (::poll(fds.data(), fds.size(), timeout) < 0) continue;
 
       if (fds[0].revents) {
@@ -355,6 +393,9 @@ struct DoorKeeper::Impl {
       std::vector<size_t> answered;
       for (size_t i = 0; i < dialing.size(); ++i)
         if (fds[first_line + lines.size() + i].revents) answered.push_back(i);
+      std::vector<size_t> routed;
+      for (size_t i = 0; i < routing.size(); ++i)
+        if (fds[first_line + lines.size() + dialing.size() + i].revents) routed.push_back(i);
       for (auto it = answered.rbegin(); it != answered.rend(); ++it) {
         Dialing d = dialing[*it];
         dialing.erase(dialing.begin() + long(*it));
@@ -372,6 +413,7 @@ struct DoorKeeper::Impl {
         ::close(l.fd);  // a byte on a lifeline ends it too: nothing else is sent there
         tell(l.worker, Message{l.dialed ? MsgKind::lost : MsgKind::gone, l.id, {}, 0, 0, {}});
       }
+      for (auto it = routed.rbegin(); it != routed.rend(); ++it) read_routing(*it);
       if (fds[2].revents && channel >= 0) read_channel(channel);
       for (size_t i = 0; i < retiring.size(); ++i)
         if (fds[3 + i].revents) read_channel(retiring[i]);
@@ -382,6 +424,8 @@ struct DoorKeeper::Impl {
     for (auto& l : lines) ::close(l.fd);
     for (auto& d : dialing) ::close(d.fd);
     for (auto& w : waiting) ::close(w.fd);
+    for (auto& r : routing) ::close(r.fd);
+    routing.clear();
     lines.clear();
     dialing.clear();
     waiting.clear();

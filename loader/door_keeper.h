@@ -1,11 +1,13 @@
 // The same-host door (wire protocol 2.4), kept by the supervisor: no process that runs
 // kernels holds a socket that others connect to, nor a connection to a process outside the
-// loader that it could pass descriptors through. The keeper offers each connection of the
-// loader's own user its serving worker's UCX address and a ticket (telling the worker the
-// ticket first), refuses other users without reading a byte, holds every lifeline, and opens
-// peers' doors for its worker.
+// loader that it could pass descriptors through. The keeper reads each connection's route,
+// then offers a connection of the loader's own user its serving worker's UCX address and a
+// ticket (telling the worker the ticket first); it refuses other users without reading a
+// byte, holds every lifeline, and opens peers' doors for its worker.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@ public:
   struct Options {
     std::string host_port;     // the loader's bound listen address: the door's name
     std::string other_users;   // the refusal's hint for other users (the TLS front door, if any)
+    std::array<uint8_t, 32> node_key{};  // this node's public key: the route of the peers' doors it opens
     std::function<void(const std::string&)> log;
   };
   // Opens the door (refusing if another loader has it) and starts the keeper's thread.

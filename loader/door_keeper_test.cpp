@@ -60,7 +60,7 @@ struct FakeWorker {
 };
 
 std::unique_ptr<DoorKeeper> keeper_at(const std::string& at, std::string other_users = "") {
-  auto k = DoorKeeper::open(DoorKeeper::Options{at, std::move(other_users), nullptr});
+  auto k = DoorKeeper::open(DoorKeeper::Options{at, std::move(other_users), {}, nullptr});
   REQUIRE(k.ok());
   return std::move(*k);
 }
@@ -81,7 +81,7 @@ TEST_CASE("door keeper: the worker hears the ticket the client is offered; lifel
   keeper->serve(w.keepers);
   w.say_address("worker-1");
 
-  auto a = door::open(at, 10s);
+  auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
   CHECK(std::string(a->address.begin(), a->address.end()) == "worker-1");
   auto told = w.hear();
@@ -91,7 +91,7 @@ TEST_CASE("door keeper: the worker hears the ticket the client is offered; lifel
   CHECK(told->pid == uint32_t(::getpid()));
   CHECK(told->uid == uint32_t(::geteuid()));
 
-  auto b = door::open(at, 10s);
+  auto b = door::open(at, door::Route{}, 10s);
   REQUIRE(b.ok());
   auto told_b = w.hear();
   REQUIRE(told_b);
@@ -115,7 +115,7 @@ TEST_CASE("door keeper: a connection between workers waits for the next; a worke
   auto first = std::make_unique<FakeWorker>();
   keeper->serve(first->keepers);
   first->say_address("first");
-  auto a = door::open(at, 10s);
+  auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
   REQUIRE(first->hear());
 
@@ -126,7 +126,7 @@ TEST_CASE("door keeper: a connection between workers waits for the next; a worke
   CHECK(hung_up(a->fd));
   ::close(a->fd);
 
-  auto fd = door::connect(at);  // while no worker serves
+  auto fd = door::connect(at, door::Route{});  // while no worker serves
   REQUIRE(fd.ok());
   FakeWorker second;
   keeper->serve(second.keepers);
@@ -147,13 +147,13 @@ TEST_CASE("door keeper: a worker's channel shut down while it serves is dropped,
   FakeWorker w;
   keeper->serve(w.keepers);
   w.say_address("worker");
-  auto a = door::open(at, 10s);
+  auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
   REQUIRE(w.hear());
 
   REQUIRE(::shutdown(w.mine, how) == 0);
   if (how == SHUT_RD) {  // seen when the keeper next tells the worker something: a client
-    auto fd = door::connect(at);
+    auto fd = door::connect(at, door::Route{});
     REQUIRE(fd.ok());
     ::close(*fd);
   }
@@ -195,7 +195,7 @@ TEST_CASE("door keeper: out of descriptors, connections wait without a spin", "[
   REQUIRE(!fillers.empty());
   ::close(fillers.back());
   fillers.pop_back();
-  auto client = door::connect(at);  // its socket takes the last descriptor: the keeper's accept fails
+  auto client = door::connect(at, door::Route{});  // its socket takes the last descriptor: the keeper's accept fails
   REQUIRE(client.ok());
   timespec t0{}, t1{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
@@ -208,6 +208,52 @@ TEST_CASE("door keeper: out of descriptors, connections wait without a spin", "[
   auto offer = door::read_offer(*client, at, 10s);  // accepted once descriptors are free
   REQUIRE(offer.ok());
   CHECK(std::string(offer->address.begin(), offer->address.end()) == "worker");
+  ::close(offer->fd);
+}
+
+TEST_CASE("door keeper: a connection is offered nothing until it sent a route, and refused for anything else", "[door]") {
+  const std::string at = unique_address("route");
+  auto keeper = keeper_at(at);
+  FakeWorker w;
+  keeper->serve(w.keepers);
+  w.say_address("worker");
+  // A raw connection to the door, sending `bytes` (and nothing after them).
+  auto raw = [&](const Bytes& bytes) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::string name = door::socket_name(at);
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())) == 0);
+    if (!bytes.empty()) REQUIRE(::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+    return fd;
+  };
+  // Half a route: no offer yet (the worker hears of no client), then the rest brings it.
+  const Bytes route = door::encode(door::route(door::Route{}));
+  const int half = raw(Bytes(route.begin(), route.begin() + 7));
+  pollfd p{half, POLLIN, 0};
+  CHECK(::poll(&p, 1, 200) == 0);
+  REQUIRE(::write(half, route.data() + 7, route.size() - 7) == ssize_t(route.size() - 7));
+  auto offer = door::read_offer(half, at, 10s);
+  REQUIRE(offer.ok());
+  CHECK(std::string(offer->address.begin(), offer->address.end()) == "worker");
+  auto told = w.hear();
+  REQUIRE(told);
+  CHECK(told->kind == Kind::client);
+  // Bytes that are no route (an offer, an HTTP request): refused, saying why; the worker hears nothing.
+  for (const Bytes& wrong : {door::encode(door::offer(door::Ticket{}, Bytes{1})), Bytes{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1'}}) {
+    const int fd = raw(wrong);
+    auto refused = door::read_offer(fd, at, 10s);  // closes fd
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message().find("the same-host door expected a route first") != std::string::npos);
+  }
+  // Silence: refused once the route's time is up (2 s; a generous ceiling here).
+  const int silent = raw({});
+  auto late = door::read_offer(silent, at, 10s);
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.error().message().find("none came in time") != std::string::npos);
+  pollfd q{w.mine, POLLIN, 0};
+  CHECK(::poll(&q, 1, 0) == 0);  // the worker heard of the routed client only
   ::close(offer->fd);
 }
 
@@ -255,7 +301,7 @@ TEST_CASE("door keeper: malformed messages from the worker are dropped", "[door]
   w.say(door_channel::Message{Kind::gone, 1, {}, 0, 0, {}});  // a kind only the keeper sends
   w.say_address("after-junk");
   w.say_address("second-address-ignored");
-  auto a = door::open(at, 10s);
+  auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
   CHECK(std::string(a->address.begin(), a->address.end()) == "after-junk");
   ::close(a->fd);

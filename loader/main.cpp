@@ -981,7 +981,8 @@ int run_supervisor(LoaderConfig& cfg) {
   // never refused while it runs, even between workers (tls_keeper.h).
   std::unique_ptr<TlsKeeper> tls_keeper;
   if (!cfg.tls_listen.empty()) {
-    auto k = TlsKeeper::open(cfg.tls_listen, tls_peers(cfg), [](const std::string& line) { log_line(line); });
+    auto k = TlsKeeper::open(cfg.tls_listen, tls_peers(cfg), access->node_key->public_key().raw,
+                             [](const std::string& line) { log_line(line); });
     if (!k.ok()) return fail(k.error());
     tls_keeper = std::move(*k);
     cfg.tls_listen = tls_keeper->address();
@@ -1003,6 +1004,7 @@ int run_supervisor(LoaderConfig& cfg) {
     metrics_pid = *p;
   }
   hook_supervisor(so, *access, **node_stats);
+  so.node_key = access->node_key->public_key().raw;
   if (g_exe_fd >= 0) {
     so.plan_worker = [&](const Listen& listen, const WorkerFds& fds) {
       LoaderConfig wc = cfg;

@@ -517,6 +517,7 @@ struct Supervision {
       d.host_port = reply.addr;
       d.other_users = reply.tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
                                         : "reach it over TLS: tls://" + reply.tls;
+      d.node_key = options.node_key;
       d.log = [](const std::string& line) { log_line(line); };
       auto k = DoorKeeper::open(std::move(d));
       if (!k.ok()) {

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -53,6 +55,7 @@ struct SupervisorOptions {
   bool standby = true;
   // Open the same-host door (door_keeper.h) once the first worker has bound its address.
   bool door = true;
+  std::array<uint8_t, 32> node_key{};  // this node's public key: the route of peers' doors the keeper opens
   // The TLS front door's keeper (tls_keeper.h), listening at listen.tls: each serving worker
   // gets its connections over a channel of its own. Null: workers listen themselves.
   TlsKeeper* tls_keeper = nullptr;

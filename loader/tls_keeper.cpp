@@ -15,23 +15,35 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "net/door.h"
 #include "net/ucx.h"
 #include "sandbox/processes.h"
 #include "server/door_channel.h"
 
 namespace xcargo::loader {
 
+using Clock = std::chrono::steady_clock;
+
 // Messages from a worker read per turn of the keeper's loop (more wait a turn): a flood of
 // them takes turns with connections to accept.
 constexpr int kMessagesPerTurn = 64;
+// Connections held at once, routing or routed and waiting for a worker (each a descriptor of
+// the supervisor's); more wait in the listening socket's backlog.
+constexpr size_t kMaxHeld = 512;
+// How long a connection has to send its route (a client sends it at once, in one write), and
+// a dial to connect to its peer.
+constexpr auto kRouteLimit = std::chrono::milliseconds(2000);
+constexpr auto kDialLimit = std::chrono::milliseconds(5000);
 
 struct TlsKeeper::Impl {
   std::function<void(const std::string&)> log;
   std::string address;
+  std::array<uint8_t, 32> node_key{};  // the route of its dials
   // What a worker may have dialed, resolved once at open (no name lookup in the keeper's loop).
   struct Peer {
     std::string host_port;
@@ -52,19 +64,34 @@ struct TlsKeeper::Impl {
 
   // The thread's own.
   int channel = -1;  // the serving worker's channel (the keeper's copy), or -1
-  int pending = -1;  // a connection accepted and not yet passed (the channel was full or gone)
+  struct Routing {
+    int fd = -1;
+    door::RouteReading reading;
+    Clock::time_point until;
+  };
+  std::vector<Routing> routing;  // accepted, their route not yet whole
+  std::deque<int> ready;         // routed, not yet passed (the channel full, or no worker)
+  struct Dial {
+    int fd = -1;
+    uint64_t id = 0;
+    std::string to;
+    Clock::time_point until;
+  };
+  std::vector<Dial> dials;  // connecting to a peer for the worker
+  Clock::time_point quiet_until{};
 
   void poke() {
     const uint64_t one = 1;
     (void)!::write(wake, &one, sizeof one);
   }
+  size_t held() const { return routing.size() + ready.size() + dials.size(); }
 
-  // Passes `pending` to the serving worker; false if the channel cannot take it now (full:
-  // wait for room; gone: the connection waits for the next worker).
+  // Passes the oldest routed connection to the serving worker; false if the channel cannot
+  // take it now (full: wait for room; gone: connections wait for the next worker).
   bool pass() {
-    if (sandbox::send_fd(channel, pending, "c")) {
-      ::close(pending);
-      pending = -1;
+    if (sandbox::send_fd(channel, ready.front(), "c")) {
+      ::close(ready.front());
+      ready.pop_front();
       passed.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
@@ -75,7 +102,7 @@ struct TlsKeeper::Impl {
     return false;
   }
 
-  // Reads up to n messages the worker sent and answers its dials; a descriptor sent along
+  // Reads up to n messages the worker sent and starts its dials; a descriptor sent along
   // (a kernel's, parked here against the uid's limit of descriptors in flight) is closed. The
   // end of its sending side (a kernel's shutdown(SHUT_WR): readable for ever) lets the channel
   // go: its worker, whose end then hangs up, is replaced, and connections wait for the next.
@@ -95,34 +122,53 @@ struct TlsKeeper::Impl {
     }
   }
 
-  // Answers a worker's dial of host_port: a connection being made (non-blocking, TCP_NODELAY)
-  // if it is one of the peers, else why not. An answer the channel cannot take now is dropped
-  // (the worker's wait for that peer times out).
-  void dial(uint64_t id, const std::string& host_port) {
-    door_channel::Message answer{door_channel::Kind::dial_failed, id, {}, 0, 0, {}};
-    std::string why;
-    int fd = -1;
-    const auto peer = std::find_if(peers.begin(), peers.end(), [&](const Peer& p) { return p.host_port == host_port; });
-    if (peer == peers.end()) why = "not a TLS node of this loader's cluster";
-    else if (!peer->unresolved.empty()) why = peer->unresolved;
-    else fd = connect_to(*peer, &why);
-    if (fd >= 0) {
-      answer.kind = door_channel::Kind::dialed;
-      answer.bytes.assign(host_port.begin(), host_port.end());
-    } else {
-      why = host_port + ": " + why;
-      answer.bytes.assign(why.begin(), why.end());
-    }
-    const Bytes b = door_channel::encode(answer);
-    const std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
+  // The answer to a worker's dial: `dialed` with the connection (its route sent), or
+  // `dial_failed` saying why. One the channel cannot take now is dropped (the worker's wait
+  // for that peer times out).
+  void answer(uint64_t id, int fd, const std::string& host_port, const std::string& why) {
+    door_channel::Message a{fd >= 0 ? door_channel::Kind::dialed : door_channel::Kind::dial_failed, id, {}, 0, 0, {}};
+    const std::string text = fd >= 0 ? host_port : host_port + ": " + why;
+    a.bytes.assign(text.begin(), text.end());
+    const Bytes b = door_channel::encode(a);
     if (fd >= 0) {
       // Counted before the hand-over, so whoever reads the answer also reads the count.
       dialed.fetch_add(1, std::memory_order_relaxed);
-      if (!sandbox::send_fd(channel, fd, text)) dialed.fetch_sub(1, std::memory_order_relaxed);
+      if (channel < 0 || !sandbox::send_fd(channel, fd, std::string_view(reinterpret_cast<const char*>(b.data()), b.size())))
+        dialed.fetch_sub(1, std::memory_order_relaxed);
       ::close(fd);
-    } else {
+    } else if (channel >= 0) {
       (void)!::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
+  }
+
+  // Starts a worker's dial of host_port if it is one of the peers (non-blocking, TCP_NODELAY);
+  // it is answered once connected and its route sent, or at once with why not.
+  void dial(uint64_t id, const std::string& host_port) {
+    const auto peer = std::find_if(peers.begin(), peers.end(), [&](const Peer& p) { return p.host_port == host_port; });
+    if (peer == peers.end()) return answer(id, -1, host_port, "not a TLS node of this loader's cluster");
+    if (!peer->unresolved.empty()) return answer(id, -1, host_port, peer->unresolved);
+    if (held() >= kMaxHeld) return answer(id, -1, host_port, "the supervisor holds too many connections");
+    std::string why;
+    const int fd = connect_to(*peer, &why);
+    if (fd < 0) return answer(id, -1, host_port, why);
+    dials.push_back(Dial{fd, id, host_port, Clock::now() + kDialLimit});
+  }
+
+  // A dial's socket is writable: connected (or failed). Its route goes first: this node's key.
+  void finish_dial(const Dial& d) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(d.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      ::close(d.fd);
+      return answer(d.id, -1, d.to, std::string("connect: ") + std::strerror(err));
+    }
+    const Bytes route = door::encode(door::route(door::Route{node_key, {}}));
+    if (::send(d.fd, route.data(), route.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(route.size())) {  // a new socket takes it whole
+      ::close(d.fd);
+      return answer(d.id, -1, d.to, "could not send the route");
+    }
+    answer(d.id, d.fd, d.to, {});
   }
 
   static int connect_to(const Peer& p, std::string* why) {
@@ -138,8 +184,73 @@ struct TlsKeeper::Impl {
     return fd;
   }
 
+  // Reads what a connection sent of its route; a whole one is ready to pass, anything else
+  // closes it (nothing of TLS has been said yet: no alert to send).
+  void read_routing(size_t i) {
+    door::Route route;
+    std::string why;
+    switch (door::read_route(routing[i].fd, routing[i].reading, &route, &why)) {
+      case door::RouteStep::more:
+        return;
+      case door::RouteStep::done:
+        ready.push_back(routing[i].fd);
+        break;
+      case door::RouteStep::failed:
+        ::close(routing[i].fd);
+        note("closed a connection that sent no route first (" + why + ")");
+        break;
+    }
+    routing.erase(routing.begin() + long(i));
+  }
+
+  // A line about a refused connection, at most every 10 s.
+  void note(const std::string& line) {
+    if (Clock::now() < quiet_until) return;
+    quiet_until = Clock::now() + std::chrono::seconds(10);
+    log("the TLS front door " + line);
+  }
+
+  void accept_some() {
+    for (int i = 0; i < 64 && held() < kMaxHeld; ++i) {
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: the connection waits in the backlog; no busy loop meanwhile.
+          note("cannot accept a connection: " + std::string(std::strerror(errno)) + "; it waits");
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
+      routing.push_back(Routing{fd, {}, Clock::now() + kRouteLimit});
+    }
+  }
+
+  // Closes routes and dials past their time.
+  void expire() {
+    const auto now = Clock::now();
+    for (size_t i = 0; i < routing.size();)
+      if (now > routing[i].until) {
+        ::close(routing[i].fd);
+        note("closed a connection that sent no route in time");
+        routing.erase(routing.begin() + long(i));
+      } else {
+        ++i;
+      }
+    for (size_t i = 0; i < dials.size();)
+      if (now > dials[i].until) {
+        const Dial d = dials[i];
+        dials.erase(dials.begin() + long(i));
+        ::close(d.fd);
+        answer(d.id, -1, d.to, "no connection in time");
+      } else {
+        ++i;
+      }
+  }
+
   void run() {
-    auto quiet_until = std::chrono::steady_clock::time_point{};
+    std::vector<pollfd> fds;
     for (;;) {
       {
         std::lock_guard<std::mutex> g(m);
@@ -152,44 +263,48 @@ struct TlsKeeper::Impl {
           applied_cv.notify_all();
         }
       }
-      // Full: poll waits for room; gone: the connection waits for the next worker.
-      if (channel >= 0 && pending >= 0) pass();
-      // What a worker says on its channel: dials, and whatever a kernel writes there.
-      pollfd fds[3] = {{wake, POLLIN, 0}, {-1, 0, 0}, {channel, POLLIN, 0}};
-      if (channel >= 0) fds[1] = pending >= 0 ? pollfd{channel, POLLOUT, 0} : pollfd{listener, POLLIN, 0};
-      if (::poll(fds, 3, -1) < 0 && errno != EINTR) {
+      // Full: poll waits for room; gone: connections wait for the next worker.
+      while (channel >= 0 && !ready.empty() && pass()) {
+      }
+      expire();
+      fds.clear();
+      fds.push_back({wake, POLLIN, 0});
+      fds.push_back({listener, short(held() < kMaxHeld ? POLLIN : 0), 0});
+      // What a worker says on its channel (dials, and whatever a kernel writes there), and
+      // room in it for a routed connection.
+      fds.push_back({channel, short(POLLIN | (ready.empty() ? 0 : POLLOUT)), 0});
+      for (const Routing& r : routing) fds.push_back({r.fd, POLLIN, 0});
+      for (const Dial& d : dials) fds.push_back({d.fd, POLLOUT, 0});
+      if (::poll(fds.data(), fds.size(), routing.empty() && dials.empty() ? -1 : 100) < 0 && errno != EINTR) {
         log("the TLS front door's keeper cannot wait: " + std::string(std::strerror(errno)) + "; retrying");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
       }
       if (fds[0].revents) {
         uint64_t v;
         (void)!::read(wake, &v, sizeof v);
       }
+      std::vector<size_t> routed, connected;
+      for (size_t i = 0; i < routing.size(); ++i)
+        if (fds[3 + i].revents) routed.push_back(i);
+      for (size_t i = 0; i < dials.size(); ++i)
+        if (fds[3 + routing.size() + i].revents) connected.push_back(i);
+      for (auto it = connected.rbegin(); it != connected.rend(); ++it) {
+        const Dial d = dials[*it];
+        dials.erase(dials.begin() + long(*it));
+        finish_dial(d);
+      }
+      for (auto it = routed.rbegin(); it != routed.rend(); ++it) read_routing(*it);
       if (fds[2].revents & POLLIN) from_worker(kMessagesPerTurn);
       if (channel >= 0 && (fds[2].revents & (POLLHUP | POLLERR | POLLNVAL))) {
         ::close(channel);  // the worker's end is closed: connections wait for the next worker
         channel = -1;
-        continue;
       }
-      if (channel < 0 || pending >= 0 || !(fds[1].revents & POLLIN)) continue;
-      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          // Out of descriptors: the connection waits in the backlog; no busy loop meanwhile.
-          if (std::chrono::steady_clock::now() >= quiet_until) {
-            log("the TLS front door cannot accept a connection: " + std::string(std::strerror(errno)) + "; it waits");
-            quiet_until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        continue;
-      }
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
-      pending = fd;
-      pass();
+      if (fds[1].revents & POLLIN) accept_some();
     }
-    if (pending >= 0) ::close(pending);
+    for (const Routing& r : routing) ::close(r.fd);
+    for (int fd : ready) ::close(fd);
+    for (const Dial& d : dials) ::close(d.fd);
     if (channel >= 0) ::close(channel);
   }
 };
@@ -197,12 +312,14 @@ struct TlsKeeper::Impl {
 TlsKeeper::TlsKeeper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port, std::vector<std::string> peers,
+                                                   const std::array<uint8_t, 32>& node_key,
                                                    std::function<void(const std::string&)> log) {
   socklen_t len = 0;
   auto a = net::parse_host_port(host_port, &len);
   if (!a.ok()) return Error(a.error().code(), "tls-listen " + host_port + ": " + a.error().message());
   auto impl = std::make_unique<Impl>();
   impl->log = log ? std::move(log) : [](const std::string&) {};
+  impl->node_key = node_key;
   for (const std::string& hp : peers) {
     Impl::Peer p;
     p.host_port = hp;

@@ -1,13 +1,17 @@
 // The TLS front door's listening socket, kept by the supervisor: it listens from the loader's
 // start to its stop, across worker restarts, so a connection to a running loader is never
-// refused (a refused one means no loader: clients fail at once). Each connection it accepts is
-// passed, unread, to the serving worker over that worker's channel; between workers they wait
-// in the socket's backlog. No process that runs kernels holds the listening socket. It also
-// makes the worker's connections to the cluster's TLS peers (a `dial` on the channel, in
-// door_channel.h's messages): the process that runs kernels opens no socket of its own, and a
-// dial reaches only the peers the keeper was given.
+// refused (a refused one means no loader: clients fail at once). It reads each connection's
+// route (its first frame, before TLS: wire-protocol.md 2.3), then passes the connection to the
+// serving worker over that worker's channel; between workers they wait with the keeper (at
+// most 512), then in the socket's backlog. No process that runs kernels holds the listening
+// socket. It also makes the worker's connections to the cluster's TLS peers (a `dial` on the
+// channel, in door_channel.h's messages), each sending this node's route first: the process
+// that runs kernels opens no socket of its own, and a dial reaches only the peers the keeper
+// was given.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,8 +26,9 @@ public:
   // Binds and listens on HOST:PORT (port 0: a free one) and starts the keeper's thread.
   // peers: the HOST:PORT of each TLS front door a worker may ask it to dial (the cluster's
   // tls:// nodes); a dial of any other address is refused. Errors name the address and say
-  // whether another process has it.
+  // whether another process has it. node_key: this node's public key, its dials' route.
   [[nodiscard]] static Result<std::unique_ptr<TlsKeeper>> open(const std::string& host_port, std::vector<std::string> peers,
+                                                               const std::array<uint8_t, 32>& node_key,
                                                                std::function<void(const std::string&)> log);
   ~TlsKeeper();  // stops the thread, closes the socket (connections waiting in it are reset)
 
@@ -31,8 +36,8 @@ public:
   const std::string& address() const;
   // The worker that takes connections from now on, by the keeper's end of its channel (a
   // SOCK_SEQPACKET socket: one connection's descriptor per packet, its text "c"; a dial's
-  // answer is a door_channel message, `dialed` with the connection's descriptor (connecting,
-  // non-blocking) or `dial_failed` with why); -1: none,
+  // answer is a door_channel message, `dialed` with the connection's descriptor (connected,
+  // non-blocking, its route sent) or `dial_failed` with why); -1: none,
   // between workers. Once it returns, no connection goes to the one before. The keeper
   // keeps a copy of the channel; the caller's stays its own.
   void serve(int channel_fd);

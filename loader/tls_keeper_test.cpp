@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "net/door.h"
 #include "net/ucx.h"
 #include "sandbox/processes.h"
 #include "server/door_channel.h"
@@ -54,8 +55,9 @@ struct FakeWorker {
   }
 };
 
-// A client's connection to `at`: its socket, or -1 with errno.
-int dial(const std::string& at) {
+// A client's connection to `at`, its route sent first unless `route` is false: its socket,
+// or -1 with errno.
+int dial(const std::string& at, bool route = true) {
   socklen_t len = 0;
   auto a = net::parse_host_port(at, &len);
   REQUIRE(a.ok());
@@ -67,6 +69,7 @@ int dial(const std::string& at) {
     errno = e;
     return -1;
   }
+  if (route) REQUIRE(door::write_frame(fd, door::route(door::Route{}), std::chrono::seconds(10)).ok());
   return fd;
 }
 
@@ -81,8 +84,8 @@ bool same_connection(int client, int server) {
 
 }  // namespace
 
-TEST_CASE("tls keeper: connections wait for a worker, then reach it unread", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+TEST_CASE("tls keeper: connections wait for a worker, then reach it with nothing read past their route", "[tls_keeper]") {
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   const std::string at = (*k)->address();
   CHECK(at.rfind("127.0.0.1:", 0) == 0);
@@ -113,8 +116,44 @@ TEST_CASE("tls keeper: connections wait for a worker, then reach it unread", "[t
   for (int fd : {early, s1, between, s2}) ::close(fd);
 }
 
+TEST_CASE("tls keeper: a connection without its route first never reaches a worker", "[tls_keeper]") {
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
+  REQUIRE(k.ok());
+  FakeWorker w;
+  (*k)->serve(w.keepers);
+  // A TLS ClientHello's first bytes, an HTTP request, half a route then silence, silence:
+  // each is closed (silence once the route's 2 s are up), and the worker hears of none.
+  const Bytes route = door::encode(door::route(door::Route{}));
+  const std::vector<Bytes> openings = {Bytes{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03, 0x00},
+                                       Bytes{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1'},
+                                       Bytes(route.begin(), route.begin() + 20), Bytes{}};
+  for (const Bytes& opening : openings) {
+    const int fd = dial((*k)->address(), false);
+    REQUIRE(fd >= 0);
+    if (!opening.empty()) REQUIRE(::write(fd, opening.data(), opening.size()) == ssize_t(opening.size()));
+    pollfd p{fd, POLLIN, 0};
+    char b;
+    CHECK((::poll(&p, 1, 10000) == 1 && ::read(fd, &b, 1) <= 0));  // closed by the keeper
+    ::close(fd);
+  }
+  CHECK(w.nothing_within(100));
+  CHECK((*k)->passed() == 0);
+  // What follows a route is the worker's to read: the keeper read the route alone.
+  const int fd = dial((*k)->address(), false);
+  Bytes both = route;
+  both.push_back('t');
+  REQUIRE(::write(fd, both.data(), both.size()) == ssize_t(both.size()));
+  const int s = w.next();
+  REQUIRE(s >= 0);
+  pollfd p{s, POLLIN, 0};
+  char b = 0;
+  CHECK((::poll(&p, 1, 10000) == 1 && ::read(s, &b, 1) == 1 && b == 't'));
+  ::close(fd);
+  ::close(s);
+}
+
 TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
   (*k)->serve(w1.keepers);
@@ -131,7 +170,7 @@ TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection"
 }
 
 TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel is let go", "[tls_keeper]") {
-  auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
   (*k)->serve(w1.keepers);
@@ -171,10 +210,10 @@ TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel i
 TEST_CASE("tls keeper: the port is the loader's until it stops", "[tls_keeper]") {
   std::string at;
   {
-    auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+    auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
     REQUIRE(k.ok());
     at = (*k)->address();
-    auto again = TlsKeeper::open(at, {}, nullptr);
+    auto again = TlsKeeper::open(at, {}, {}, nullptr);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().message() == "tls-listen " + at + ": cannot listen: Address already in use");
     REQUIRE(again.error().hints().size() == 1);
@@ -183,23 +222,23 @@ TEST_CASE("tls keeper: the port is the loader's until it stops", "[tls_keeper]")
   // Stopped: nothing listens, and a client is refused at once.
   CHECK(dial(at) == -1);
   CHECK(errno == ECONNREFUSED);
-  auto bad = TlsKeeper::open("not-an-address", {}, nullptr);
+  auto bad = TlsKeeper::open("not-an-address", {}, {}, nullptr);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message().rfind("tls-listen not-an-address: ", 0) == 0);
 }
 
 TEST_CASE("tls keeper: dials the cluster's peers for its worker, and nothing else", "[tls_keeper]") {
   // A peer's front door: another keeper, whose fake worker receives what the dial connected.
-  auto peer = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+  auto peer = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(peer.ok());
   FakeWorker peer_worker;
   (*peer)->serve(peer_worker.keepers);
-  auto stranger = TlsKeeper::open("127.0.0.1:0", {}, nullptr);  // listening, but no peer
+  auto stranger = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);  // listening, but no peer
   REQUIRE(stranger.ok());
   FakeWorker stranger_worker;
   (*stranger)->serve(stranger_worker.keepers);
 
-  auto k = TlsKeeper::open("127.0.0.1:0", {(*peer)->address()}, nullptr);
+  auto k = TlsKeeper::open("127.0.0.1:0", {(*peer)->address()}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w;
   (*k)->serve(w.keepers);

@@ -19,6 +19,7 @@
 #include "client/tls_client.h"
 #include "auth/auth.h"
 #include "auth/known_nodes.h"
+#include "net/door.h"
 #include "net/tls.h"
 #include "net/ucx.h"
 
@@ -62,6 +63,7 @@ public:
       XC_TRY(k);
       identity = std::make_shared<const SigningKey>(std::move(*k));
     }
+    route_.key = identity->public_key().raw;
     auto credential = tls::Credential::self_signed(*identity);
     XC_TRY(credential);
     const PublicKey expected = node_key;
@@ -224,6 +226,12 @@ private:
       ::close(fd);
       return unreachable(err, refused);
     }
+    // The route first (wire-protocol.md 2.3): the key this end proves in the handshake.
+    const auto left = std::chrono::milliseconds(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+    if (auto s = door::write_frame(fd, door::route(route_), left); !s.ok()) {
+      ::close(fd);
+      return Error(Errc::unreachable, peer() + ": " + s.error().message() + " (sending the route)");
+    }
     return fd;
   }
   Error unreachable(int e, bool* refused) const {
@@ -280,6 +288,7 @@ private:
   }
 
   std::string address_;
+  door::Route route_;  // what a connection says first: the key this end proves
   ConnectOptions o_;
   PublicKey node_key_;
   std::shared_ptr<tls::Context> context_;

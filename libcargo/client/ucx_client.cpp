@@ -34,6 +34,13 @@ namespace xcargo::client {
 // on a new connection, which reaches the worker that took over.
 constexpr std::chrono::milliseconds kTryLimit(5000);
 
+// What a connection says first at a loader's same-host door: the key it will prove (zeros
+// without an identity, for a loader that serves anyone).
+door::Route route_at_door(const ConnectOptions& o) {
+  door::Route r;
+  if (o.identity_key) r.key = o.identity_key->public_key().raw;
+  return r;
+}
 
 using namespace wire;
 using Clock = std::chrono::steady_clock;
@@ -106,7 +113,7 @@ public:
     // The door is named by the address as the loader bound it (localhost:7400 is 127.0.0.1:7400).
     door_at_ = net::to_host_port(reinterpret_cast<const sockaddr*>(&*addr));
     if (net::door_route(*addr)) {
-      auto fd = door::connect(door_at_, &how->refused);
+      auto fd = door::connect(door_at_, route_at_door(o), &how->refused);
       if (fd.ok()) door_first_ = *fd;
       // Another user's process holds this loader's name: nothing at the address can be
       // trusted to be the loader (UCX would not check its key), so no listener is tried.
@@ -203,7 +210,7 @@ private:
     if (via_door_) {
       int fd = std::exchange(door_first_, -1);
       if (fd < 0) {
-        auto c = door::connect(door_at_);
+        auto c = door::connect(door_at_, route_at_door(o_));
         XC_TRY(c);
         fd = *c;
       }

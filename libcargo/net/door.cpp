@@ -203,14 +203,13 @@ Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return Error(Errc::unreachable, std::string("the same-host door: ") + std::strerror(errno));
-    if (!wait_for(fd, POLLOUT, deadline)) return Error(Errc::unreachable, "the same-host door: the other end reads nothing");
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return Error(Errc::unreachable, std::strerror(errno));
+    if (!wait_for(fd, POLLOUT, deadline)) return Error(Errc::unreachable, "the other end reads nothing");
   }
   return {};
 }
 
-Result<int> connect(const std::string& host_port, bool* refused) {
+Result<int> connect(const std::string& host_port, const Route& route, bool* refused) {
   if (refused) *refused = false;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Errc::io, std::string("cannot open a Unix socket: ") + std::strerror(errno));
@@ -239,6 +238,11 @@ Result<int> connect(const std::string& host_port, bool* refused) {
         .hint("shared memory is for the loader's own user; reach another user's loader over TLS: tls://HOST:PORT of its "
               "tls-listen");
   }
+  // A new connection's socket buffer takes the route at once.
+  if (auto s = write_frame(fd, door::route(route), std::chrono::milliseconds(1000)); !s.ok()) {
+    ::close(fd);
+    return Error(Errc::unreachable, host_port + ": " + s.error().message() + " (sending the route at the same-host door)");
+  }
   return fd;
 }
 
@@ -263,8 +267,8 @@ Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::mil
   return o;
 }
 
-Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit) {
-  auto fd = connect(host_port);
+Result<Opened> open(const std::string& host_port, const Route& route, std::chrono::milliseconds limit) {
+  auto fd = connect(host_port, route);
   XC_TRY(fd);
   return read_offer(*fd, host_port, limit);
 }

@@ -89,7 +89,8 @@ Result<int> listen(const std::string& host_port);
 // Reads one frame within `limit`, its header checked before its body is read (fd may be
 // non-blocking). `from` names the other end in errors.
 Result<Frame> read_frame(int fd, std::chrono::milliseconds limit, const std::string& from);
-// Writes one frame whole within `limit`.
+// Writes one frame whole within `limit` (at a door, or a route at a TLS front door); the
+// error says what the socket said, the caller where.
 Status write_frame(int fd, const Frame& f, std::chrono::milliseconds limit);
 
 // A client's side: connects to host_port's door, refuses an end that is not this process's
@@ -100,13 +101,13 @@ struct Opened {
   Ticket ticket{};
   Bytes address;  // the loader's UCX worker address
 };
-Result<Opened> open(const std::string& host_port, std::chrono::milliseconds limit);
+Result<Opened> open(const std::string& host_port, const Route& route, std::chrono::milliseconds limit);
 // open() in two steps, for a caller that waits for many things at once: the connection
-// (made at once while the loader's backlog has room; its user id checked), then, once it is
-// readable, the offer (or the refusal, as an error). read_offer closes fd on failure.
-// *refused (when given) is set when nothing listens at the door (no loader of that name on
-// this host), and cleared otherwise.
-Result<int> connect(const std::string& host_port, bool* refused = nullptr);
+// (made at once while the loader's backlog has room; its user id checked; `route` sent),
+// then, once it is readable, the offer (or the refusal, as an error). read_offer closes fd
+// on failure. *refused (when given) is set when nothing listens at the door (no loader of
+// that name on this host), and cleared otherwise.
+Result<int> connect(const std::string& host_port, const Route& route, bool* refused = nullptr);
 Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit);
 
 }  // namespace xcargo::door

@@ -145,6 +145,8 @@ TEST_CASE("door: the loader's offer reaches its own user, and the connection sta
     if (fd < 0) return;
     auto who = door::peer_of(fd);
     if (who.ok() && who->uid == ::geteuid() && who->pid == ::getpid()) server_saw = "me";
+    auto route = door::read_frame(fd, 10s, "client");  // the client's first frame
+    if (route.ok() && door::parse_route(*route).ok() && door::parse_route(*route)->key[0] == 9) server_saw += " routed";
     door::Ticket t;
     for (size_t i = 0; i < t.size(); ++i) t[i] = uint8_t(i + 1);
     (void)door::write_frame(fd, door::offer(t, Bytes{'s', 'r', 'v'}), 10s);
@@ -152,14 +154,16 @@ TEST_CASE("door: the loader's offer reaches its own user, and the connection sta
     if (::read(fd, &c, 1) == 0) server_saw += " hung up";  // the client's end of the lifeline
     ::close(fd);
   });
-  auto opened = door::open(at, 10s);
+  door::Route mine;
+  mine.key[0] = 9;
+  auto opened = door::open(at, mine, 10s);
   REQUIRE(opened.ok());
   CHECK(std::string(opened->address.begin(), opened->address.end()) == "srv");
   CHECK(opened->ticket[0] == 1);
   CHECK(opened->ticket[15] == 16);
   ::close(opened->fd);
   server.join();
-  CHECK(server_saw == "me hung up");
+  CHECK(server_saw == "me routed hung up");
   ::close(*listener);
 }
 
@@ -174,7 +178,7 @@ TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door
     (void)door::write_frame(fd, door::Frame{door::Kind::refused, Bytes(why.begin(), why.end())}, 10s);
     ::close(fd);
   });
-  auto opened = door::open(at, 10s);
+  auto opened = door::open(at, door::Route{}, 10s);
   server.join();
   REQUIRE_FALSE(opened.ok());
   CHECK(opened.error().code() == Errc::unreachable);  // a client retries one: a restart, say
@@ -185,7 +189,7 @@ TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door
 }
 
 TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
-  auto none = door::open(unique_address("nobody"), 10s);
+  auto none = door::open(unique_address("nobody"), door::Route{}, 10s);
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().code() == Errc::unreachable);
   CHECK(none.error().message().find("no loader listens there") != std::string::npos);
@@ -194,7 +198,7 @@ TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
   auto listener = door::listen(at);
   REQUIRE(listener.ok());
   // Never accepted: connected (the listener's backlog), the offer never comes.
-  auto silent = door::open(at, 200ms);
+  auto silent = door::open(at, door::Route{}, 200ms);
   REQUIRE_FALSE(silent.ok());
   CHECK(silent.error().message().find("sent nothing in time") != std::string::npos);
   ::close(*listener);
@@ -222,7 +226,7 @@ TEST_CASE("door: both ends see the other's user id; a client refuses another use
   }
   char c = 0;
   REQUIRE(::read(ready[0], &c, 1) == 1);
-  auto opened = door::open(at, 10s);
+  auto opened = door::open(at, door::Route{}, 10s);
   REQUIRE_FALSE(opened.ok());
   CHECK(opened.error().code() == Errc::unauthenticated);
   CHECK(opened.error().message().find("runs as uid 65534, not as this user (uid 0)") != std::string::npos);

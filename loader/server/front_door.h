@@ -63,13 +63,16 @@ public:
     // before allocation (those still arriving hold memory before any request limit sees
     // them). None: no limit.
     std::function<uint64_t()> max_partial_per_key, max_partial_total;
-    // The keeper's answer to ask_dial(id): fd, a connection being made to `what` (the dialed
-    // HOST:PORT), to adopt; or -1, and `what` says why not. fd is the callee's to close.
+    // The keeper's answer to ask_dial(id): fd, a connection made to `what` (the dialed
+    // HOST:PORT, its route sent), to adopt; or -1, and `what` says why not. fd is the callee's
+    // to close.
     std::function<void(uint64_t id, int fd, const std::string& what)> dial_answer;
   };
 
   // Listens on HOST:PORT (port 0: a free one), retrying for up to `wait` while the port is
-  // still taken. *address: the HOST:PORT it listens on.
+  // still taken. *address: the HOST:PORT it listens on. Its connections start with their TLS
+  // handshake: a loader's workers take theirs from the keeper instead (from_keeper), which
+  // has read each one's route (wire-protocol.md 2.3); this serves the tests of the TLS side alone.
   static Result<std::unique_ptr<FrontDoor>> listen(const std::string& host_port, std::shared_ptr<tls::Context> context,
                                                    Events events, std::chrono::milliseconds wait, std::string* address);
   // Takes connections from the supervisor's keeper (tls_keeper.h) instead: each arrives on

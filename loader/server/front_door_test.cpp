@@ -15,6 +15,7 @@
 
 #include "server/front_door.h"
 #include "tls_keeper.h"
+#include "net/door.h"
 #include "net/ucx.h"
 
 using namespace xcargo;
@@ -84,7 +85,7 @@ struct Door {
     ev.max_partial_per_key = [this] { return max_partial_per_key; };
     ev.max_partial_total = [this] { return max_partial_total; };
     if (kept) {
-      auto k = TlsKeeper::open("127.0.0.1:0", {}, nullptr);
+      auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
       REQUIRE(k.ok());
       keeper = std::move(*k);
       address = keeper->address();
@@ -119,12 +120,15 @@ struct Door {
   }
 };
 
-int dial(const std::string& address) {
+// A client's connection; through a keeper (`routed`), its route sent first, as a client
+// library's is (a front door that listens itself is reached without one).
+int dial(const std::string& address, bool routed = false) {
   socklen_t len = 0;
   auto a = net::parse_host_port(address, &len);
   REQUIRE(a.ok());
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&*a), len) == 0);
+  if (routed) REQUIRE(door::write_frame(fd, door::route(door::Route{}), std::chrono::seconds(10)).ok());
   timeval tv{20, 0};  // a blocking client never waits forever
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   return fd;
@@ -135,7 +139,7 @@ struct Client {
   std::thread t;
   std::atomic<bool> done{false};
   std::string result;
-  Client(const std::string& address, const SigningKey& me, const SigningKey& node, Bytes header, Bytes data) {
+  Client(const std::string& address, const SigningKey& me, const SigningKey& node, Bytes header, Bytes data, bool routed = false) {
     auto cred = tls::Credential::self_signed(me);
     REQUIRE(cred.ok());
     const tls::RawKey want = node.public_key().raw;
@@ -143,7 +147,7 @@ struct Client {
       return p.identity == want && p.certified ? true : (*why = "wrong node", false);
     });
     REQUIRE(ctx.ok());
-    const int fd = dial(address);
+    const int fd = dial(address, routed);
     t = std::thread([this, c = *ctx, fd, header = std::move(header), data = std::move(data)] {
       auto ch = tls::Channel::start(c, fd);
       if (!ch.ok()) return result = "start: " + ch.error().message(), done = true, void();
@@ -219,7 +223,7 @@ TEST_CASE("front door: connections passed by the supervisor's keeper are served,
   for (int how = 0; how < 2; ++how) {
     Door d(me, true);
     {
-      Client c(d.address, me, d.node, text("abc"), Bytes(1000, 7));
+      Client c(d.address, me, d.node, text("abc"), Bytes(1000, 7), true);
       REQUIRE(d.poll_until([&] { return c.done.load(); }));
       CHECK(c.result == "reply: cba 1000");
       CHECK(d.seen.ready == 1);

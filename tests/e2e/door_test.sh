@@ -39,7 +39,7 @@ expect 4 'hint: a loader on this host serves its user over shared memory \(sysv\
   env UCX_TLS=tcp "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"
 check "the loader listens on no port" test -z "$(listening_on "$SUPERVISOR")"
 
-# door.py NAME SEND HOLD_S (the script on stdin): connects to the door, sends SEND (hex) unread, and prints what
+# door.py NAME SEND HOLD_S (the script on stdin): connects to the door, sends SEND (hex), and prints what
 # comes back (kind and body) and whether the loader closed the connection within HOLD_S.
 cat > door.py <<'PY'
 import socket, struct, sys, time
@@ -101,15 +101,22 @@ else
   echo "    (not root: the other-user checks are skipped)"
 fi
 
-# The loader's own user sending junk: offered as any client (the door reads nothing), and
-# closed at once: a byte on a lifeline ends it.
+# The loader's own user: a route first (wire-protocol.md 2.4: "XCDR", version 1, kind 3, a
+# 32-byte key), then the offer; junk instead of a route is refused, saying why, and closed.
+ROUTE="584344520103000020000000$(printf '00%.0s' {1..32})"
 measure JUNK "junk at the door" "$PY" - "$NODE" "$(printf '00%.0s' {1..64})ffffffff" 30 < door.py
-check "junk from the loader's user is not read: the offer comes as to any client" grep -Eq "kind 1: [0-9]+ bytes" <<<"$JUNK"
+check "junk instead of a route is refused, saying why" grep -q "kind 2: the same-host door expected a route first: not a door frame" <<<"$JUNK"
 check "a connection that sent junk is closed by the loader" grep -q "closed by the loader" <<<"$JUNK"
-# A silent one is closed once its offer goes unclaimed past the authentication deadline (10 s).
-start=$(date +%s)
+measure ROUTED "a route, then junk" "$PY" - "$NODE" "${ROUTE}ffffffff" 30 < door.py
+check "a route gets the offer" grep -Eq "kind 1: [0-9]+ bytes" <<<"$ROUTED"
+check "a byte after it on the lifeline ends the connection" grep -q "closed by the loader" <<<"$ROUTED"
+# A silent one is refused once its route's time is up (2 s).
 measure SILENT "a silent connection at the door" "$PY" - "$NODE" "" 30 < door.py
-check "an offer never claimed is closed by the loader" grep -q "closed by the loader" <<<"$SILENT"
+check "a connection that sends no route is refused" grep -q "kind 2: the same-host door expected a route first: none came in time" <<<"$SILENT"
+# A routed one is closed once its offer goes unclaimed past the authentication deadline (10 s).
+start=$(date +%s)
+measure UNCLAIMED "an offer never claimed" "$PY" - "$NODE" "$ROUTE" 30 < door.py
+check "an offer never claimed is closed by the loader" grep -q "closed by the loader" <<<"$UNCLAIMED"
 check "at the authentication deadline, not before (after $(( $(date +%s) - start )) s)" test "$(( $(date +%s) - start ))" -ge 9
 
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE"

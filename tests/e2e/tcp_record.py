@@ -4,9 +4,9 @@
 usage: tcp_record.py --to HOST:PORT --port-file FILE --out PREFIX [--seconds S] [--corrupt-record N]
 Listens on 127.0.0.1 (a free port, written to FILE), forwards each connection to HOST:PORT,
 and appends the bytes each way to PREFIX.c2s and PREFIX.s2c. --corrupt-record N flips one
-bit in the N-th encrypted TLS record (type 23) each client sends: in TLS 1.3 the first
-carries the end of its handshake, the second its first frame (a modified record). Ends
-after S seconds.
+bit in the N-th encrypted TLS record (type 23) each client sends, after its route: in TLS
+1.3 the first carries the end of its handshake, the second its first frame (a modified
+record). Ends after S seconds.
 """
 import argparse, selectors, socket, time
 
@@ -59,6 +59,12 @@ while time.time() < end:
         if client is not None and a.corrupt_record:
             st = pending[client]
             buf, out = st[0] + b, b""
+            if st[1] == 0 and buf[:4] == b"XCDR":  # the route (wire-protocol.md 2.3) precedes TLS
+                if len(buf) < 12 or len(buf) < 12 + int.from_bytes(buf[8:12], "little"):
+                    st[0] = buf
+                    continue
+                n = 12 + int.from_bytes(buf[8:12], "little")
+                out, buf = buf[:n], buf[n:]
             while len(buf) >= 5 and len(buf) >= 5 + int.from_bytes(buf[3:5], "big"):
                 n = 5 + int.from_bytes(buf[3:5], "big")
                 rec = buf[:n]

@@ -94,14 +94,17 @@ eventually 30 "the stranger's handshake is logged as refused" \
   lines_at_least 1 'refused a TLS connection from 127\.0\.0\.1:[0-9]+: .*not among the node.s authorized keys' node.log
 
 # Bytes that are not TLS: zeros, an HTTP request, a megabyte of random bytes, a UCX tcp
-# connection request. Each is a refused handshake; no worker restarts; the node serves on.
-junk() {  # junk NAME: writes the bytes of NAME to the front door, then reads until it closes
-  $PY - "$HOSTPORT" "$1" <<'PY'
+# connection request. Without a route first the supervisor's keeper closes the connection;
+# after one, the worker refuses the handshake. No worker restarts; the node serves on.
+junk() {  # junk NAME [routed]: writes the bytes of NAME to the front door, then reads until it closes
+  $PY - "$HOSTPORT" "$1" "${2:-}" <<'PY'
 import os, socket, sys
 host, port = sys.argv[1].rsplit(":", 1)
 kind = sys.argv[2]
 data = {"zeros": bytes(64), "http": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "random": os.urandom(1 << 20),
         "ucx": (0xCCCCCCCC).to_bytes(8, "little") + bytes(56) + b"\x07" * 64}[kind]
+if sys.argv[3] == "routed":
+    data = bytes.fromhex("584344520103000020000000") + bytes(32) + data
 s = socket.create_connection((host, int(port)), timeout=20)
 try:
     s.sendall(data)
@@ -111,18 +114,27 @@ except OSError:
     pass
 PY
 }
-for kind in zeros http random ucx; do check "junk ($kind) is answered by a closed connection" junk "$kind"; done
+for kind in zeros http random ucx; do
+  check "junk ($kind) is answered by a closed connection" junk "$kind"
+  check "so is junk ($kind) after a route" junk "$kind" routed
+done
 
-# Connections that never say a word, more than a host may have waiting (128), held open and
-# reopened as the node closes them: each newcomer takes the oldest one's place, so a client
-# still gets in (the other users of a host share its loopback address).
+# Connections that send their route (wire-protocol.md 2.3) and then never say a word, more
+# than a host may have waiting (128), held open and reopened as the node closes them: each
+# newcomer takes the oldest one's place, so a client still gets in (the other users of a host
+# share its loopback address).
 $PY - "$HOSTPORT" 200 20 <<'PY' > silent.out 2>&1 &
 import socket, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
 n, seconds = int(sys.argv[2]), float(sys.argv[3])
+ROUTE = bytes.fromhex("584344520103000020000000") + bytes(32)
+def routed():
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(ROUTE)
+    return s
 conns, reopened, end = [], 0, time.time() + seconds
 while len(conns) < n:
-    conns.append(socket.create_connection((host, int(port)), timeout=5))
+    conns.append(routed())
 print("holding", n, flush=True)
 while time.time() < end:
     for i, s in enumerate(conns):
@@ -134,7 +146,7 @@ while time.time() < end:
             continue
         except OSError:
             s.close()
-            conns[i] = socket.create_connection((host, int(port)), timeout=5)
+            conns[i] = routed()
             reopened += 1
     time.sleep(0.05)
 print("reopened", reopened)
@@ -147,6 +159,13 @@ eventually 30 "the oldest silent connections made way, logged" \
   lines_at_least 1 'closing the oldest connection still to authenticate, from 127\.0\.0\.1:[0-9]+, for a new one from 127\.0\.0\.1: too many wait' node.log
 kill "$silent" 2>>"$DISCARD"
 expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:40 --arg i64:2 --result i64 --to "$NODE"
+# One that sends no route at all never reaches a worker: the supervisor's keeper closes it.
+measure NOROUTE "a connection without a route" "$PY" -c "
+import socket, sys
+s = socket.create_connection(('${HOSTPORT%:*}', ${HOSTPORT##*:}), timeout=10)
+print('closed' if s.recv(1) == b'' else 'a byte came')"
+check "a connection that sends no route is closed" grep -q closed <<<"$NOROUTE"
+eventually 10 "that is logged" grep -q "the TLS front door closed a connection that sent no route" node.log
 check "no worker restarted" bash -c "! grep -q 'worker stopped' node.log"
 
 # What an on-path observer sees: a run through a recording relay. Neither the input, nor the

@@ -39,7 +39,7 @@ RawClient::RawClient(const char* tool, const std::string& to, bool rma) : tool_(
   // A loader of this user on this host serves through its same-host door (its UCX has no
   // listener unless it has trusted-network), as the client library does.
   if (door_route(to))
-    if (auto fd = door::connect(to); fd.ok()) {
+    if (auto fd = door::connect(to, door::Route{}); fd.ok()) {
       auto offer = door::read_offer(*fd, to, std::chrono::seconds(10));
       if (!offer.ok()) die(tool_, offer.error().message(), 2);
       lifeline_ = offer->fd;

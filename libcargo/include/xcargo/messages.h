@@ -14,7 +14,7 @@
 namespace xcargo::wire {
 
 // The protocol version this library speaks (hello and hello_reply carry it).
-inline constexpr uint16_t kVersion = 6;
+inline constexpr uint16_t kVersion = 7;
 
 // ReplyStatus of a reply. Values are part of the protocol.
 enum class ReplyStatus : uint16_t {

@@ -53,6 +53,7 @@ struct Waiting {
   int fd = -1;
   door::Credentials who;
   Clock::time_point until;
+  std::string tenant;  // whose workers it waits for
 };
 // A connection of the loader's user whose route (its first frame) is not whole yet.
 struct Routing {
@@ -83,18 +84,23 @@ struct DoorKeeper::Impl {
   int listener = -1, wake = -1;
   std::thread thread;
 
-  std::mutex m;  // guards the four below, set by serve(), ended() and the destructor
-  int next_channel = -1;
-  bool changed = false, stop = false;
+  std::mutex m;  // guards the three below, set by serve(), ended() and the destructor
+  std::vector<std::pair<std::string, int>> changes;  // serve()'s (tenant, channel), in order
+  bool stop = false;
   std::vector<uint64_t> ended_workers;
 
-  int channel = -1;  // the serving worker's: new connections are offered to it
-  Bytes address;     // the serving worker's, once it said it
+  // Each tenant's serving worker: new connections routed to it are offered to it.
+  struct Serving {
+    int channel = -1;
+    Bytes address;  // once it said it
+  };
+  std::map<std::string, Serving> serving;
+  std::map<int, std::string> tenant_of;  // each channel's tenant (serving or retiring)
   // Channels of workers that serve no new connection but still serve their own (a worker
   // ending in order answers what it has in flight). Lifelines end when the supervisor says
   // their worker is gone (ended()), not with its channel, which a kernel can shut down.
   std::vector<int> retiring;
-  std::map<int, uint64_t> ids;  // channel_id of each channel above (and `channel`)
+  std::map<int, uint64_t> ids;  // channel_id of each channel above (and the serving ones)
   std::vector<int> lost;        // channels found ended (an EPIPE), dropped at the end of the round
 
   int fd_of(uint64_t worker) const {
@@ -134,9 +140,9 @@ struct DoorKeeper::Impl {
     ::shutdown(chan, SHUT_RDWR);
     ::close(chan);
     ids.erase(chan);
-    if (chan == channel) {
-      channel = -1;
-      address.clear();
+    if (auto t = tenant_of.find(chan); t != tenant_of.end()) {
+      if (auto sv = serving.find(t->second); sv != serving.end() && sv->second.channel == chan) serving.erase(sv);
+      tenant_of.erase(t);
     }
     std::erase(retiring, chan);
     for (auto& d : dialing)
@@ -157,7 +163,7 @@ struct DoorKeeper::Impl {
     std::sort(now.begin(), now.end());
     now.erase(std::unique(now.begin(), now.end()), now.end());
     for (int chan : now)
-      if (chan == channel || std::find(retiring.begin(), retiring.end(), chan) != retiring.end()) drop_channel(chan);
+      if (tenant_of.count(chan)) drop_channel(chan);
   }
 
   void refuse(int fd, const std::string& why, const std::string& hint) {
@@ -173,14 +179,18 @@ struct DoorKeeper::Impl {
     o.log("same-host door: " + what + " (" + std::to_string(refused) + " refused so far)");
   }
 
-  // Offers the serving worker to fd, telling the worker the ticket first: its `door`
-  // message can only come after the worker has read it. Without a worker's address (between
-  // workers) fd waits for the next, up to kOfferLimit.
-  void offer(int fd, const door::Credentials& who) {
-    if (channel < 0 || address.empty()) {
-      waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit});
+  // Offers fd the serving worker of its tenant, telling the worker the ticket first: its
+  // `door` message can only come after the worker has read it. Without a worker's address
+  // (between workers, or none yet: it is asked for) fd waits for one, up to kOfferLimit.
+  void offer(int fd, const door::Credentials& who, const std::string& tenant) {
+    const auto sv = serving.find(tenant);
+    if (sv == serving.end() || sv->second.address.empty()) {
+      waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit, tenant});
+      if (sv == serving.end() && o.wanted) o.wanted(tenant);
       return;
     }
+    const int channel = sv->second.channel;
+    const Bytes address = sv->second.address;
     Message msg;
     msg.kind = MsgKind::client;
     msg.id = next_id++;
@@ -194,7 +204,7 @@ struct DoorKeeper::Impl {
     if (::send(channel, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(b.size())) {
       if (errno == EPIPE) {
         drop_channel(channel);
-        waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit});  // offered by the next worker
+        waiting.push_back(Waiting{fd, who, Clock::now() + kOfferLimit, tenant});  // offered by the next worker
         return;
       }
       refuse(fd, "the loader is busy (its worker reads no new connections now)", "try again in a moment");
@@ -249,7 +259,12 @@ struct DoorKeeper::Impl {
       case door::RouteStep::more:
         return;
       case door::RouteStep::done:
-        offer(routing[i].fd, routing[i].who);  // or keeps it waiting for a worker's address
+        if (auto tenant = o.route ? o.route(route) : Result<std::string>(std::string()); tenant.ok()) {
+          offer(routing[i].fd, routing[i].who, *tenant);  // or keeps it waiting for a worker's address
+        } else {
+          refuse(routing[i].fd, "the same-host door: " + tenant.error().message(), tenant.error().hints().empty() ? "" : tenant.error().hints()[0]);
+          note_refusal("refused a route: " + tenant.error().message());
+        }
         break;
       case door::RouteStep::failed:
         refuse(routing[i].fd, "the same-host door expected a route first: " + why,
@@ -263,7 +278,9 @@ struct DoorKeeper::Impl {
   void from_worker(int chan, const Message& msg) {
     switch (msg.kind) {
       case MsgKind::address:  // once per worker: said before any kernel ran
-        if (chan == channel && address.empty()) address = msg.bytes;
+        if (auto t = tenant_of.find(chan); t != tenant_of.end())
+          if (auto sv = serving.find(t->second); sv != serving.end() && sv->second.channel == chan && sv->second.address.empty())
+            sv->second.address = msg.bytes;
         break;
       case MsgKind::close:
         for (size_t i = 0; i < lines.size(); ++i)
@@ -279,7 +296,9 @@ struct DoorKeeper::Impl {
           tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy("the supervisor holds too many connections")});
           break;
         }
-        auto fd = door::connect(to, door::Route{o.node_key, {}});  // routed by this node's key
+        // Routed by this node's key, for the asking worker's tenant (none: a single one).
+        auto t = tenant_of.find(chan);
+        auto fd = door::connect(to, door::Route{o.node_key, t == tenant_of.end() ? std::string() : t->second});
         if (!fd.ok()) {
           tell(id_of(chan), Message{MsgKind::dial_failed, msg.id, {}, 0, 0, as_bytes_copy(fd.error().message())});
           break;
@@ -327,22 +346,31 @@ struct DoorKeeper::Impl {
       {
         std::lock_guard<std::mutex> g(m);
         if (stop) break;
-        if (changed) {  // the keeper owns its copies of the channels (serve() dups them)
-          if (channel >= 0) retiring.push_back(channel);
-          channel = std::exchange(next_channel, -1);
-          if (channel >= 0) ids[channel] = channel_id(channel);
-          address.clear();
-          changed = false;
+        for (auto& [tenant, chan] : changes) {  // the keeper owns its copies of the channels (serve() dups them)
+          if (auto sv = serving.find(tenant); sv != serving.end()) {
+            retiring.push_back(sv->second.channel);
+            serving.erase(sv);
+          }
+          if (chan >= 0) {
+            serving[tenant] = Serving{chan, {}};
+            tenant_of[chan] = tenant;
+            ids[chan] = channel_id(chan);
+          }
         }
+        changes.clear();
         gone.swap(ended_workers);
       }
       for (uint64_t w : gone) worker_gone(w);
       gone.clear();
       const auto now = Clock::now();
-      if (channel >= 0 && !address.empty()) {
+      if (!waiting.empty()) {
         std::vector<Waiting> now_served;
-        now_served.swap(waiting);  // offer() may put one back (the channel ended meanwhile)
-        for (auto& w : now_served) offer(w.fd, w.who);
+        now_served.swap(waiting);  // offer() puts back those still without a worker
+        for (auto& w : now_served) {
+          const auto sv = serving.find(w.tenant);
+          if (sv != serving.end() && !sv->second.address.empty()) offer(w.fd, w.who, w.tenant);
+          else waiting.push_back(std::move(w));
+        }
       }
       for (size_t i = 0; i < waiting.size();)
         if (now > waiting[i].until) {
@@ -373,8 +401,10 @@ struct DoorKeeper::Impl {
       fds.push_back({wake, POLLIN, 0});
       const bool paused = now < accept_after;
       fds.push_back({listener, short(paused ? 0 : POLLIN), 0});
-      fds.push_back({channel, POLLIN, 0});  // -1: ignored by poll
-      for (int r : retiring) fds.push_back({r, POLLIN, 0});
+      std::vector<int> channels;  // the serving ones, then the retiring ones
+      for (const auto& [tenant, sv] : serving) channels.push_back(sv.channel);
+      channels.insert(channels.end(), retiring.begin(), retiring.end());
+      for (int c : channels) fds.push_back({c, POLLIN, 0});
       const size_t first_line = fds.size();
       for (auto& l : lines) fds.push_back({l.fd, POLLIN | POLLRDHUP, 0});
       for (auto& d : dialing) fds.push_back({d.fd, POLLIN, 0});
@@ -414,9 +444,8 @@ struct DoorKeeper::Impl {
         tell(l.worker, Message{l.dialed ? MsgKind::lost : MsgKind::gone, l.id, {}, 0, 0, {}});
       }
       for (auto it = routed.rbegin(); it != routed.rend(); ++it) read_routing(*it);
-      if (fds[2].revents && channel >= 0) read_channel(channel);
-      for (size_t i = 0; i < retiring.size(); ++i)
-        if (fds[3 + i].revents) read_channel(retiring[i]);
+      for (size_t i = 0; i < channels.size(); ++i)
+        if (fds[2 + i].revents) read_channel(channels[i]);
       drop_lost();  // before the door's new connections, which go to the serving worker
       if (fds[1].revents) accept_all();
       drop_lost();
@@ -462,13 +491,11 @@ void DoorKeeper::ended(int channel_fd) {
   (void)!::write(impl_->wake, &one, sizeof one);
 }
 
-void DoorKeeper::serve(int channel_fd) {
+void DoorKeeper::serve(const std::string& tenant, int channel_fd) {
   const int copy = channel_fd >= 0 ? ::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0) : -1;
   {
     std::lock_guard<std::mutex> g(impl_->m);
-    if (impl_->next_channel >= 0) ::close(impl_->next_channel);
-    impl_->next_channel = copy;
-    impl_->changed = true;
+    impl_->changes.emplace_back(tenant, copy);
   }
   const uint64_t one = 1;
   (void)!::write(impl_->wake, &one, sizeof one);
@@ -482,7 +509,8 @@ DoorKeeper::~DoorKeeper() {
   const uint64_t one = 1;
   (void)!::write(impl_->wake, &one, sizeof one);
   impl_->thread.join();
-  for (int fd : {impl_->channel, impl_->next_channel})
+  for (const auto& [tenant, sv] : impl_->serving) ::close(sv.channel);
+  for (const auto& [tenant, fd] : impl_->changes)
     if (fd >= 0) ::close(fd);
   for (int fd : impl_->retiring) ::close(fd);
   ::close(impl_->listener);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -48,6 +49,11 @@ struct FakeWorker {
     REQUIRE(::send(mine, b.data(), b.size(), MSG_NOSIGNAL) == ssize_t(b.size()));
   }
   void say_address(const std::string& a) const { say(door_channel::Message{Kind::address, 0, {}, 0, 0, Bytes(a.begin(), a.end())}); }
+  // Whether no message comes within ms.
+  bool nothing_within(int ms) const {
+    pollfd p{mine, POLLIN, 0};
+    return ::poll(&p, 1, ms) == 0;
+  }
   // The next message within a generous ceiling.
   std::optional<door_channel::Message> hear() const {
     pollfd p{mine, POLLIN, 0};
@@ -78,7 +84,7 @@ TEST_CASE("door keeper: the worker hears the ticket the client is offered; lifel
   const std::string at = unique_address("offer");
   auto keeper = keeper_at(at);
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   w.say_address("worker-1");
 
   auto a = door::open(at, door::Route{}, 10s);
@@ -113,13 +119,13 @@ TEST_CASE("door keeper: a connection between workers waits for the next; a worke
   const std::string at = unique_address("restart");
   auto keeper = keeper_at(at);
   auto first = std::make_unique<FakeWorker>();
-  keeper->serve(first->keepers);
+  keeper->serve("", first->keepers);
   first->say_address("first");
   auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
   REQUIRE(first->hear());
 
-  keeper->serve(-1);  // the first worker begins to end: it still answers what it has in flight
+  keeper->serve("", -1);  // the first worker begins to end: it still answers what it has in flight
   pollfd still{a->fd, POLLIN | POLLRDHUP, 0};
   CHECK(::poll(&still, 1, 200) == 0);
   keeper->ended(first->keepers);  // and is gone
@@ -129,7 +135,7 @@ TEST_CASE("door keeper: a connection between workers waits for the next; a worke
   auto fd = door::connect(at, door::Route{});  // while no worker serves
   REQUIRE(fd.ok());
   FakeWorker second;
-  keeper->serve(second.keepers);
+  keeper->serve("", second.keepers);
   second.say_address("second");
   auto b = door::read_offer(*fd, at, 10s);
   REQUIRE(b.ok());
@@ -145,7 +151,7 @@ TEST_CASE("door keeper: a worker's channel shut down while it serves is dropped,
   const std::string at = unique_address("shut");
   auto keeper = keeper_at(at);
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   w.say_address("worker");
   auto a = door::open(at, door::Route{}, 10s);
   REQUIRE(a.ok());
@@ -183,7 +189,7 @@ TEST_CASE("door keeper: out of descriptors, connections wait without a spin", "[
   const std::string at = unique_address("emfile");
   auto keeper = keeper_at(at);
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   w.say_address("worker");
   rlimit was{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &was) == 0);
@@ -215,7 +221,7 @@ TEST_CASE("door keeper: a connection is offered nothing until it sent a route, a
   const std::string at = unique_address("route");
   auto keeper = keeper_at(at);
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   w.say_address("worker");
   // A raw connection to the door, sending `bytes` (and nothing after them).
   auto raw = [&](const Bytes& bytes) {
@@ -257,12 +263,82 @@ TEST_CASE("door keeper: a connection is offered nothing until it sent a route, a
   ::close(offer->fd);
 }
 
+TEST_CASE("door keeper: each route reaches its tenant's worker; a tenant without one is asked for", "[door]") {
+  const std::string at = unique_address("tenants");
+  std::mutex m;
+  std::vector<std::string> wanted;
+  DoorKeeper::Options o{at, "", {}, nullptr};
+  o.route = [](const door::Route& r) -> Result<std::string> {
+    if (r.key[0] == 1) return std::string("a");
+    if (r.key[0] == 2) return std::string("b");
+    if (r.key[0] == 3) return std::string("c");
+    return Error(Errc::unauthenticated, "the route's key is not among this loader's clients");
+  };
+  o.wanted = [&](const std::string& t) {
+    std::lock_guard<std::mutex> g(m);
+    wanted.push_back(t);
+  };
+  auto k = DoorKeeper::open(std::move(o));
+  REQUIRE(k.ok());
+  FakeWorker a, b;
+  (*k)->serve("a", a.keepers);
+  (*k)->serve("b", b.keepers);
+  a.say_address("worker-a");
+  b.say_address("worker-b");
+  auto route = [](uint8_t first) {
+    door::Route r;
+    r.key[0] = first;
+    return r;
+  };
+  auto to_a = door::open(at, route(1), 10s);
+  REQUIRE(to_a.ok());
+  CHECK(std::string(to_a->address.begin(), to_a->address.end()) == "worker-a");
+  auto heard_a = a.hear();
+  REQUIRE(heard_a);
+  CHECK(heard_a->ticket == to_a->ticket);
+  auto to_b = door::open(at, route(2), 10s);
+  REQUIRE(to_b.ok());
+  CHECK(std::string(to_b->address.begin(), to_b->address.end()) == "worker-b");
+  REQUIRE(b.hear());
+  // A key no tenant has: refused, saying why; no worker hears of it.
+  auto stranger = door::open(at, route(9), 10s);
+  REQUIRE_FALSE(stranger.ok());
+  CHECK(stranger.error().message().find("the route's key is not among this loader's clients") != std::string::npos);
+  // Tenant c has no worker: the connection waits, and c is asked for; once one serves, it is offered.
+  auto fd = door::connect(at, route(3));
+  REQUIRE(fd.ok());
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard<std::mutex> g(m);
+      if (!wanted.empty()) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  {
+    std::lock_guard<std::mutex> g(m);
+    REQUIRE_FALSE(wanted.empty());
+    CHECK(wanted.front() == "c");
+  }
+  FakeWorker c;
+  (*k)->serve("c", c.keepers);
+  c.say_address("worker-c");
+  auto to_c = door::read_offer(*fd, at, 10s);
+  REQUIRE(to_c.ok());
+  CHECK(std::string(to_c->address.begin(), to_c->address.end()) == "worker-c");
+  REQUIRE(c.hear());
+  // No worker heard of another tenant's clients, nor of the stranger.
+  CHECK(a.nothing_within(0));
+  CHECK(b.nothing_within(0));
+  CHECK(c.nothing_within(0));
+  for (int f : {to_a->fd, to_b->fd, to_c->fd}) ::close(f);
+}
+
 TEST_CASE("door keeper: dials a peer's door for its worker and holds that lifeline", "[door]") {
   const std::string at_a = unique_address("dial-a"), at_b = unique_address("dial-b");
   auto keeper_a = keeper_at(at_a), keeper_b = keeper_at(at_b);
   FakeWorker wa, wb;
-  keeper_a->serve(wa.keepers);
-  keeper_b->serve(wb.keepers);
+  keeper_a->serve("", wa.keepers);
+  keeper_b->serve("", wb.keepers);
   wa.say_address("A");
   wb.say_address("B");
 
@@ -295,7 +371,7 @@ TEST_CASE("door keeper: malformed messages from the worker are dropped", "[door]
   const std::string at = unique_address("junk");
   auto keeper = keeper_at(at);
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   for (const Bytes& junk : {Bytes{}, Bytes(3, 0xff), Bytes(40, 0), Bytes(door_channel::kMaxMessage + 100, 1)})
     (void)!::send(w.mine, junk.data(), junk.size(), MSG_NOSIGNAL);
   w.say(door_channel::Message{Kind::gone, 1, {}, 0, 0, {}});  // a kind only the keeper sends
@@ -341,7 +417,7 @@ TEST_CASE("door keeper: another user's process is refused before a byte of it is
   }
   auto keeper = keeper_at(at, "reach it over TLS: tls://127.0.0.1:7401");
   FakeWorker w;
-  keeper->serve(w.keepers);
+  keeper->serve("", w.keepers);
   w.say_address("root's worker");
   REQUIRE(::write(go[1], "g", 1) == 1);
   int status = 0;

@@ -353,7 +353,8 @@ struct Supervision {
   bool first = true;
   int failed_starts = 0, standby_failures = 0;
   Child cur, standby;
-  std::unique_ptr<DoorKeeper> door;  // the same-host door, once the first worker has bound its address
+  std::unique_ptr<DoorKeeper> own_door;    // the same-host door, once the first worker has bound its address
+  DoorKeeper* door = options.door_keeper;  // the door its workers serve: its own, or one shared by tenants
   std::vector<Child> ending;          // ended or ending, not yet reaped
   Clock::time_point gap_since{};      // when the last serving worker began to end
   Clock::time_point standby_at{};     // no new standby before this (after one failed)
@@ -392,7 +393,8 @@ struct Supervision {
 
   // Stops every process: the serving worker gets SIGTERM and time for a running kernel.
   Result<int> shut_down() {
-    if (options.tls_keeper) options.tls_keeper->serve(-1);
+    if (options.tls_keeper) options.tls_keeper->serve(options.tenant, -1);
+    if (door) door->serve(options.tenant, -1);
     const auto kill_at = Clock::now() + std::chrono::milliseconds(int64_t(options.kernel_timeout_s * 1000) + 2000);
     // A standby waiting for its go reads its end of `go`: closed, that read ends. SIGTERM
     // alone does not always end it: one that gets it during its start (g_stop set before it
@@ -512,7 +514,7 @@ struct Supervision {
   // the door and writes the ready file, then the log says so and the keepers pass it their
   // clients. Returns what supervise() returns when the door or the ready file cannot be made.
   std::optional<Result<int>> take_over(Child& w, const StartReply& reply) {
-    if (first && options.door) {  // the door opens before the ready file says the loader serves
+    if (first && options.door && !door) {  // the door opens before the ready file says the loader serves
       DoorKeeper::Options d;
       d.host_port = reply.addr;
       d.other_users = reply.tls.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
@@ -524,7 +526,8 @@ struct Supervision {
         w.reap(true);
         return k.take_error();
       }
-      door = std::move(*k);
+      own_door = std::move(*k);
+      door = own_door.get();
     }
     if (first) {
       if (!options.ready_file.empty())
@@ -545,8 +548,8 @@ struct Supervision {
     }
     flush_log();  // lifecycle lines are rare: write them at once
     cur = std::move(w);
-    if (door) door->serve(cur.door);
-    if (options.tls_keeper) options.tls_keeper->serve(cur.tls);
+    if (door) door->serve(options.tenant, cur.door);
+    if (options.tls_keeper) options.tls_keeper->serve(options.tenant, cur.tls);
     return std::nullopt;
   }
 
@@ -649,8 +652,8 @@ struct Supervision {
     // which needs a request each time) is in a crash loop: slow down.
     if (!cur.incident[0]) restarts.push_back(gap_since);
     while (!restarts.empty() && gap_since - restarts.front() > timing::kCrashLoopWindow) restarts.pop_front();
-    if (door) door->serve(-1);  // its clients' lifelines close: they reconnect to the next
-    if (options.tls_keeper) options.tls_keeper->serve(-1);  // new connections wait for the next
+    if (door) door->serve(options.tenant, -1);  // its clients' lifelines close: they reconnect to the next
+    if (options.tls_keeper) options.tls_keeper->serve(options.tenant, -1);  // new connections wait for the next
     ending.push_back(std::move(cur));
     cur = Child();
     if (restarts.size() > timing::kCrashLoopRestarts) std::this_thread::sleep_for(timing::kCrashLoopPause);

@@ -18,6 +18,7 @@
 
 namespace xcargo::loader {
 
+class DoorKeeper;
 class TlsKeeper;
 
 
@@ -53,8 +54,12 @@ struct SupervisorOptions {
   // Keep a standby worker ready (prepared, sandboxed, waiting for its go) to take over the
   // moment the serving one ends: a restart then costs milliseconds instead of a start.
   bool standby = true;
-  // Open the same-host door (door_keeper.h) once the first worker has bound its address.
+  // Open the same-host door (door_keeper.h) once the first worker has bound its address, or
+  // serve the one given (door_keeper: the loader's, shared by its tenants' supervisions).
   bool door = true;
+  DoorKeeper* door_keeper = nullptr;
+  // The tenant whose workers this runs (tenancy.h), as the keepers know it ("": the only one).
+  std::string tenant;
   std::array<uint8_t, 32> node_key{};  // this node's public key: the route of peers' doors the keeper opens
   // The TLS front door's keeper (tls_keeper.h), listening at listen.tls: each serving worker
   // gets its connections over a channel of its own. Null: workers listen themselves.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -56,26 +57,34 @@ struct TlsKeeper::Impl {
   std::thread thread;
   std::atomic<uint64_t> passed{0}, dialed{0};
 
+  std::function<Result<std::string>(const door::Route&)> route;  // unset: every route to tenant ""
+  std::function<void(const std::string&)> wanted_tenant;
+
   std::mutex m;  // guards what serve() and the destructor hand the thread
   std::condition_variable applied_cv;
-  bool stop = false, changed = false;
-  int next_channel = -1;
+  bool stop = false;
+  std::vector<std::pair<std::string, int>> changes;  // serve()'s (tenant, channel), in order
   uint64_t wanted = 0, applied = 0;  // serve() calls made, and taken up by the thread
 
-  // The thread's own.
-  int channel = -1;  // the serving worker's channel (the keeper's copy), or -1
+  // The thread's own: each tenant's serving worker's channel (the keeper's copy), and the
+  // connections routed to it that it has not taken yet (the channel full, or no worker).
+  struct Tenant {
+    int channel = -1;
+    std::deque<int> ready;
+  };
+  std::map<std::string, Tenant> tenants;
   struct Routing {
     int fd = -1;
     door::RouteReading reading;
     Clock::time_point until;
   };
   std::vector<Routing> routing;  // accepted, their route not yet whole
-  std::deque<int> ready;         // routed, not yet passed (the channel full, or no worker)
   struct Dial {
     int fd = -1;
     uint64_t id = 0;
     std::string to;
     Clock::time_point until;
+    std::string tenant;  // the asking worker's: its route names it
   };
   std::vector<Dial> dials;  // connecting to a peer for the worker
   Clock::time_point quiet_until{};
@@ -84,21 +93,26 @@ struct TlsKeeper::Impl {
     const uint64_t one = 1;
     (void)!::write(wake, &one, sizeof one);
   }
-  size_t held() const { return routing.size() + ready.size() + dials.size(); }
+  size_t held() const {
+    size_t n = routing.size() + dials.size();
+    for (const auto& [name, t] : tenants) n += t.ready.size();
+    return n;
+  }
+  void drop_channel(Tenant& t) {
+    if (t.channel >= 0) ::close(t.channel);
+    t.channel = -1;
+  }
 
-  // Passes the oldest routed connection to the serving worker; false if the channel cannot
+  // Passes t's oldest routed connection to its serving worker; false if the channel cannot
   // take it now (full: wait for room; gone: connections wait for the next worker).
-  bool pass() {
-    if (sandbox::send_fd(channel, ready.front(), "c")) {
-      ::close(ready.front());
-      ready.pop_front();
+  bool pass(Tenant& t) {
+    if (sandbox::send_fd(t.channel, t.ready.front(), "c")) {
+      ::close(t.ready.front());
+      t.ready.pop_front();
       passed.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {  // the worker's end is closed or shut down
-      ::close(channel);
-      channel = -1;
-    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) drop_channel(t);  // the worker's end is closed or shut down
     return false;
   }
 
@@ -106,26 +120,25 @@ struct TlsKeeper::Impl {
   // (a kernel's, parked here against the uid's limit of descriptors in flight) is closed. The
   // end of its sending side (a kernel's shutdown(SHUT_WR): readable for ever) lets the channel
   // go: its worker, whose end then hangs up, is replaced, and connections wait for the next.
-  void from_worker(int n) {
-    for (int i = 0; i < n && channel >= 0; ++i) {
+  void from_worker(const std::string& name, Tenant& t, int n) {
+    for (int i = 0; i < n && t.channel >= 0; ++i) {
       uint8_t buf[door_channel::kMaxMessage];
       int fd = -1;
-      const ssize_t got = sandbox::receive_fd(channel, reinterpret_cast<char*>(buf), sizeof buf, &fd);
+      const ssize_t got = sandbox::receive_fd(t.channel, reinterpret_cast<char*>(buf), sizeof buf, &fd);
       if (fd >= 0) ::close(fd);
-      if (got == 0) {
-        ::close(channel);
-        channel = -1;
-      }
+      if (got == 0) drop_channel(t);
       if (got <= 0) return;
       const auto m = door_channel::decode(ByteView(buf, size_t(got)));
-      if (m && m->kind == door_channel::Kind::dial) dial(m->id, std::string(m->bytes.begin(), m->bytes.end()));
+      if (m && m->kind == door_channel::Kind::dial) dial(name, m->id, std::string(m->bytes.begin(), m->bytes.end()));
     }
   }
 
   // The answer to a worker's dial: `dialed` with the connection (its route sent), or
   // `dial_failed` saying why. One the channel cannot take now is dropped (the worker's wait
   // for that peer times out).
-  void answer(uint64_t id, int fd, const std::string& host_port, const std::string& why) {
+  void answer(const std::string& tenant, uint64_t id, int fd, const std::string& host_port, const std::string& why) {
+    const auto it = tenants.find(tenant);
+    const int channel = it == tenants.end() ? -1 : it->second.channel;
     door_channel::Message a{fd >= 0 ? door_channel::Kind::dialed : door_channel::Kind::dial_failed, id, {}, 0, 0, {}};
     const std::string text = fd >= 0 ? host_port : host_port + ": " + why;
     a.bytes.assign(text.begin(), text.end());
@@ -143,32 +156,33 @@ struct TlsKeeper::Impl {
 
   // Starts a worker's dial of host_port if it is one of the peers (non-blocking, TCP_NODELAY);
   // it is answered once connected and its route sent, or at once with why not.
-  void dial(uint64_t id, const std::string& host_port) {
+  void dial(const std::string& tenant, uint64_t id, const std::string& host_port) {
     const auto peer = std::find_if(peers.begin(), peers.end(), [&](const Peer& p) { return p.host_port == host_port; });
-    if (peer == peers.end()) return answer(id, -1, host_port, "not a TLS node of this loader's cluster");
-    if (!peer->unresolved.empty()) return answer(id, -1, host_port, peer->unresolved);
-    if (held() >= kMaxHeld) return answer(id, -1, host_port, "the supervisor holds too many connections");
+    if (peer == peers.end()) return answer(tenant, id, -1, host_port, "not a TLS node of this loader's cluster");
+    if (!peer->unresolved.empty()) return answer(tenant, id, -1, host_port, peer->unresolved);
+    if (held() >= kMaxHeld) return answer(tenant, id, -1, host_port, "the supervisor holds too many connections");
     std::string why;
     const int fd = connect_to(*peer, &why);
-    if (fd < 0) return answer(id, -1, host_port, why);
-    dials.push_back(Dial{fd, id, host_port, Clock::now() + kDialLimit});
+    if (fd < 0) return answer(tenant, id, -1, host_port, why);
+    dials.push_back(Dial{fd, id, host_port, Clock::now() + kDialLimit, tenant});
   }
 
-  // A dial's socket is writable: connected (or failed). Its route goes first: this node's key.
+  // A dial's socket is writable: connected (or failed). Its route goes first: this node's
+  // key, for the asking worker's tenant.
   void finish_dial(const Dial& d) {
     int err = 0;
     socklen_t len = sizeof err;
     ::getsockopt(d.fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
       ::close(d.fd);
-      return answer(d.id, -1, d.to, std::string("connect: ") + std::strerror(err));
+      return answer(d.tenant, d.id, -1, d.to, std::string("connect: ") + std::strerror(err));
     }
-    const Bytes route = door::encode(door::route(door::Route{node_key, {}}));
-    if (::send(d.fd, route.data(), route.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(route.size())) {  // a new socket takes it whole
+    const Bytes r = door::encode(door::route(door::Route{node_key, d.tenant}));
+    if (::send(d.fd, r.data(), r.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(r.size())) {  // a new socket takes it whole
       ::close(d.fd);
-      return answer(d.id, -1, d.to, "could not send the route");
+      return answer(d.tenant, d.id, -1, d.to, "could not send the route");
     }
-    answer(d.id, d.fd, d.to, {});
+    answer(d.tenant, d.id, d.fd, d.to, {});
   }
 
   static int connect_to(const Peer& p, std::string* why) {
@@ -187,13 +201,20 @@ struct TlsKeeper::Impl {
   // Reads what a connection sent of its route; a whole one is ready to pass, anything else
   // closes it (nothing of TLS has been said yet: no alert to send).
   void read_routing(size_t i) {
-    door::Route route;
+    door::Route r;
     std::string why;
-    switch (door::read_route(routing[i].fd, routing[i].reading, &route, &why)) {
+    switch (door::read_route(routing[i].fd, routing[i].reading, &r, &why)) {
       case door::RouteStep::more:
         return;
       case door::RouteStep::done:
-        ready.push_back(routing[i].fd);
+        if (auto tenant = route ? route(r) : Result<std::string>(std::string()); tenant.ok()) {
+          Tenant& t = tenants[*tenant];
+          t.ready.push_back(routing[i].fd);
+          if (t.channel < 0 && wanted_tenant) wanted_tenant(*tenant);
+        } else {
+          ::close(routing[i].fd);
+          note("closed a connection whose route it refused: " + tenant.error().message());
+        }
         break;
       case door::RouteStep::failed:
         ::close(routing[i].fd);
@@ -243,7 +264,7 @@ struct TlsKeeper::Impl {
         const Dial d = dials[i];
         dials.erase(dials.begin() + long(i));
         ::close(d.fd);
-        answer(d.id, -1, d.to, "no connection in time");
+        answer(d.tenant, d.id, -1, d.to, "no connection in time");
       } else {
         ++i;
       }
@@ -255,24 +276,36 @@ struct TlsKeeper::Impl {
       {
         std::lock_guard<std::mutex> g(m);
         if (stop) break;
-        if (changed) {
-          if (channel >= 0) ::close(channel);
-          channel = std::exchange(next_channel, -1);
-          changed = false;
+        if (applied != wanted) {
+          for (auto& [name, chan] : changes) {
+            Tenant& t = tenants[name];
+            drop_channel(t);
+            t.channel = chan;
+          }
+          changes.clear();
           applied = wanted;
           applied_cv.notify_all();
         }
       }
       // Full: poll waits for room; gone: connections wait for the next worker.
-      while (channel >= 0 && !ready.empty() && pass()) {
-      }
+      for (auto& [name, t] : tenants)
+        while (t.channel >= 0 && !t.ready.empty() && pass(t)) {
+        }
       expire();
       fds.clear();
       fds.push_back({wake, POLLIN, 0});
       fds.push_back({listener, short(held() < kMaxHeld ? POLLIN : 0), 0});
-      // What a worker says on its channel (dials, and whatever a kernel writes there), and
+      // What each worker says on its channel (dials, and whatever a kernel writes there), and
       // room in it for a routed connection.
-      fds.push_back({channel, short(POLLIN | (ready.empty() ? 0 : POLLOUT)), 0});
+      std::vector<Tenant*> polled;
+      std::vector<const std::string*> names;
+      for (auto& [name, t] : tenants)
+        if (t.channel >= 0) {
+          fds.push_back({t.channel, short(POLLIN | (t.ready.empty() ? 0 : POLLOUT)), 0});
+          polled.push_back(&t);
+          names.push_back(&name);
+        }
+      const size_t first_routing = fds.size();
       for (const Routing& r : routing) fds.push_back({r.fd, POLLIN, 0});
       for (const Dial& d : dials) fds.push_back({d.fd, POLLOUT, 0});
       if (::poll(fds.data(), fds.size(), routing.empty() && dials.empty() ? -1 : 100) < 0 && errno != EINTR) {
@@ -286,26 +319,28 @@ struct TlsKeeper::Impl {
       }
       std::vector<size_t> routed, connected;
       for (size_t i = 0; i < routing.size(); ++i)
-        if (fds[3 + i].revents) routed.push_back(i);
+        if (fds[first_routing + i].revents) routed.push_back(i);
       for (size_t i = 0; i < dials.size(); ++i)
-        if (fds[3 + routing.size() + i].revents) connected.push_back(i);
+        if (fds[first_routing + routing.size() + i].revents) connected.push_back(i);
       for (auto it = connected.rbegin(); it != connected.rend(); ++it) {
         const Dial d = dials[*it];
         dials.erase(dials.begin() + long(*it));
         finish_dial(d);
       }
       for (auto it = routed.rbegin(); it != routed.rend(); ++it) read_routing(*it);
-      if (fds[2].revents & POLLIN) from_worker(kMessagesPerTurn);
-      if (channel >= 0 && (fds[2].revents & (POLLHUP | POLLERR | POLLNVAL))) {
-        ::close(channel);  // the worker's end is closed: connections wait for the next worker
-        channel = -1;
+      for (size_t i = 0; i < polled.size(); ++i) {
+        if (fds[2 + i].revents & POLLIN) from_worker(*names[i], *polled[i], kMessagesPerTurn);
+        // The worker's end is closed: connections wait for the next worker.
+        if (fds[2 + i].revents & (POLLHUP | POLLERR | POLLNVAL)) drop_channel(*polled[i]);
       }
       if (fds[1].revents & POLLIN) accept_some();
     }
     for (const Routing& r : routing) ::close(r.fd);
-    for (int fd : ready) ::close(fd);
+    for (auto& [name, t] : tenants) {
+      for (int fd : t.ready) ::close(fd);
+      drop_channel(t);
+    }
     for (const Dial& d : dials) ::close(d.fd);
-    if (channel >= 0) ::close(channel);
   }
 };
 
@@ -313,13 +348,16 @@ TlsKeeper::TlsKeeper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<TlsKeeper>> TlsKeeper::open(const std::string& host_port, std::vector<std::string> peers,
                                                    const std::array<uint8_t, 32>& node_key,
-                                                   std::function<void(const std::string&)> log) {
+                                                   std::function<void(const std::string&)> log, Route route,
+                                                   std::function<void(const std::string&)> wanted) {
   socklen_t len = 0;
   auto a = net::parse_host_port(host_port, &len);
   if (!a.ok()) return Error(a.error().code(), "tls-listen " + host_port + ": " + a.error().message());
   auto impl = std::make_unique<Impl>();
   impl->log = log ? std::move(log) : [](const std::string&) {};
   impl->node_key = node_key;
+  impl->route = std::move(route);
+  impl->wanted_tenant = std::move(wanted);
   for (const std::string& hp : peers) {
     Impl::Peer p;
     p.host_port = hp;
@@ -361,14 +399,12 @@ const std::string& TlsKeeper::address() const { return impl_->address; }
 uint64_t TlsKeeper::passed() const { return impl_->passed.load(std::memory_order_relaxed); }
 uint64_t TlsKeeper::dialed() const { return impl_->dialed.load(std::memory_order_relaxed); }
 
-void TlsKeeper::serve(int channel_fd) {
+void TlsKeeper::serve(const std::string& tenant, int channel_fd) {
   int copy = channel_fd >= 0 ? ::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0) : -1;
   // Never blocked by a worker that does not read: the keeper waits for room in poll.
   if (copy >= 0) ::fcntl(copy, F_SETFL, ::fcntl(copy, F_GETFL) | O_NONBLOCK);
   std::unique_lock<std::mutex> g(impl_->m);
-  if (impl_->next_channel >= 0) ::close(impl_->next_channel);
-  impl_->next_channel = copy;
-  impl_->changed = true;
+  impl_->changes.emplace_back(tenant, copy);
   const uint64_t mine = ++impl_->wanted;
   impl_->poke();
   // The thread never blocks but in poll, which the poke ends: this wait is short.
@@ -382,7 +418,8 @@ TlsKeeper::~TlsKeeper() {
   }
   impl_->poke();
   impl_->thread.join();
-  if (impl_->next_channel >= 0) ::close(impl_->next_channel);
+  for (const auto& [tenant, fd] : impl_->changes)
+    if (fd >= 0) ::close(fd);
   ::close(impl_->listener);
   ::close(impl_->wake);
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "net/door.h"
 #include "xcargo/error.h"
 
 namespace xcargo::loader {
@@ -27,20 +28,25 @@ public:
   // peers: the HOST:PORT of each TLS front door a worker may ask it to dial (the cluster's
   // tls:// nodes); a dial of any other address is refused. Errors name the address and say
   // whether another process has it. node_key: this node's public key, its dials' route.
+  // route: the tenant a connection's route goes to, or why it is refused (the connection is
+  // then closed); unset, every route goes to tenant "". wanted: told, from the keeper's
+  // thread, that a connection waits for a tenant no worker serves (maybe again, for each).
+  using Route = std::function<Result<std::string>(const door::Route&)>;
   [[nodiscard]] static Result<std::unique_ptr<TlsKeeper>> open(const std::string& host_port, std::vector<std::string> peers,
                                                                const std::array<uint8_t, 32>& node_key,
-                                                               std::function<void(const std::string&)> log);
+                                                               std::function<void(const std::string&)> log, Route route = {},
+                                                               std::function<void(const std::string&)> wanted = {});
   ~TlsKeeper();  // stops the thread, closes the socket (connections waiting in it are reset)
 
   // HOST:PORT as bound (port 0 resolved).
   const std::string& address() const;
-  // The worker that takes connections from now on, by the keeper's end of its channel (a
+  // The worker that takes `tenant`'s connections from now on, by the keeper's end of its channel (a
   // SOCK_SEQPACKET socket: one connection's descriptor per packet, its text "c"; a dial's
   // answer is a door_channel message, `dialed` with the connection's descriptor (connected,
   // non-blocking, its route sent) or `dial_failed` with why); -1: none,
   // between workers. Once it returns, no connection goes to the one before. The keeper
   // keeps a copy of the channel; the caller's stays its own.
-  void serve(int channel_fd);
+  void serve(const std::string& tenant, int channel_fd);
   // Connections passed to workers so far, and dials made for them (for tests).
   uint64_t passed() const;
   uint64_t dialed() const;

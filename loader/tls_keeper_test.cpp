@@ -5,6 +5,7 @@
 #include "tls_keeper.h"
 
 #include <fcntl.h>
+#include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -55,9 +56,9 @@ struct FakeWorker {
   }
 };
 
-// A client's connection to `at`, its route sent first unless `route` is false: its socket,
-// or -1 with errno.
-int dial(const std::string& at, bool route = true) {
+// A client's connection to `at`, its route (key[0] = first) sent first unless `route` is
+// false: its socket, or -1 with errno.
+int dial(const std::string& at, bool route = true, uint8_t first = 0) {
   socklen_t len = 0;
   auto a = net::parse_host_port(at, &len);
   REQUIRE(a.ok());
@@ -69,7 +70,9 @@ int dial(const std::string& at, bool route = true) {
     errno = e;
     return -1;
   }
-  if (route) REQUIRE(door::write_frame(fd, door::route(door::Route{}), std::chrono::seconds(10)).ok());
+  door::Route r;
+  r.key[0] = first;
+  if (route) REQUIRE(door::write_frame(fd, door::route(r), std::chrono::seconds(10)).ok());
   return fd;
 }
 
@@ -95,18 +98,18 @@ TEST_CASE("tls keeper: connections wait for a worker, then reach it with nothing
   const int early = dial(at);
   REQUIRE(early >= 0);
   FakeWorker w1;
-  (*k)->serve(w1.keepers);
+  (*k)->serve("", w1.keepers);
   const int s1 = w1.next();
   REQUIRE(s1 >= 0);
   CHECK(same_connection(early, s1));
 
   // Between workers: a new connection waits; the next worker gets it, the old one nothing.
-  (*k)->serve(-1);
+  (*k)->serve("", -1);
   const int between = dial(at);
   REQUIRE(between >= 0);
   CHECK(w1.nothing_within(200));
   FakeWorker w2;
-  (*k)->serve(w2.keepers);
+  (*k)->serve("", w2.keepers);
   const int s2 = w2.next();
   REQUIRE(s2 >= 0);
   CHECK(same_connection(between, s2));
@@ -120,7 +123,7 @@ TEST_CASE("tls keeper: a connection without its route first never reaches a work
   auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w;
-  (*k)->serve(w.keepers);
+  (*k)->serve("", w.keepers);
   // A TLS ClientHello's first bytes, an HTTP request, half a route then silence, silence:
   // each is closed (silence once the route's 2 s are up), and the worker hears of none.
   const Bytes route = door::encode(door::route(door::Route{}));
@@ -152,16 +155,67 @@ TEST_CASE("tls keeper: a connection without its route first never reaches a work
   ::close(s);
 }
 
+TEST_CASE("tls keeper: each route reaches its tenant's worker; a tenant without one is asked for", "[tls_keeper]") {
+  std::mutex m;
+  std::vector<std::string> wanted;
+  auto k = TlsKeeper::open(
+      "127.0.0.1:0", {}, {}, nullptr,
+      [](const door::Route& r) -> Result<std::string> {
+        if (r.key[0] == 1) return std::string("a");
+        if (r.key[0] == 2) return std::string("b");
+        return Error(Errc::unauthenticated, "the route's key is not among this loader's clients");
+      },
+      [&](const std::string& t) {
+        std::lock_guard<std::mutex> g(m);
+        wanted.push_back(t);
+      });
+  REQUIRE(k.ok());
+  FakeWorker a;
+  (*k)->serve("a", a.keepers);
+  const int ca = dial((*k)->address(), true, 1);
+  const int sa = a.next();
+  REQUIRE(sa >= 0);
+  CHECK(same_connection(ca, sa));
+  // b has no worker: its connection waits, b is asked for, and a hears nothing of it.
+  const int cb = dial((*k)->address(), true, 2);
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard<std::mutex> g(m);
+      if (!wanted.empty()) break;
+    }
+    ::usleep(10 * 1000);
+  }
+  {
+    std::lock_guard<std::mutex> g(m);
+    REQUIRE_FALSE(wanted.empty());
+    CHECK(wanted.front() == "b");
+  }
+  CHECK(a.nothing_within(100));
+  FakeWorker b;
+  (*k)->serve("b", b.keepers);
+  const int sb = b.next();
+  REQUIRE(sb >= 0);
+  CHECK(same_connection(cb, sb));
+  // A key no tenant has: closed by the keeper, passed to nobody.
+  const int stranger = dial((*k)->address(), true, 9);
+  pollfd p{stranger, POLLIN, 0};
+  char byte;
+  CHECK((::poll(&p, 1, 10000) == 1 && ::read(stranger, &byte, 1) <= 0));
+  CHECK(a.nothing_within(100));
+  CHECK(b.nothing_within(0));
+  for (int fd : {ca, sa, cb, sb, stranger}) ::close(fd);
+}
+
 TEST_CASE("tls keeper: a worker whose channel was shut down loses no connection", "[tls_keeper]") {
   auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
-  (*k)->serve(w1.keepers);
+  (*k)->serve("", w1.keepers);
   REQUIRE(::shutdown(w1.mine, SHUT_RDWR) == 0);  // what a kernel in that worker could do
   const int c = dial((*k)->address());
   REQUIRE(c >= 0);
   FakeWorker w2;
-  (*k)->serve(w2.keepers);
+  (*k)->serve("", w2.keepers);
   const int s = w2.next();
   REQUIRE(s >= 0);
   CHECK(same_connection(c, s));
@@ -173,7 +227,7 @@ TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel i
   auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w1;
-  (*k)->serve(w1.keepers);
+  (*k)->serve("", w1.keepers);
   // What a kernel could park on its channel against the uid's limit of descriptors in flight.
   int p[2];
   REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
@@ -199,7 +253,7 @@ TEST_CASE("tls keeper: descriptors a worker sends are closed; a closed channel i
   const int c = dial((*k)->address());
   REQUIRE(c >= 0);
   FakeWorker w2;
-  (*k)->serve(w2.keepers);
+  (*k)->serve("", w2.keepers);
   const int s = w2.next();
   REQUIRE(s >= 0);
   CHECK(same_connection(c, s));
@@ -232,16 +286,16 @@ TEST_CASE("tls keeper: dials the cluster's peers for its worker, and nothing els
   auto peer = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);
   REQUIRE(peer.ok());
   FakeWorker peer_worker;
-  (*peer)->serve(peer_worker.keepers);
+  (*peer)->serve("", peer_worker.keepers);
   auto stranger = TlsKeeper::open("127.0.0.1:0", {}, {}, nullptr);  // listening, but no peer
   REQUIRE(stranger.ok());
   FakeWorker stranger_worker;
-  (*stranger)->serve(stranger_worker.keepers);
+  (*stranger)->serve("", stranger_worker.keepers);
 
   auto k = TlsKeeper::open("127.0.0.1:0", {(*peer)->address()}, {}, nullptr);
   REQUIRE(k.ok());
   FakeWorker w;
-  (*k)->serve(w.keepers);
+  (*k)->serve("", w.keepers);
   // The worker's request, and the keeper's answer (a door_channel message, maybe a descriptor).
   auto ask = [&](uint64_t id, const std::string& to) {
     const Bytes b = door_channel::encode(door_channel::Message{door_channel::Kind::dial, id, {}, 0, 0, Bytes(to.begin(), to.end())});

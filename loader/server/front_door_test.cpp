@@ -93,7 +93,7 @@ struct Door {
       REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
       keepers_end = sv[1];
       workers_end = sv[0];
-      keeper->serve(keepers_end);
+      keeper->serve("", keepers_end);
       auto d = FrontDoor::from_keeper(sv[0], *ctx, std::move(ev));
       REQUIRE(d.ok());
       door = std::move(*d);

@@ -91,6 +91,14 @@ const std::vector<Setting>& settings() {
                           "'[verbs=push,run,ls,read,forward] KEY [NAME]' lines (loader/SECURITY.md)", TEXT(clients)},
       {"allow-anyone", nullptr, "Serve every client that can reach the port, unauthenticated (instead of clients)",
        SWITCH(allow_anyone)},
+      {"tenants", "per-key|single", "per-key: each client key, or each group of keys with the same tenant= in the clients "
+                                    "file, gets workers of its own from its first connection (its own memory, cargos, "
+                                    "regions and cache; loader/README.md, \"Tenants\"); single: one set of workers for all",
+       [](LoaderConfig& c, const std::string& t) -> Status {
+         if (t != "per-key" && t != "single") return must_be("per-key or single");
+         c.tenants = t;
+         return {};
+       }, SHOW(c.tenants)},
       {"node-key", "KEY", "This node's private key, which signs its hellos (default: a new one at each start). Mode 0600; "
                           "if encrypted, its passphrase comes from $XCARGO_PASSPHRASE or the terminal", TEXT(node_key)},
       {"cache", "DIR", "Directory for JIT output, kept across restarts", TEXT(cache)},

@@ -121,12 +121,13 @@ struct Log {
   void append_line(std::string_view line) {
     if (g_json) {
       if (!pid) pid = int(::getpid());
-      buf.append(json_log_line(utc_now(), pid, line)).append(1, '\n');
+      buf.append(json_log_line(utc_now(), pid, tag.empty() ? std::string(line) : tag + std::string(line))).append(1, '\n');
       return;
     }
     prefix();
-    buf.append(line).append(1, '\n');
+    buf.append(tag).append(line).append(1, '\n');
   }
+  std::string tag;  // set_log_tag's, guarded by mu
   // Called with mu held.
   void prefix() {
     if (!journal_known) {
@@ -421,6 +422,12 @@ void log_line(std::string_view line) {
   }
   g.append_line(line);
   if (was_empty) g.cv.notify_one();
+}
+
+void set_log_tag(std::string tag) {
+  Log& g = the_log();
+  std::lock_guard<std::mutex> l(g.mu);
+  g.tag = std::move(tag);
 }
 
 void flush_log() {

@@ -18,6 +18,8 @@ void log_line(std::string_view line);
 // process and in those it forks later, the log copier included (which makes any other line
 // its stderr pipes carry one too). Call before forking.
 void set_log_json(bool on);
+// Text put before every line of this process from now on ("tenant lab: "; "" for none).
+void set_log_tag(std::string tag);
 // Starts the thread that writes queued lines (else started by the first line): in a process
 // whose sandbox refuses new threads, before that.
 void start_log();

@@ -38,7 +38,10 @@
 #include "compiler/service.h"
 #include "sandbox/sandbox.h"
 #include "port_hold.h"
+#include "door_keeper.h"
 #include "supervisor.h"
+#include "tenancy.h"
+#include "tenants.h"
 #include "tls_keeper.h"
 #include "worker_start.h"
 #include "timing.h"
@@ -493,14 +496,21 @@ ServerOptions worker_server_options(const LoaderConfig& cfg, int door_fd, int tl
 // (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
 // checked against the new list. Runs until the loader stops; clients_stamp is the clients'
 // files as the gate's keys were read.
-void watch_trust_and_clients(const LoaderConfig& cfg, AuthGate& gate, Engine& engine, std::string& clients_stamp) {
+void watch_trust_and_clients(const LoaderConfig& cfg, const std::string& tenant, AuthGate& gate, Engine& engine,
+                             std::string& clients_stamp) {
   std::string stamp = files_stamp(cfg.trust);
   while (!g_stop) {
     for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (gate.mode() == wire::AuthMode::required)
       if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
         clients_stamp = now;
-        if (auto c = auth::AuthorizedKeys::load(cfg.clients); !c.ok()) {
+        auto c = auth::AuthorizedKeys::load(cfg.clients);
+        if (c.ok() && !tenant.empty()) {  // a tenant's worker: its own keys and the node keys
+          auto t = Tenancy::per_key(*c);
+          if (t.ok()) c = t->keys_of(tenant);
+          else c = t.take_error();
+        }
+        if (!c.ok()) {
           worker_note("clients: not reloaded (the old keys stay): " + c.error().message());
         } else {
           worker_note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
@@ -571,6 +581,7 @@ struct WorkerAccess {
   std::optional<sandbox::User> user;
   std::optional<auth::AuthorizedKeys> clients;  // nullopt: allow-anyone
   PublicKey node_key;
+  std::string tenant;  // whose kernels it runs: only its keys (and the node keys) are accepted
 };
 
 int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd, int go_fd, char* incident, size_t incident_size,
@@ -625,7 +636,7 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
   // Landlock's narrower rules (which they inherit), before the seccomp filters, which then
   // refuse new threads: a kernel cannot leave one running after its own run.
   if (auto s = sandbox::lock_files(box); !s.ok()) return fail_in_log(s.error());
-  std::thread watcher([&] { watch_trust_and_clients(cfg, gate, **engine, clients_stamp); });
+  std::thread watcher([&] { watch_trust_and_clients(cfg, access.tenant, gate, **engine, clients_stamp); });
   (*server)->start_threads(g_stop);
   start_log();
   box.no_new_threads = true;
@@ -761,6 +772,15 @@ Status check_serving(LoaderConfig& cfg, bool exec) {
   for (ClusterNode& n : cfg.nodes.nodes) XC_TRY(resolve_address(n.address, cfg.cluster + ": node " + std::to_string(n.id)));
   if (cfg.trust.empty())
     return Error(Errc::invalid_argument, "no trusted signers").hint("pass --trust DIR with the signers' .pub files");
+  if (cfg.tenants == "per-key" && !exec) {
+    if (cfg.allow_anyone)
+      return Error(Errc::invalid_argument, "tenants: per-key needs clients: a loader that serves anyone cannot tell them apart")
+          .hint("give it --clients, or leave tenants single");
+    if (cfg.trusted_network)
+      return Error(Errc::invalid_argument, "tenants: per-key with trusted-network: UCX's listener cannot tell tenants apart "
+                                           "before a connection's handshake")
+          .hint("serve tenants through the same-host door and the TLS front door (no trusted-network), or leave tenants single");
+  }
   if (exec && !cfg.log.empty())
     return Error(Errc::invalid_argument, "--log is for a loader that serves --listen")
         .hint("with --exec, the log is stderr of the 'xcargo' that started this loader");
@@ -877,10 +897,15 @@ std::string exec_works() {
 
 // How a worker starts by exec from the loader's own file (exec_plan.h): handed what it needs
 // (worker_start.h) in a memory file named by XCARGO_WORKER_START.
-Result<ExecPlan> plan_worker(const LoaderConfig& cfg, const Access& access, const WorkerFds& fds) {
-  const WorkerStart w{cfg, access.user, access.node_key->public_key(),
-                      access.clients ? std::optional<std::string>(clients_text(*access.clients)) : std::nullopt,
-                      fds.addr, fds.go, fds.incident, fds.compiler, fds.key, fds.door, fds.tls};
+Result<ExecPlan> plan_worker(const LoaderConfig& cfg, const WorkerAccess& access, const WorkerFds& fds) {
+  WorkerStart w;
+  w.cfg = cfg;
+  w.user = access.user;
+  w.node_key = access.node_key;
+  if (access.clients) w.clients = clients_text(*access.clients);
+  w.tenant = access.tenant;
+  w.addr_fd = fds.addr, w.go_fd = fds.go, w.incident_fd = fds.incident, w.compiler_fd = fds.compiler, w.key_fd = fds.key;
+  w.door_fd = fds.door, w.tls_fd = fds.tls;
   return plan_exec(g_exe_fd, "xcargo-loader", "XCARGO_WORKER_START", encode(w),
                    {fds.addr, fds.go, fds.incident, fds.compiler, fds.key, fds.door, fds.tls, cfg.node_memory_fd,
                     cfg.kept_cargos_fd, cfg.node_stats_fd});
@@ -889,8 +914,12 @@ Result<ExecPlan> plan_worker(const LoaderConfig& cfg, const Access& access, cons
 // How a compile service starts by exec: its settings and user (as a worker's start record,
 // compiler_fd its end of the worker's connection) in a memory file named by
 // XCARGO_COMPILER_START.
-Result<ExecPlan> plan_compiler(const LoaderConfig& cfg, const Access& access, int fd) {
-  WorkerStart w{cfg, access.user, access.node_key->public_key(), std::nullopt};
+Result<ExecPlan> plan_compiler(const LoaderConfig& cfg, const WorkerAccess& access, int fd) {
+  WorkerStart w;
+  w.cfg = cfg;
+  w.user = access.user;
+  w.node_key = access.node_key;
+  w.tenant = access.tenant;
   w.compiler_fd = fd;
   return plan_exec(g_exe_fd, "xcargo-compiler", "XCARGO_COMPILER_START", encode(w), {fd});
 }
@@ -917,6 +946,7 @@ int run_started_compiler(const char* start_fd) {
   auto w = read_start("XCARGO_COMPILER_START", start_fd);
   if (!w.ok()) return fail_in_log(w.error());
   set_log_json(w->cfg.log_format == "json");
+  if (!w->tenant.empty()) set_log_tag("tenant " + w->tenant + ": ");
   ::signal(SIGPIPE, SIG_IGN);
   return run_compiler(w->cfg, w->user, w->compiler_fd);
 }
@@ -928,6 +958,7 @@ int run_started_worker(const char* start_fd) {
   auto w = read_start("XCARGO_WORKER_START", start_fd);
   if (!w.ok()) return fail_in_log(w.error());
   set_log_json(w->cfg.log_format == "json");
+  if (!w->tenant.empty()) set_log_tag("tenant " + w->tenant + ": ");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGTERM, &sa, nullptr);
@@ -938,7 +969,7 @@ int run_started_worker(const char* start_fd) {
     void* p = ::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED, w->incident_fd, 0);
     if (p != MAP_FAILED) incident = static_cast<char*>(p);
   }
-  WorkerAccess access{w->user, std::nullopt, w->node_key};
+  WorkerAccess access{w->user, std::nullopt, w->node_key, w->tenant};
   if (w->clients) {
     auto keys = auth::AuthorizedKeys::parse(*w->clients, "the supervisor's clients");
     if (!keys.ok()) return fail_in_log(keys.error());
@@ -948,6 +979,103 @@ int run_started_worker(const char* start_fd) {
                     w->door_fd, w->tls_fd);
 }
 
+
+// How a supervision starts its workers and their compile services, for cfg and access (a
+// tenant's, or the loader's only one): by exec from plans where the loader can exec itself
+// (so.plan_worker, so.plan_compiler), else as the forked child (the mains returned).
+std::pair<WorkerMain, CompilerMain> worker_mains(SupervisorOptions& so, const LoaderConfig& cfg, const WorkerAccess& wa) {
+  const auto c = std::make_shared<const LoaderConfig>(cfg);
+  const auto a = std::make_shared<const WorkerAccess>(wa);
+  const auto at = [c](const Listen& listen) {
+    LoaderConfig wc = *c;
+    wc.listen = listen.ucx;
+    wc.tls_listen = listen.tls;
+    return wc;
+  };
+  if (g_exe_fd >= 0) {
+    so.plan_worker = [at, a](const Listen& listen, const WorkerFds& fds) { return plan_worker(at(listen), *a, fds); };
+    so.plan_compiler = [c, a](int fd) { return plan_compiler(*c, *a, fd); };
+  }
+  return {[at, a](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int, int compiler_fd,
+                  int key_fd, int door_fd, int tls_fd) {
+            return run_worker(at(listen), *a, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
+          },
+          [c, a](int fd) { return run_compiler(*c, a->user, fd); }};
+}
+
+// A tenant's supervision (tenants.h): workers that accept its keys and the node keys alone,
+// with node memory, kept cargos and a cache directory of its own, behind the loader's door.
+Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, const Tenancy& tenancy,
+                                 const SupervisorOptions& base, DoorKeeper* door, const std::string& tenant) {
+  LoaderConfig tc = cfg;
+  if (!cfg.cache.empty()) tc.cache = cfg.cache + "/tenants/" + tenant;
+  XC_TRY(prepare_cache(tc.cache, access.user));
+  auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
+  XC_TRY(memory);
+  auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
+  if (!kept.ok()) ::close(*memory);
+  XC_TRY(kept);
+  tc.node_memory_fd = *memory;  // the tenant's for as long as the loader runs
+  tc.kept_cargos_fd = *kept;
+  TenantRun run;
+  run.options = base;
+  run.options.tenant = tenant;
+  run.options.door_keeper = door;
+  run.options.ready_file.clear();  // the loader's, written once for all tenants
+  run.options.started_notes.clear();
+  const WorkerAccess wa{access.user, tenancy.keys_of(tenant), access.node_key->public_key(), tenant};
+  std::tie(run.worker, run.compiler) = worker_mains(run.options, tc, wa);
+  return run;
+}
+
+// A loader of tenants (tenants: per-key): the door opens now, for every tenant, the ready
+// file says the loader serves, and each tenant's workers start on its first connection.
+// Returns what run_supervisor returns.
+Result<int> serve_tenants(const LoaderConfig& cfg, SupervisorOptions& so, const Tenancy& tenancy, Tenants& tenants,
+                          std::unique_ptr<DoorKeeper>& door, const TlsKeeper::Route& route,
+                          const std::function<void(const std::string&)>& wanted) {
+  // The key service is asked for connections by every tenant's supervision, one at a time.
+  auto key_lock = std::make_shared<std::mutex>();
+  so.connect_key = [inner = so.connect_key, key_lock] {
+    std::lock_guard<std::mutex> g(*key_lock);
+    return inner();
+  };
+  so.disconnect_key = [inner = so.disconnect_key, key_lock](uint64_t id) {
+    std::lock_guard<std::mutex> g(*key_lock);
+    inner(id);
+  };
+  so.key_alive = [inner = so.key_alive, key_lock](std::string* why) {
+    std::lock_guard<std::mutex> g(*key_lock);
+    return inner(why);
+  };
+  if (so.door) {
+    DoorKeeper::Options d;
+    d.host_port = cfg.listen;
+    d.other_users = cfg.tls_listen.empty() ? "this loader has no TLS front door for other users (its admin can give it one: tls-listen)"
+                                           : "reach it over TLS: tls://" + cfg.tls_listen;
+    d.node_key = so.node_key;
+    d.log = [](const std::string& line) { log_line(line); };
+    d.route = route;
+    d.wanted = wanted;
+    auto k = DoorKeeper::open(std::move(d));
+    XC_TRY(k);
+    door = std::move(*k);
+  }
+  if (!cfg.ready_file.empty())
+    if (auto s = write_file(cfg.ready_file, as_bytes(so.listen.ready_text())); !s.ok())
+      return Error(Errc::io, cfg.ready_file + ": " + s.error().message());
+  log_line("listening on " + so.listen.described(so.ucx_what) + so.started + "; " + std::to_string(tenancy.names().size()) +
+           " tenants, each with workers of its own from its first connection");
+  for (const std::string& line : so.started_notes) log_line(line);
+  flush_log();
+  const int rc = tenants.run(g_stop);
+  if (!cfg.ready_file.empty() && cfg.ready_file != "-")
+    if (auto cur = read_file(cfg.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == so.listen.ready_text())
+      ::unlink(cfg.ready_file.c_str());
+  log_line("stopped");
+  flush_log();
+  return rc;
+}
 
 // The loader that serves --listen: the key service, the shared memory, the ports it holds
 // and the metrics endpoint, then supervise() until it stops. Returns main's exit code.
@@ -977,12 +1105,28 @@ int run_supervisor(LoaderConfig& cfg) {
     hold = std::move(*h);
     cfg.listen = hold.address();
   }
+  // Tenants (per-key): each route goes to its tenant's workers, started on its first
+  // connection (tenants.h); prepare() makes a tenant's supervision once everything below is set.
+  std::optional<Tenancy> tenancy;
+  if (cfg.tenants == "per-key") {
+    auto t = Tenancy::per_key(*access->clients);
+    if (!t.ok()) return fail(t.error());
+    tenancy = std::move(*t);
+  }
+  std::unique_ptr<DoorKeeper> door;
+  Tenants tenants([&](const std::string& tenant) { return prepare_tenant(cfg, *access, *tenancy, so, door.get(), tenant); });
+  TlsKeeper::Route route;
+  std::function<void(const std::string&)> wanted;
+  if (tenancy) {
+    route = [&tenancy](const door::Route& r) { return tenancy->route(r.key, r.tenant); };
+    wanted = [&tenants](const std::string& t) { tenants.want(t); };
+  }
   // The TLS port is the supervisor's from now until the loader stops: a connection is
   // never refused while it runs, even between workers (tls_keeper.h).
   std::unique_ptr<TlsKeeper> tls_keeper;
   if (!cfg.tls_listen.empty()) {
     auto k = TlsKeeper::open(cfg.tls_listen, tls_peers(cfg), access->node_key->public_key().raw,
-                             [](const std::string& line) { log_line(line); });
+                             [](const std::string& line) { log_line(line); }, route, wanted);
     if (!k.ok()) return fail(k.error());
     tls_keeper = std::move(*k);
     cfg.tls_listen = tls_keeper->address();
@@ -1005,27 +1149,15 @@ int run_supervisor(LoaderConfig& cfg) {
   }
   hook_supervisor(so, *access, **node_stats);
   so.node_key = access->node_key->public_key().raw;
-  if (g_exe_fd >= 0) {
-    so.plan_worker = [&](const Listen& listen, const WorkerFds& fds) {
-      LoaderConfig wc = cfg;
-      wc.listen = listen.ucx;
-      wc.tls_listen = listen.tls;
-      return plan_worker(wc, *access, fds);
-    };
-    so.plan_compiler = [&](int fd) { return plan_compiler(cfg, *access, fd); };
-  }
   if (metrics_pid > 0) so.started += "; metrics at " + metrics_at + " (GET /metrics, unauthenticated)";
-  auto rc = supervise(
-      so, g_stop,
-      [&](const Listen& listen, int addr_fd, int go_fd, char* incident, size_t incident_size, int, int compiler_fd, int key_fd,
-          int door_fd, int tls_fd) {
-        LoaderConfig wc = cfg;
-        wc.listen = listen.ucx;
-        wc.tls_listen = listen.tls;
-        WorkerAccess wa{access->user, access->clients, access->node_key->public_key()};
-        return run_worker(wc, wa, addr_fd, go_fd, incident, incident_size, compiler_fd, key_fd, door_fd, tls_fd);
-      },
-      [&](int fd) { return run_compiler(cfg, access->user, fd); });
+  Result<int> rc = 0;
+  if (tenancy) {
+    rc = serve_tenants(cfg, so, *tenancy, tenants, door, route, wanted);
+  } else {
+    const WorkerAccess wa{access->user, access->clients, access->node_key->public_key(), {}};
+    const auto [worker, compiler] = worker_mains(so, cfg, wa);
+    rc = supervise(so, g_stop, worker, compiler);
+  }
   stop_metrics(metrics_pid, cfg);
   close_log();
   return rc.ok() ? *rc : fail(rc.error());

@@ -358,6 +358,9 @@ struct Supervision {
   std::vector<Child> ending;          // ended or ending, not yet reaped
   Clock::time_point gap_since{};      // when the last serving worker began to end
   Clock::time_point standby_at{};     // no new standby before this (after one failed)
+  // Its lines name the tenant whose workers it runs ("tenant lab: worker stopped: ...").
+  const std::string tag = options.tenant.empty() ? "" : "tenant " + options.tenant + ": ";
+  void say(const std::string& line) const { log_line(tag + line); }
 
   // Reaps what has exited among `ending` (all of them, killing what is left, if `all`).
   void reap_ending(bool all) {
@@ -367,7 +370,7 @@ struct Supervision {
       pid_t r = ::waitpid(c.pid, &ws, WNOHANG);
       const bool overdue = Clock::now() - c.ending_since > timing::kEndingGrace;
       if (r == 0 && (all || overdue)) {
-        if (overdue) log_line("worker " + std::to_string(c.pid) + " still runs " + std::to_string(timing::kEndingGrace.count()) + " ms after it began to end; killing it");
+        if (overdue) say("worker " + std::to_string(c.pid) + " still runs " + std::to_string(timing::kEndingGrace.count()) + " ms after it began to end; killing it");
         ::kill(c.pid, SIGKILL);
         while ((r = ::waitpid(c.pid, &ws, 0)) < 0 && errno == EINTR) {
         }
@@ -382,7 +385,7 @@ struct Supervision {
       if (c.incident[0]) why += "; it reported: " + std::string(c.incident, ::strnlen(c.incident, kIncidentSize));
       if (const int n = remove_orphan_segments(c.pid, true))
         why += "; removed " + std::to_string(n) + " shared-memory segments it left";
-      if (!stop) log_line("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
+      if (!stop) say("worker stopped: " + why + (options.standby ? "; replaced by its standby" : "; restarting it"));
       flush_log();
       if (door) door->ended(c.door);  // its same-host clients' lifelines close
       if (options.on_worker_ended) options.on_worker_ended(c.pid);
@@ -419,7 +422,7 @@ struct Supervision {
     if (!listen.ucx.empty() && !options.ready_file.empty() && options.ready_file != "-")
       if (auto cur = read_file(options.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == listen.ready_text())
         ::unlink(options.ready_file.c_str());
-    log_line("stopped");
+    say("stopped");
     flush_log();
     return 0;
   }
@@ -438,7 +441,7 @@ struct Supervision {
         // No process, pipe or connection for a worker now (memory short, say): the first
         // start reports it; after serving, retry, as for a worker that cannot start.
         if (first) return c.take_error();
-        log_line("cannot start a worker: " + c.error().message() + "; retrying in a second");
+        say("cannot start a worker: " + c.error().message() + "; retrying in a second");
         flush_log();
         std::this_thread::sleep_for(timing::kSpawnRetry);
         reap_ending(false);
@@ -487,7 +490,7 @@ struct Supervision {
     // machine can hang so). Say where, end it, and try again.
     const bool hung = silent;
     if (hung) {
-      log_line("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
+      say("worker did not start within " + std::to_string(timing::kWorkerStartLimit.count() / 1000) +
                " s; ending it. Its threads: " + describe_threads(w.pid));
       flush_log();
     }
@@ -501,7 +504,7 @@ struct Supervision {
     ++failed_starts;
     if (first && failed_starts > 2) return Error(Errc::io, "the worker cannot be started; giving up");
     if (!first && (failed_starts == 5 || failed_starts % 50 == 0)) {
-      log_line("worker could not start " + std::to_string(failed_starts) +
+      say("worker could not start " + std::to_string(failed_starts) +
                " times in a row (its own lines say why); retrying every second");
       flush_log();
     }
@@ -536,14 +539,17 @@ struct Supervision {
           return Error(Errc::io, options.ready_file + ": " + s.error().message());
         }
       listen = Listen{reply.addr, reply.tls};  // restarts keep the ports, even ones picked with port 0
-      log_line("listening on " + listen.described(options.ucx_what) + options.started +
-               (reply.confined.empty() ? "" : "; worker " + reply.confined));
-      for (const std::string& line : options.started_notes) log_line(line);
+      if (options.tenant.empty())
+        say("listening on " + listen.described(options.ucx_what) + options.started +
+            (reply.confined.empty() ? "" : "; worker " + reply.confined));
+      else
+        say("serving" + (reply.confined.empty() ? "" : "; worker " + reply.confined));
+      for (const std::string& line : options.started_notes) say(line);
       first = false;
       standby_at = Clock::now() + timing::kFirstStandbyAfter;
     } else {
       if (options.on_restart) options.on_restart();
-      log_line("worker restarted; listening on " + Listen{reply.addr, reply.tls}.text() + " " + ms_since(gap_since) +
+      say("worker restarted; listening on " + Listen{reply.addr, reply.tls}.text() + " " + ms_since(gap_since) +
                " ms after the last one began to end" + (reply.was_ready ? "" : " (no standby was ready)"));
     }
     flush_log();  // lifecycle lines are rare: write them at once
@@ -559,7 +565,7 @@ struct Supervision {
     if (c.ok()) {
       standby = std::move(*c);
     } else {
-      log_line("cannot start a standby worker: " + c.error().message());
+      say("cannot start a standby worker: " + c.error().message());
       standby_at = Clock::now() + timing::kSpawnRetry;
     }
   }
@@ -585,14 +591,14 @@ struct Supervision {
     // replaced"). WSTOPPED alone: an exit stays for reap_ending.
     if (siginfo_t si{}; ::waitid(P_PID, id_t(cur.pid), &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == cur.pid &&
                         si.si_code == CLD_STOPPED) {
-      log_line("worker stopped by signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) +
+      say("worker stopped by signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) +
                "): a stopped worker serves nobody; killing it");
       flush_log();
       ::kill(cur.pid, SIGKILL);
       cur.killed = true;
     }
     if (const int n = remove_orphan_segments(cur.pid, false))
-      log_line("removed " + std::to_string(n) + " System V shared-memory segments the worker made and left (not UCX's: a kernel's)");
+      say("removed " + std::to_string(n) + " System V shared-memory segments the worker made and left (not UCX's: a kernel's)");
     // A worker that reported a failure (its incident line) ends within a second, its replies
     // sent; one still there kEndingGrace after the supervisor saw the line is stuck (a kernel
     // stopped inside the C library with a lock taken leaves the worker's end waiting on that
@@ -612,7 +618,7 @@ struct Supervision {
     if (since == Clock::time_point{}) {
       since = Clock::now();
     } else if (Clock::now() - since > timing::kEndingGrace) {
-      log_line(what + " " + ms_since(since) + " ms ago " + and_then + "; killing it");
+      say(what + " " + ms_since(since) + " ms ago " + and_then + "; killing it");
       flush_log();
       ::kill(cur.pid, SIGKILL);
       cur.killed = true;
@@ -627,7 +633,7 @@ struct Supervision {
       const int ws = standby.reap(false);
       ++standby_failures;
       const auto pause = std::min(timing::kStandbyRetry * (1 << std::min(standby_failures, 6)), timing::kStandbyRetryMax);
-      log_line("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
+      say("standby worker ended before it was needed (" + sandbox::exit_text(ws) + "; its own lines say why); another in " +
                std::to_string(pause.count()) + " ms");
       flush_log();
       standby_at = Clock::now() + pause;
@@ -635,7 +641,7 @@ struct Supervision {
       standby.ready = *l == "standby";
       if (standby.ready) standby_failures = 0;
       else {
-        log_line("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
+        say("standby worker said '" + l->substr(0, 80) + "' instead of being ready; ending it");
         standby.reap(true);
         standby_at = Clock::now() + timing::kSpawnRetry;
       }
@@ -681,7 +687,7 @@ struct Supervision {
       // Without its key service no worker can prove the node's key (every handshake fails),
       // and no other can be started: stop, and say so (a service manager restarts the loader).
       if (std::string why; options.key_alive && !options.key_alive(&why)) {
-        log_line("the node key's service ended (" + why + "): no worker can prove the node's key; stopping");
+        say("the node key's service ended (" + why + "): no worker can prove the node's key; stopping");
         (void)shut_down();
         return Error(Errc::key, "the node key's service ended (" + why + ")")
             .hint("its lines above say why; restart the loader");

@@ -55,6 +55,7 @@ Bytes encode(const WorkerStart& w) {
   if (w.user) put(out, "user", w.user->name + " " + std::to_string(w.user->uid) + " " + std::to_string(w.user->gid));
   put(out, "node-key", std::string_view(reinterpret_cast<const char*>(w.node_key.raw.data()), w.node_key.raw.size()));
   if (w.clients) put(out, "clients", *w.clients);
+  if (!w.tenant.empty()) put(out, "tenant", w.tenant);
   return out;
 }
 
@@ -97,6 +98,9 @@ Result<WorkerStart> decode_worker_start(ByteView bytes) {
       key = true;
     } else if (name == "clients") {
       w.clients = value;
+    } else if (name == "tenant") {
+      if (!auth::is_tenant_name(value)) return bad("tenant: not a tenant's name");
+      w.tenant = value;
     } else {
       int* fd = nullptr;
       for (const Fd& f : kFds)

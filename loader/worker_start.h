@@ -21,6 +21,7 @@ struct WorkerStart {
   // The authorized client keys as the supervisor loaded them (a key-list file's text), for a
   // worker that cannot load them again; nullopt: allow-anyone.
   std::optional<std::string> clients;
+  std::string tenant;  // the tenant whose kernels it runs (tenancy.h; "": the loader's only one)
   int addr_fd = -1, go_fd = -1, incident_fd = -1, compiler_fd = -1, key_fd = -1, door_fd = -1, tls_fd = -1;
 };
 

@@ -24,6 +24,7 @@ WorkerStart sample() {
   for (size_t i = 0; i < w.node_key.raw.size(); ++i) w.node_key.raw[i] = uint8_t(i * 7 + 1);
   w.node_key.id = key_id_of(w.node_key.raw);
   w.clients = "verbs=run KEYLINE a name\nKEYLINE2\n";
+  w.tenant = "lab-1";
   w.addr_fd = 3, w.go_fd = 4, w.incident_fd = 5, w.compiler_fd = 6, w.key_fd = 9, w.door_fd = -1, w.tls_fd = 10;
   return w;
 }
@@ -49,6 +50,7 @@ TEST_CASE("worker start: what the supervisor gives comes back as it was", "[work
   CHECK(back->node_key.raw == w.node_key.raw);
   CHECK(back->node_key.id == w.node_key.id);
   CHECK(back->clients == w.clients);
+  CHECK(back->tenant == "lab-1");
   CHECK(back->addr_fd == 3);
   CHECK(back->key_fd == 9);
   CHECK(back->door_fd == -1);
@@ -56,10 +58,12 @@ TEST_CASE("worker start: what the supervisor gives comes back as it was", "[work
   WorkerStart open = sample();
   open.clients.reset();
   open.user.reset();
+  open.tenant.clear();
   auto back2 = decode_worker_start(encode(open));
   REQUIRE(back2.ok());
   CHECK(!back2->clients);
   CHECK(!back2->user);
+  CHECK(back2->tenant.empty());
 }
 
 TEST_CASE("worker start: a damaged record is refused, naming it", "[worker_start]") {

@@ -166,9 +166,9 @@ struct DoorKeeper::Impl {
       if (tenant_of.count(chan)) drop_channel(chan);
   }
 
-  void refuse(int fd, const std::string& why, const std::string& hint) {
+  void refuse(int fd, const std::string& why, const std::string& hint, door::Kind kind = door::Kind::refused) {
     const std::string text = hint.empty() ? why : why + "\n" + hint;
-    (void)door::write_frame(fd, door::Frame{door::Kind::refused, Bytes(text.begin(), text.end())}, std::chrono::milliseconds(100));
+    (void)door::write_frame(fd, door::Frame{kind, Bytes(text.begin(), text.end())}, std::chrono::milliseconds(100));
     ::close(fd);
   }
 
@@ -262,7 +262,8 @@ struct DoorKeeper::Impl {
         if (auto tenant = o.route ? o.route(route) : Result<std::string>(std::string()); tenant.ok()) {
           offer(routing[i].fd, routing[i].who, *tenant);  // or keeps it waiting for a worker's address
         } else {
-          refuse(routing[i].fd, "the same-host door: " + tenant.error().message(), tenant.error().hints().empty() ? "" : tenant.error().hints()[0]);
+          refuse(routing[i].fd, "the same-host door: " + tenant.error().message(),
+                 "the loader's admin lists a client's key in its clients file", door::Kind::denied);
           note_refusal("refused a route: " + tenant.error().message());
         }
         break;

@@ -304,6 +304,7 @@ TEST_CASE("door keeper: each route reaches its tenant's worker; a tenant without
   auto stranger = door::open(at, route(9), 10s);
   REQUIRE_FALSE(stranger.ok());
   CHECK(stranger.error().message().find("the route's key is not among this loader's clients") != std::string::npos);
+  CHECK(stranger.error().code() == Errc::unauthenticated);  // denied: not to be tried again
   // Tenant c has no worker: the connection waits, and c is asked for; once one serves, it is offered.
   auto fd = door::connect(at, route(3));
   REQUIRE(fd.ok());

@@ -84,7 +84,7 @@ Result<size_t> decode_header(ByteView h) {
   if (h[4] != kVersion)
     return Error(Errc::unsupported, "door version " + std::to_string(h[4]) + " (this side speaks " +
                                         std::to_string(kVersion) + ")");
-  if (h[5] != uint8_t(Kind::offer) && h[5] != uint8_t(Kind::refused) && h[5] != uint8_t(Kind::route))
+  if (h[5] < uint8_t(Kind::offer) || h[5] > uint8_t(Kind::denied))
     return Error(Errc::malformed, "unknown door frame kind " + std::to_string(h[5]));
   if (h[6] != 0 || h[7] != 0) return Error(Errc::malformed, "a door frame's reserved bytes are not 0");
   const uint32_t len = uint32_t(h[8]) | uint32_t(h[9]) << 8 | uint32_t(h[10]) << 16 | uint32_t(h[11]) << 24;
@@ -252,11 +252,11 @@ Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::mil
     ::close(fd);
     return f.take_error();
   }
-  if (f->kind == Kind::refused) {
+  if (f->kind == Kind::refused || f->kind == Kind::denied) {
     ::close(fd);
     const std::string text(f->body.begin(), f->body.end());
     const size_t nl = text.find('\n');
-    Error e(Errc::unreachable, host_port + ": " + text.substr(0, nl));
+    Error e(f->kind == Kind::denied ? Errc::unauthenticated : Errc::unreachable, host_port + ": " + text.substr(0, nl));
     if (nl != std::string::npos) e.hint(text.substr(nl + 1));
     return e;
   }

@@ -27,6 +27,7 @@ enum class Kind : uint8_t {
   offer = 1,    // the body is a ticket, then the loader's UCX worker address
   refused = 2,  // the body says why the door will not open (UTF-8), with a hint after a '\n'
   route = 3,    // client -> loader, first: the key it will prove, and a node's tenant (below)
+  denied = 4,   // the route's key (or tenant) is not served here: as `refused`, but not to be tried again
 };
 
 struct Frame {

@@ -336,6 +336,7 @@ check "the spinning kernel's client is told (time limit, or its worker gone)" gr
 eventually 60 "a worker whose orderly end waited for a spinning kernel is replaced" "$X" run faults.xcargo --entry ok --to "$NODE"
 # A worker stopped by a signal (SIGSTOP: the sandbox now refuses a kernel's routes to it, the
 # test sends it) serves nobody: the supervisor kills it, and the standby serves.
+eventually 30 "a worker serves (the one before may still be replacing a killed one)" worker
 kill -STOP "$(worker)"
 eventually 30 "a stopped worker is killed and replaced" grep -q 'worker stopped by signal 19' "$XCARGO_CLUSTER_DIR/node-0.log"
 eventually 30 "clients are served after a worker was stopped" "$X" run faults.xcargo --entry ok --to "$NODE"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Tenants (tenants: per-key): one loader, clients that do not trust each other. Each key, or
+# each group of keys with the same tenant= in the clients file, gets workers of its own on
+# its first connection, with node memory, cargos, cache and a log tag of its own; a crash in
+# one tenant's worker leaves the others' workers running; over the same-host door and TLS.
+# usage: tenants_test.sh XCARGO SOURCE_DIR
+X=$1
+SRC=$2
+LOADER=$(dirname "$X")/xcargo-loader
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+mkdir -p trust etc/clients
+"$X" keygen -o signer >>"$DISCARD" && cp signer.pub trust/
+for who in alice bob carol dave; do "$X" keygen -o "$who" >>"$DISCARD"; done
+key() { sed -n 2p "$1.pub"; }
+{
+  echo "$(key alice) alice"
+  echo "$(key bob) bob"
+  echo "tenant=lab $(key carol) carol"
+  echo "tenant=lab verbs=run,ls $(key dave) dave"
+} > etc/clients/clients.txt
+"$X" build "$SRC/tests/kernels/memory.c" -o memory.xcargo --key signer -t x86_64 >>"$DISCARD" 2>&1
+"$X" build "$SRC/examples/hello/hello.c" -o hello.xcargo --key signer -t x86_64 >>"$DISCARD" 2>&1
+"$X" keygen -o etc/node >>"$DISCARD"
+
+# What per-key cannot serve is refused at start, saying why.
+expect 2 'tenants: per-key needs clients' -- "$LOADER" --listen 127.0.0.1:0 --trust trust --allow-anyone --tenants per-key
+expect 2 'tenants: per-key with trusted-network' -- \
+  "$LOADER" --listen 127.0.0.1:0 --trust trust --clients etc/clients/clients.txt --tenants per-key --trusted-network
+expect 2 "tenants some: must be per-key or single" -- "$LOADER" --listen 127.0.0.1:0 --trust trust --clients etc/clients/clients.txt --tenants some
+
+"$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --trust trust --clients etc/clients/clients.txt --tenants per-key \
+  --node-key etc/node --cache cache --ready-file addr 2> node.log &
+SUPERVISOR=$!
+pids+=($SUPERVISOR)
+diagnose node.log
+wait_file addr || echo "FAIL: the loader did not start: $(tail -3 node.log)"
+NODE=$(head -1 addr)
+TLS=$(sed -n 2p addr)
+"$X" known-nodes --file known add "${TLS#tls://}" etc/node.pub >>"$DISCARD" 2>&1
+export XCARGO_KNOWN_NODES=$TMP/known
+eventually 10 "the loader says it serves 3 tenants" grep -q '3 tenants, each with workers of its own from its first connection' node.log
+check "no worker runs before a tenant's first connection" test -z "$(pgrep -x xcargo-loader -P "$SUPERVISOR")"
+
+# Node memory is each tenant's own: the same kernel counts apart for alice and for bob, and
+# carol and dave (tenant lab) share theirs.
+expect 0 '^5$' -- "$X" run memory.xcargo --entry add --arg u64:5 --result u64 --to "$NODE" --identity alice
+expect 0 '^1$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity bob
+expect 0 '^7$' -- "$X" run memory.xcargo --entry add --arg u64:2 --result u64 --to "$NODE" --identity alice
+expect 0 '^10$' -- "$X" run memory.xcargo --entry add --arg u64:10 --result u64 --to "$NODE" --identity carol
+expect 0 '^11$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$TLS" --identity dave  # over TLS: the same tenant
+eventually 10 "three tenants' workers serve" test "$(pgrep -x xcargo-loader -P "$SUPERVISOR" | wc -l)" -eq 3
+# Cargos are each tenant's own: what alice pushed, bob's workers have not loaded.
+expect 0 'pushed' -- "$X" push hello.xcargo --to "$NODE" --identity alice
+measure BOBS "bob's list" "$X" ls --to "$NODE" --identity bob
+check "bob's workers do not list alice's cargo" bash -c "! grep -q hello <<<'$BOBS'"
+check "... only his own" grep -q memory <<<"$BOBS"
+# Each tenant's log lines say whose they are, and its cache is a directory of its own.
+ALICE=key-$(grep -o 'key [0-9a-f]\{16\} (alice)' node.log | head -1 | cut -d' ' -f2)
+check "alice's lines are tagged with her tenant" grep -q "tenant $ALICE: accepted client from .* (alice)" node.log
+check "lab's lines too" grep -q "tenant lab: accepted client from .* (dave)" node.log
+check "each tenant has a cache directory of its own" test -d "cache/tenants/$ALICE" -a -d cache/tenants/lab
+
+# A crash in alice's worker replaces hers alone: bob's worker is the same process, serves on,
+# and alice's node memory outlives her worker.
+bob_worker() { grep -o "xcargo-loader\[[0-9]*\]: tenant key-[0-9a-f]*: accepted client from .* (bob)" node.log | tail -1 | grep -o '\[[0-9]*\]' | tr -d '[]'; }
+BOB_PID=$(bob_worker)
+check "bob's worker is known" test -n "$BOB_PID"
+expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$NODE" --identity alice
+eventually 30 "alice's worker is replaced" grep -q "tenant $ALICE: worker stopped: .*replaced by its standby\|tenant $ALICE: worker stopped: .*restarting it" node.log
+check "bob's worker still runs" kill -0 "$BOB_PID"
+expect 0 '^2$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity bob
+eventually 30 "alice is served again, her count kept" bash -c "\"$X\" run memory.xcargo --entry add --arg u64:1 --result u64 --to \"$NODE\" --identity alice | grep -qx 8"
+check "bob was served by the same worker" test "$(bob_worker)" = "$BOB_PID"
+
+# A key that is no client is refused at the door, before any worker.
+"$X" keygen -o stranger >>"$DISCARD"
+expect 5 "not among this loader's clients" -- "$X" ls --to "$NODE" --identity stranger
+check "no worker was started for it" test "$(pgrep -x xcargo-loader -P "$SUPERVISOR" | wc -l)" -eq 3
+finish

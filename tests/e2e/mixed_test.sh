@@ -93,7 +93,11 @@ for v in "portable.xcargo 0" "portable.xcargo 1" "portable-bc.xcargo 0" "portabl
   "$X" run "$cargo" --entry run --result str --cluster "$C" --node "$node" > "portable-$cargo-$node.out" 2>> portable.err
 done
 check "portable.c: the x86_64 object, the aarch64 object and the JIT on both give one reply" bash -c \
-  "grep -q 'recursion 9 46368' portable-portable.xcargo-0.out && for f in portable-*.out; do cmp -s \"\$f\" portable-portable.xcargo-0.out || exit 1; done"
+  "grep -q 'recursion 9 46368' portable-portable.xcargo-0.out && for f in portable-*.out; do cmp -s \"\$f\" portable-portable.xcargo-0.out || exit 1; done" ||
+  { for f in portable-*.out; do  # what each run said that node 0's object did not, and which variant ran
+      diff portable-portable.xcargo-0.out "$f" | sed "s/^/    $f: /"
+    done
+    grep 'ran on' portable.err | sed 's/^/    /'; }
 
 # Forwarding across architectures: 0 (x86-64) -> 1 (aarch64) -> 2 (x86-64), and from 1.
 expect 0 '^012$' -- "$X" run hops.xcargo --entry tour --result str --cluster "$C" --node 0

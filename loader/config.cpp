@@ -77,6 +77,22 @@ bool parse_size(std::string text, uint64_t& out) {
   return true;
 }
 
+namespace {
+
+Status apply_prefer(LoaderConfig& c, const std::string& t) {
+  if (t != "native" && t != "bitcode") return must_be("native or bitcode");
+  c.prefer = t;
+  return {};
+}
+
+Status apply_tenants(LoaderConfig& c, const std::string& t) {
+  if (t != "per-key" && t != "single") return must_be("per-key or single");
+  c.tenants = t;
+  return {};
+}
+
+}  // namespace
+
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
       {"listen", "HOST:PORT", "The loader's name on this host, HOST:PORT or HOST for port 7400 (port 0: any free port): its "
@@ -94,22 +110,14 @@ const std::vector<Setting>& settings() {
       {"tenants", "per-key|single", "per-key: each client key, or each group of keys with the same tenant= in the clients "
                                     "file, gets workers of its own from its first connection (its own memory, cargos, "
                                     "regions and cache; loader/README.md, \"Tenants\"); single: one set of workers for all",
-       [](LoaderConfig& c, const std::string& t) -> Status {
-         if (t != "per-key" && t != "single") return must_be("per-key or single");
-         c.tenants = t;
-         return {};
-       }, SHOW(c.tenants)},
+       apply_tenants, SHOW(c.tenants)},
       {"node-key", "KEY", "This node's private key, which signs its hellos (default: a new one at each start). Mode 0600; "
                           "if encrypted, its passphrase comes from $XCARGO_PASSPHRASE or the terminal", TEXT(node_key)},
       {"cache", "DIR", "Directory for JIT output, kept across restarts", TEXT(cache)},
       {"ready-file", "PATH", "Write HOST:PORT here once listening ('-': standard output); removed when the loader stops",
        TEXT(ready_file)},
       {"prefer", "native|bitcode", "native objects first, or bitcode JIT-compiled for this CPU",
-       [](LoaderConfig& c, const std::string& t) -> Status {
-         if (t != "native" && t != "bitcode") return must_be("native or bitcode");
-         c.prefer = t;
-         return {};
-       }, SHOW(c.prefer)},
+       apply_prefer, SHOW(c.prefer)},
       {"max-cargo", "SIZE", "Largest cargo accepted (bytes, or with K, M, G)", SIZE(max_cargo)},
       {"max-input", "SIZE", "Largest invocation input accepted (bytes, or with K, M, G)", SIZE(max_input)},
       {"max-reply", "SIZE", "Largest reply a kernel may send (bytes, or with K, M, G)", SIZE(max_reply)},

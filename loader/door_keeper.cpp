@@ -340,6 +340,35 @@ struct DoorKeeper::Impl {
     }
   }
 
+  // Ends what waited past its time: connections without a worker or a route, dials without
+  // an offer.
+  void expire(Clock::time_point now) {
+    for (size_t i = 0; i < waiting.size();)
+      if (now > waiting[i].until) {
+        refuse(waiting[i].fd, "the loader is restarting its worker", "try again in a moment");
+        waiting.erase(waiting.begin() + long(i));
+      } else {
+        ++i;
+      }
+    for (size_t i = 0; i < routing.size();)
+      if (now > routing[i].until) {
+        refuse(routing[i].fd, "the same-host door expected a route first: none came in time", "");
+        note_refusal("refused a connection that sent no route in time");
+        routing.erase(routing.begin() + long(i));
+      } else {
+        ++i;
+      }
+    for (size_t i = 0; i < dialing.size();)
+      if (now > dialing[i].until) {
+        ::close(dialing[i].fd);
+        tell(dialing[i].worker,
+             Message{MsgKind::dial_failed, dialing[i].id, {}, 0, 0, as_bytes_copy(dialing[i].to + ": no offer from its door in time")});
+        dialing.erase(dialing.begin() + long(i));
+      } else {
+        ++i;
+      }
+  }
+
   void run() {
     std::vector<pollfd> fds;
     std::vector<uint64_t> gone;
@@ -373,30 +402,7 @@ struct DoorKeeper::Impl {
           else waiting.push_back(std::move(w));
         }
       }
-      for (size_t i = 0; i < waiting.size();)
-        if (now > waiting[i].until) {
-          refuse(waiting[i].fd, "the loader is restarting its worker", "try again in a moment");
-          waiting.erase(waiting.begin() + long(i));
-        } else {
-          ++i;
-        }
-      for (size_t i = 0; i < routing.size();)
-        if (now > routing[i].until) {
-          refuse(routing[i].fd, "the same-host door expected a route first: none came in time", "");
-          note_refusal("refused a connection that sent no route in time");
-          routing.erase(routing.begin() + long(i));
-        } else {
-          ++i;
-        }
-      for (size_t i = 0; i < dialing.size();)
-        if (now > dialing[i].until) {
-          ::close(dialing[i].fd);
-          tell(dialing[i].worker,
-               Message{MsgKind::dial_failed, dialing[i].id, {}, 0, 0, as_bytes_copy(dialing[i].to + ": no offer from its door in time")});
-          dialing.erase(dialing.begin() + long(i));
-        } else {
-          ++i;
-        }
+      expire(now);
 
       fds.clear();
       fds.push_back({wake, POLLIN, 0});

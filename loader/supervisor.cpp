@@ -201,6 +201,22 @@ struct Child {
   }
 };
 
+// Maps c's incident page, empty, from a memory file (which a worker started by exec maps
+// again): its descriptor, or -1 (c.incident stays null).
+int map_incident(Child& c) {
+  const int fd = ::memfd_create("xcargo-incident", MFD_CLOEXEC);
+  if (fd >= 0 && ::ftruncate(fd, kIncidentSize) == 0) {
+    void* p = ::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+      c.incident = static_cast<char*>(p);
+      c.incident[0] = '\0';
+      return fd;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
 // Forks a worker (and its compile service) that prepares and waits for `go`.
 Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const CompilerMain& compiler,
                     const SupervisorOptions& options) {
@@ -246,18 +262,12 @@ Result<Child> spawn(const Listen& listen, const WorkerMain& worker, const Compil
   c.door = door[0];
   c.from = from[0];
   c.go = go[1];
-  // The incident page is a memory file's, which a worker started by exec maps again.
-  const int incident_fd = ::memfd_create("xcargo-incident", MFD_CLOEXEC);
-  if (incident_fd >= 0 && ::ftruncate(incident_fd, kIncidentSize) == 0)
-    c.incident = static_cast<char*>(::mmap(nullptr, kIncidentSize, PROT_READ | PROT_WRITE, MAP_SHARED, incident_fd, 0));
-  if (incident_fd < 0 || c.incident == MAP_FAILED || !c.incident) {
-    if (incident_fd >= 0) ::close(incident_fd);
-    c.incident = nullptr;
+  const int incident_fd = map_incident(c);
+  if (incident_fd < 0) {
     for (int fd : {from[1], go[0], door[1], tls[1], compiler_fd, key_fd}) ::close(fd);
     c.release();
     return Error(Errc::io, "cannot map an incident page");
   }
-  c.incident[0] = '\0';
   std::optional<ExecPlan> plan;
   if (options.plan_worker) {
     auto p = options.plan_worker(listen, WorkerFds{from[1], go[0], incident_fd, compiler_fd, key_fd, door[1], tls[1]});

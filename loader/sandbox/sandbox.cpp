@@ -147,22 +147,14 @@ Status install_ip_filter() {
 }
 
 // Filter 2: the allow-list, with argument rules for socket, clone and signals.
-Status install_allow_list(bool no_new_threads, bool sockets) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
-  if (!ctx) return Error(Errc::io, "sandbox: seccomp_init failed");
-  struct Free {
-    scmp_filter_ctx c;
-    ~Free() { seccomp_release(c); }
-  } release{ctx};
-  auto check = [](int rc, const char* what) -> Status {
-    if (rc < 0) return sys_error(what, -rc);
-    return {};
-  };
-  for (const char* name : kAllowed) {
-    const int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) continue;
-    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
-  }
+Status check_rule(int rc, const char* what) {
+  if (rc < 0) return sys_error(what, -rc);
+  return {};
+}
+
+// The rules on sockets: sends, and with `sockets` the calls UCX's tcp needs; no Unix socket.
+Status add_socket_rules(scmp_filter_ctx ctx, bool sockets) {
+  const auto check = check_rule;
   // Sending never with MSG_FASTOPEN, which connects a TCP socket without connect(): a socket
   // the keeper passed while connecting, once reset, would reach any address (guarded by
   // escape_fastopen in adversary.c, run by tests/e2e/adversary_test.sh). sendto's flags are
@@ -199,6 +191,12 @@ Status install_allow_list(bool no_new_threads, bool sockets) {
   // descriptor sent is dropped by the receiver (neither service reads control data).
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(AF_UNIX))), "socket"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 0), "socketpair"));
+  return {};
+}
+
+// The rules on this process: threads, signals, limits, prctl.
+Status add_process_rules(scmp_filter_ctx ctx, bool no_new_threads) {
+  const auto check = check_rule;
   // Threads only: clone must share the address space and be a thread. clone3 passes its flags
   // in memory a filter cannot read; ENOSYS makes the C library fall back to clone.
   if (no_new_threads)
@@ -243,6 +241,12 @@ Status install_allow_list(bool no_new_threads, bool sockets) {
   static_assert(PR_GET_NAME == PR_SET_NAME + 1, "the two allowed options are next to each other");
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_LT, uint64_t(PR_SET_NAME))), "prctl"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_GT, uint64_t(PR_GET_NAME))), "prctl"));
+  return {};
+}
+
+// The rules on descriptors: fcntl and ioctl.
+Status add_descriptor_rules(scmp_filter_ctx ctx) {
+  const auto check = check_rule;
   // No signal of one's choice on a descriptor's events (F_SETSIG: SIGSTOP by way of a pipe,
   // without kill(); guarded by escape_setsig in adversary.c); the rest of fcntl allowed.
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_NE, F_SETSIG)), "fcntl"));
@@ -254,6 +258,25 @@ Status install_allow_list(bool no_new_threads, bool sockets) {
                "ioctl"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_LT, TIOCSTI)), "ioctl"));
   XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_GT, TIOCSTI)), "ioctl"));
+  return {};
+}
+
+Status install_allow_list(bool no_new_threads, bool sockets) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
+  if (!ctx) return Error(Errc::io, "sandbox: seccomp_init failed");
+  struct Free {
+    scmp_filter_ctx c;
+    ~Free() { seccomp_release(c); }
+  } release{ctx};
+  const auto check = check_rule;
+  for (const char* name : kAllowed) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    XC_TRY(check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), name));
+  }
+  XC_TRY(add_socket_rules(ctx, sockets));
+  XC_TRY(add_process_rules(ctx, no_new_threads));
+  XC_TRY(add_descriptor_rules(ctx));
   XC_TRY(check(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1), "thread synchronisation"));
   // A binary tree over the system call numbers: every call pays this filter, the hot ones
   // (epoll_wait, sendmsg, recvmsg, futex) included.

@@ -38,6 +38,7 @@
 #include "compiler/service.h"
 #include "sandbox/sandbox.h"
 #include "port_hold.h"
+#include "reload.h"
 #include "door_keeper.h"
 #include "supervisor.h"
 #include "tenancy.h"
@@ -264,27 +265,6 @@ Status check_ucx_reach(const LoaderConfig& cfg) {
   return {};
 }
 
-// What changes when the keys in a trust directory (or its revocation list and cargo rules),
-// or an authorized-clients file or directory, change: in a directory, any entry (a file that
-// is no key is reported when it appears).
-std::string files_stamp(const std::string& path) {
-  std::string s;
-  auto add = [&](const std::string& p) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) == 0)
-      s += p + ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_size) + ";";
-  };
-  add(path);
-  add(path + "/" + kRevocationList);
-  add(path + "/" + kRevokedCargos);
-  add(path + "/" + kMinimumVersions);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    for (const auto& e : std::filesystem::directory_iterator(path, ec))
-      add(e.path().string());
-  return s;
-}
-
 // The worker process: engine, UCX server, executors. Returns its exit code; a restart after a
 // kernel crash or time-out leaves through _exit(exit_code::kKernelFailure) inside the server.
 // Who may connect: the node key and the authorized clients, read once by the supervisor so
@@ -462,7 +442,7 @@ void worker_note(const std::string& line) {
 
 // Ends this worker in order, once, saying why: the line is flushed at once, since the
 // supervisor kills a worker that ends slowly (kEndingGrace).
-void end_in_order(const char* why) {
+void end_in_order(std::string_view why) {
   if (g_stop.exchange(true)) return;
   log_line(why);
   flush_log();
@@ -492,51 +472,10 @@ ServerOptions worker_server_options(const LoaderConfig& cfg, int door_fd, int tl
   return so;
 }
 
-// Watches the trust directory: keys added or revoked (revoked.txt) and cargo rules
-// (revoked-cargos.txt, minimum-versions.txt) apply within a second, to cargos already loaded too. The same for the authorized clients: new connections are
-// checked against the new list. Runs until the loader stops; clients_stamp is the clients'
-// files as the gate's keys were read.
-void watch_trust_and_clients(const LoaderConfig& cfg, const std::string& tenant, AuthGate& gate, Engine& engine,
-                             std::string& clients_stamp) {
-  std::string stamp = files_stamp(cfg.trust);
-  while (!g_stop) {
-    for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (gate.mode() == wire::AuthMode::required)
-      if (std::string now = files_stamp(cfg.clients); now != clients_stamp) {
-        clients_stamp = now;
-        auto c = auth::AuthorizedKeys::load(cfg.clients);
-        if (c.ok() && !tenant.empty()) {  // a tenant's worker: its own keys and the node keys
-          auto t = Tenancy::per_key(*c);
-          if (t.ok()) c = t->keys_of(tenant);
-          else c = t.take_error();
-        }
-        if (!c.ok()) {
-          worker_note("clients: not reloaded (the old keys stay): " + c.error().message());
-        } else {
-          worker_note("clients: reloaded " + std::to_string(c->size()) + " authorized keys (connections already authenticated keep theirs)");
-          for (const std::string& why : c->ignored()) worker_note("clients: " + why);
-          gate.set_keys(std::move(*c));
-        }
-      }
-    std::string now = files_stamp(cfg.trust);
-    if (now == stamp) continue;
-    stamp = now;
-    auto t = TrustStore::load(cfg.trust);
-    if (!t.ok()) {
-      worker_note("trust: not reloaded (the old keys and rules stay): " + t.error().message());
-      continue;
-    }
-    const size_t keys = t->size(), rules = t->rules().size();
-    const size_t revoked = engine.update_trust(std::move(*t));
-    worker_note("trust: reloaded " + std::to_string(keys) + " keys; " + std::to_string(revoked) +
-                " loaded cargos no longer trusted; " + std::to_string(rules) + " cargo rules");
-  }
-}
-
 // A worker ready but for listening: says "standby" on addr_fd, waits for its go, then takes
 // over (node memory, the port, its address line) and serves until the loader stops. Returns
 // the worker's exit code; the watcher is joined on every path.
-int stand_by_then_serve(Engine& engine, UcxServer& server, NodeStats* stats, std::thread& watcher,
+int stand_by_then_serve(Engine& engine, UcxServer& server, NodeStats* stats, WorkerReload& reload, std::thread& watcher,
                         const sandbox::Confinement& confined, int addr_fd, int go_fd) {
   // Ready: wait to take over.
   (void)!::write(addr_fd, "standby\n", 8);
@@ -551,6 +490,7 @@ int stand_by_then_serve(Engine& engine, UcxServer& server, NodeStats* stats, std
     return stand_down(0);
   }
   ::prctl(PR_SET_NAME, "xcargo-loader");  // the serving worker now (supervisor.cpp)
+  reload.check();  // keys and rules changed since it started hold before its first request
   g_serving = true;
   if (stats) stats->begin_serving();
   engine.keep_cargos(true);
@@ -601,6 +541,7 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
     end_in_order("the compile service's connection is gone (every later compile would fail); ending this worker in order: "
                  "its standby has a compile service of its own");
   };
+  const std::string trust_stamp = files_stamp(cfg.trust);  // before the engine reads the directory
   auto engine = make_engine(cfg, worker_log, compiler::remote(compiler_fd, timing::kCompileLimit, on_compiler_lost), false, true);
   if (!engine.ok()) return fail_in_log(engine.error());
   Handler handler(**engine, cfg.max_input, worker_log, cfg.max_hops, cfg.log_every_run);
@@ -614,11 +555,11 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
   }
   ServerOptions so = worker_server_options(cfg, door_fd, tls_fd);
   // The clients as they are now (a restarted worker sees what changed since the start), or
-  // the supervisor's copy if they no longer load.
+  // the supervisor's copy if they no longer load; a tenant's worker, only the tenant's.
   std::optional<auth::AuthorizedKeys> clients = access.clients;
   std::string clients_stamp = cfg.clients.empty() ? "" : files_stamp(cfg.clients);
   if (clients)
-    if (auto c = auth::AuthorizedKeys::load(cfg.clients); c.ok()) clients = std::move(*c);
+    if (auto c = load_clients(cfg.clients, access.tenant); c.ok()) clients = std::move(*c);
   // The same without its connection to the key service (shut down by a kernel, say): it
   // could not answer any client's hello.
   auto on_key_lost = [] {
@@ -626,7 +567,7 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
                  "its standby has a connection of its own");
   };
   AuthGate gate(std::make_shared<keys::ServiceKey>(key_fd, access.node_key, timing::kKeyServiceLimit, on_key_lost),
-                std::move(clients));
+                clients);
   so.gate = &gate;
   so.listen_at_start = false;
   so.on_port_released = [addr_fd] { (void)!::write(addr_fd, "ending\n", 7); };  // the next worker may listen now
@@ -636,7 +577,13 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
   // Landlock's narrower rules (which they inherit), before the seccomp filters, which then
   // refuse new threads: a kernel cannot leave one running after its own run.
   if (auto s = sandbox::lock_files(box); !s.ok()) return fail_in_log(s.error());
-  std::thread watcher([&] { watch_trust_and_clients(cfg, access.tenant, gate, **engine, clients_stamp); });
+  // A standby ran no kernel: what a change revokes ends only the serving worker.
+  WorkerReload reload({cfg.trust, cfg.clients, access.tenant, worker_note,
+                       [](const std::string& why) {
+                         if (g_serving) end_in_order(why);
+                       }},
+                      gate, **engine, clients, clients_stamp, trust_stamp);
+  std::thread watcher([&] { reload.run(g_stop); });
   (*server)->start_threads(g_stop);
   start_log();
   box.no_new_threads = true;
@@ -653,7 +600,7 @@ int run_worker(const LoaderConfig& cfg, const WorkerAccess& access, int addr_fd,
   if (size_t loaded = (*engine)->load_kept(&refused, timing::kPreloadBudget); loaded || refused)
     worker_log("kept cargos: " + std::to_string(loaded) + " loaded from earlier workers" +
                (refused ? "; " + std::to_string(refused) + " refused" : ""));
-  return stand_by_then_serve(**engine, **server, stats.get(), watcher, *confined, addr_fd, go_fd);
+  return stand_by_then_serve(**engine, **server, stats.get(), reload, watcher, *confined, addr_fd, go_fd);
 }
 
 // Every setting from the one table (config.cpp): a flag here, a key in --config's file,
@@ -1007,6 +954,9 @@ std::pair<WorkerMain, CompilerMain> worker_mains(SupervisorOptions& so, const Lo
 // with node memory, kept cargos and a cache directory of its own, behind the loader's door.
 Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, const Tenancy& tenancy,
                                  const SupervisorOptions& base, DoorKeeper* door, const std::string& tenant) {
+  const auto& names = tenancy.names();
+  if (std::find(names.begin(), names.end(), tenant) == names.end())
+    return Error(Errc::unauthenticated, "no such tenant in the clients file any more");
   LoaderConfig tc = cfg;
   if (!cfg.cache.empty()) tc.cache = cfg.cache + "/tenants/" + tenant;
   XC_TRY(prepare_cache(tc.cache, access.user));
@@ -1031,7 +981,35 @@ Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, 
 // A loader of tenants (tenants: per-key): the door opens now, for every tenant, the ready
 // file says the loader serves, and each tenant's workers start on its first connection.
 // Returns what run_supervisor returns.
-Result<int> serve_tenants(const LoaderConfig& cfg, SupervisorOptions& so, const Tenancy& tenancy, Tenants& tenants,
+// Rereads the clients every second until the loader stops: the tenancy changes for new
+// connections, and a tenant left without keys ends with its workers.
+void watch_tenancy(const LoaderConfig& cfg, SharedTenancy& tenancy, Tenants& tenants) {
+  std::string stamp = files_stamp(cfg.clients);
+  while (!g_stop) {
+    for (int i = 0; i < 20 && !g_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::string now = files_stamp(cfg.clients); now != stamp) stamp = now;
+    else continue;
+    auto c = auth::AuthorizedKeys::load(cfg.clients);
+    auto t = c.ok() ? Tenancy::per_key(*c) : Result<Tenancy>(c.take_error());
+    if (!t.ok()) {
+      log_line("clients: tenants not reloaded (the old ones stay): " + t.error().message());
+      flush_log();
+      continue;
+    }
+    const auto before = tenancy.get();
+    const std::vector<std::string> names = t->names();
+    tenancy.set(std::move(*t));  // new connections first: none reaches a tenant that ends below
+    log_line("clients: reloaded; " + std::to_string(names.size()) + " tenants");
+    for (const std::string& name : before->names())
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        log_line("clients: tenant " + name + " has no key any more: its workers end");
+        tenants.end(name);
+      }
+    flush_log();
+  }
+}
+
+Result<int> serve_tenants(const LoaderConfig& cfg, SupervisorOptions& so, SharedTenancy& tenancy, Tenants& tenants,
                           std::unique_ptr<DoorKeeper>& door, const TlsKeeper::Route& route,
                           const std::function<void(const std::string&)>& wanted) {
   // The key service is asked for connections by every tenant's supervision, one at a time.
@@ -1064,11 +1042,13 @@ Result<int> serve_tenants(const LoaderConfig& cfg, SupervisorOptions& so, const 
   if (!cfg.ready_file.empty())
     if (auto s = write_file(cfg.ready_file, as_bytes(so.listen.ready_text())); !s.ok())
       return Error(Errc::io, cfg.ready_file + ": " + s.error().message());
-  log_line("listening on " + so.listen.described(so.ucx_what) + so.started + "; " + std::to_string(tenancy.names().size()) +
+  log_line("listening on " + so.listen.described(so.ucx_what) + so.started + "; " + std::to_string(tenancy.get()->names().size()) +
            " tenants, each with workers of its own from its first connection");
   for (const std::string& line : so.started_notes) log_line(line);
   flush_log();
+  std::thread watcher([&] { watch_tenancy(cfg, tenancy, tenants); });
   const int rc = tenants.run(g_stop);
+  watcher.join();  // g_stop is set
   if (!cfg.ready_file.empty() && cfg.ready_file != "-")
     if (auto cur = read_file(cfg.ready_file, 4096); cur.ok() && std::string(cur->begin(), cur->end()) == so.listen.ready_text())
       ::unlink(cfg.ready_file.c_str());
@@ -1107,18 +1087,18 @@ int run_supervisor(LoaderConfig& cfg) {
   }
   // Tenants (per-key): each route goes to its tenant's workers, started on its first
   // connection (tenants.h); prepare() makes a tenant's supervision once everything below is set.
-  std::optional<Tenancy> tenancy;
+  std::unique_ptr<SharedTenancy> tenancy;
   if (cfg.tenants == "per-key") {
     auto t = Tenancy::per_key(*access->clients);
     if (!t.ok()) return fail(t.error());
-    tenancy = std::move(*t);
+    tenancy = std::make_unique<SharedTenancy>(std::move(*t));
   }
   std::unique_ptr<DoorKeeper> door;
-  Tenants tenants([&](const std::string& tenant) { return prepare_tenant(cfg, *access, *tenancy, so, door.get(), tenant); });
+  Tenants tenants([&](const std::string& tenant) { return prepare_tenant(cfg, *access, *tenancy->get(), so, door.get(), tenant); });
   TlsKeeper::Route route;
   std::function<void(const std::string&)> wanted;
   if (tenancy) {
-    route = [&tenancy](const door::Route& r) { return tenancy->route(r.key, r.tenant); };
+    route = [&tenancy](const door::Route& r) { return tenancy->get()->route(r.key, r.tenant); };
     wanted = [&tenants](const std::string& t) { tenants.want(t); };
   }
   // The TLS port is the supervisor's from now until the loader stops: a connection is

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,25 @@ private:
   std::vector<std::string> names_{kSingle};
   auth::AuthorizedKeys keys_;
   std::vector<std::string> tenant_of_;  // per key of keys_: its tenant ("" for a node key)
+};
+
+// The tenancy in force, replaced when the clients file changes; any thread.
+class SharedTenancy {
+public:
+  explicit SharedTenancy(Tenancy t) : t_(std::make_shared<const Tenancy>(std::move(t))) {}
+  std::shared_ptr<const Tenancy> get() const {
+    std::lock_guard<std::mutex> g(m_);
+    return t_;
+  }
+  void set(Tenancy t) {
+    auto p = std::make_shared<const Tenancy>(std::move(t));
+    std::lock_guard<std::mutex> g(m_);
+    t_ = std::move(p);
+  }
+
+private:
+  mutable std::mutex m_;
+  std::shared_ptr<const Tenancy> t_;
 };
 
 }  // namespace xcargo::loader

@@ -31,10 +31,12 @@ struct Tenants::Impl {
   int wake = -1;
   mutable std::mutex m;
   std::set<std::string> wanted;  // since the last turn, guarded by m
+  std::set<std::string> ended;   // likewise
 
   struct Running {
     std::unique_ptr<TenantRun> run;
     std::thread thread;
+    std::atomic<bool> stop{false};  // set when the loader stops or the tenant is ended
     std::atomic<bool> done{false};
     Result<int> result = 0;
   };
@@ -55,8 +57,9 @@ struct Tenants::Impl {
     auto r = std::make_unique<Running>();
     r->run = std::make_unique<TenantRun>(std::move(*prepared));
     Running* p = r.get();
-    p->thread = std::thread([p, &stop] {
-      p->result = supervise(p->run->options, stop, p->run->worker, p->run->compiler);
+    if (stop) p->stop = true;
+    p->thread = std::thread([p] {
+      p->result = supervise(p->run->options, p->stop, p->run->worker, p->run->compiler);
       p->done = true;
     });
     std::lock_guard<std::mutex> g(m);
@@ -73,7 +76,10 @@ struct Tenants::Impl {
       }
       if (it->second->thread.joinable()) it->second->thread.join();
       const Result<int>& r = it->second->result;
-      if (!stop) {
+      if (it->second->stop && !stop) {
+        log_line("tenant " + it->first + ": ended, with its workers");
+        flush_log();
+      } else if (!stop) {
         log_line("tenant " + it->first + ": its workers ended (" +
                  (r.ok() ? "exit status " + std::to_string(*r) : r.error().message()) + "); started again on a later connection");
         flush_log();
@@ -95,6 +101,16 @@ Tenants::~Tenants() {
   for (auto& [tenant, r] : impl_->running)
     if (r->thread.joinable()) r->thread.join();
   if (impl_->wake >= 0) ::close(impl_->wake);
+}
+
+void Tenants::end(const std::string& tenant) {
+  {
+    std::lock_guard<std::mutex> g(impl_->m);
+    impl_->ended.insert(tenant);
+    impl_->wanted.erase(tenant);
+  }
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake, &one, sizeof one);
 }
 
 void Tenants::want(const std::string& tenant) {
@@ -119,15 +135,19 @@ int Tenants::run(const std::atomic<bool>& stop) {
       uint64_t v;
       (void)!::read(impl_->wake, &v, sizeof v);
     }
-    std::set<std::string> now;
+    std::set<std::string> now, ended;
     {
       std::lock_guard<std::mutex> g(impl_->m);
       now.swap(impl_->wanted);
+      ended.swap(impl_->ended);
     }
+    for (const std::string& t : ended)
+      if (auto it = impl_->running.find(t); it != impl_->running.end()) it->second->stop = true;
     impl_->reap(stop);
     if (stop) break;
     for (const std::string& t : now) impl_->start(t, stop);
   }
+  for (auto& [tenant, r] : impl_->running) r->stop = true;
   for (auto& [tenant, r] : impl_->running) {  // each ends its workers (supervise's shut_down)
     r->thread.join();
     r->done = true;

@@ -1,5 +1,6 @@
 // Tenants' supervisions: one per tenant (tenancy.h), each in a thread of the supervisor,
-// started when a connection first waits for that tenant and kept until the loader stops.
+// started when a connection first waits for that tenant and kept until the loader stops or
+// the tenant is ended (its keys removed from the clients file).
 // Each runs supervise() (supervisor.h) for workers of the tenant's own: their own keys,
 // memory, kept cargos, cache and log tag, behind the keepers every tenant shares.
 #pragma once
@@ -32,6 +33,9 @@ public:
 
   // A connection waits for tenant: its supervision starts unless it runs. Any thread.
   void want(const std::string& tenant);
+  // Ends tenant's supervision, if it runs, and its workers with it (started again only when
+  // wanted again). Any thread.
+  void end(const std::string& tenant);
   // Starts the wanted tenants' supervisions until stop is set, then waits for all of them
   // to end. Returns 0, or 1 if a supervision ended with an error.
   int run(const std::atomic<bool>& stop);

@@ -211,9 +211,18 @@ struct TlsKeeper::Impl {
           Tenant& t = tenants[*tenant];
           t.ready.push_back(routing[i].fd);
           if (t.channel < 0 && wanted_tenant) wanted_tenant(*tenant);
-        } else {
+        } else {  // a fresh socket's buffer takes the frame at once: the keeper does not wait
+          const std::string text = "the TLS front door: " + tenant.error().message() +
+                                   "\nthe loader's admin lists a client's key in its clients file";
+          (void)door::write_frame(routing[i].fd, door::Frame{door::Kind::denied, Bytes(text.begin(), text.end())},
+                                  std::chrono::milliseconds(0));
+          // The ClientHello that followed the route, read away: closed with bytes unread, the
+          // socket would reset the connection, and the client could lose the frame.
+          uint8_t junk[4096];
+          for (int k = 0; k < 4 && ::recv(routing[i].fd, junk, sizeof junk, MSG_DONTWAIT) > 0; ++k) {
+          }
           ::close(routing[i].fd);
-          note("closed a connection whose route it refused: " + tenant.error().message());
+          note("denied a connection's route: " + tenant.error().message());
         }
         break;
       case door::RouteStep::failed:

@@ -196,8 +196,11 @@ TEST_CASE("tls keeper: each route reaches its tenant's worker; a tenant without 
   const int sb = b.next();
   REQUIRE(sb >= 0);
   CHECK(same_connection(cb, sb));
-  // A key no tenant has: closed by the keeper, passed to nobody.
+  // A key no tenant has: denied (a door frame in place of TLS), closed, passed to nobody.
   const int stranger = dial((*k)->address(), true, 9);
+  auto denied = door::read_frame(stranger, std::chrono::seconds(10), "the keeper");
+  REQUIRE(denied.ok());
+  CHECK(denied->kind == door::Kind::denied);
   pollfd p{stranger, POLLIN, 0};
   char byte;
   CHECK((::poll(&p, 1, 10000) == 1 && ::read(stranger, &byte, 1) <= 0));

@@ -173,6 +173,11 @@ private:
     for (;;) {
       auto io = channel_->handshake();
       if (!io.ok()) {
+        // The node's front door refused the route (a key it does not serve) in place of TLS.
+        if (std::optional<Error> no = door::refusal_in(channel_->first_bytes(), peer())) {
+          close();
+          return *no;
+        }
         if (not_tls && io.error().code() == Errc::unreachable && !channel_->closed_in_handshake()) *not_tls = true;
         close();
         Error e(io.error().code(), peer() + ": TLS handshake: " + io.error().message());

@@ -246,6 +246,30 @@ Result<int> connect(const std::string& host_port, const Route& route, bool* refu
   return fd;
 }
 
+namespace {
+
+// A `refused` or `denied` frame as the client's error: its text, then its hint.
+Error refusal(const std::string& host_port, const Frame& f) {
+  const std::string text(f.body.begin(), f.body.end());
+  const size_t nl = text.find('\n');
+  Error e(f.kind == Kind::denied ? Errc::unauthenticated : Errc::unreachable, host_port + ": " + text.substr(0, nl));
+  if (nl != std::string::npos) e.hint(text.substr(nl + 1));
+  return e;
+}
+
+}  // namespace
+
+std::optional<Error> refusal_in(ByteView first, const std::string& host_port) {
+  if (first.size() < kHeaderSize || std::memcmp(first.data(), kMagic, 4) != 0) return std::nullopt;
+  auto len = decode_header(first.subspan(0, kHeaderSize));
+  if (!len.ok() || first.size() < kHeaderSize + *len) return std::nullopt;
+  Frame f;
+  f.kind = Kind(first[5]);
+  if (f.kind != Kind::refused && f.kind != Kind::denied) return std::nullopt;
+  f.body.assign(first.begin() + kHeaderSize, first.begin() + long(kHeaderSize + *len));
+  return refusal(host_port, f);
+}
+
 Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit) {
   auto f = read_frame(fd, limit, host_port);
   if (!f.ok()) {
@@ -254,11 +278,7 @@ Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::mil
   }
   if (f->kind == Kind::refused || f->kind == Kind::denied) {
     ::close(fd);
-    const std::string text(f->body.begin(), f->body.end());
-    const size_t nl = text.find('\n');
-    Error e(f->kind == Kind::denied ? Errc::unauthenticated : Errc::unreachable, host_port + ": " + text.substr(0, nl));
-    if (nl != std::string::npos) e.hint(text.substr(nl + 1));
-    return e;
+    return refusal(host_port, *f);
   }
   Opened o;
   o.fd = fd;

@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "xcargo/error.h"
@@ -110,5 +111,10 @@ Result<Opened> open(const std::string& host_port, const Route& route, std::chron
 // that name on this host), and cleared otherwise.
 Result<int> connect(const std::string& host_port, const Route& route, bool* refused = nullptr);
 Result<Opened> read_offer(int fd, const std::string& host_port, std::chrono::milliseconds limit);
+// A TLS front door answers a route it does not serve with `denied` in place of its TLS
+// handshake (wire-protocol.md 2.4). The client's side: when the first bytes it received in
+// its handshake (tls::Channel::first_bytes) are a whole `denied` or `refused` frame, the
+// refusal as an error (unauthenticated for `denied`); nullopt otherwise.
+std::optional<Error> refusal_in(ByteView first, const std::string& host_port);
 
 }  // namespace xcargo::door

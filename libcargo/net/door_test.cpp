@@ -188,6 +188,25 @@ TEST_CASE("door: a refusal reaches the client as an error with its hint", "[door
   ::close(*listener);
 }
 
+TEST_CASE("door: a TLS client finds a front door's denial in the first bytes it received, and nothing else", "[door]") {
+  const std::string why = "the TLS front door: the route's key is not among this loader's clients\nask its admin";
+  const Bytes denied = door::encode(door::Frame{door::Kind::denied, Bytes(why.begin(), why.end())});
+  auto e = door::refusal_in(denied, "tls://h:1");
+  REQUIRE(e.has_value());
+  CHECK(e->code() == Errc::unauthenticated);  // not tried again
+  CHECK(e->message() == "tls://h:1: the TLS front door: the route's key is not among this loader's clients");
+  CHECK(e->hints() == std::vector<std::string>{"ask its admin"});
+  // A TLS record, a frame cut short, an offer, a damaged header: no refusal.
+  const Bytes tls_alert = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28};
+  CHECK_FALSE(door::refusal_in(tls_alert, "h").has_value());
+  CHECK_FALSE(door::refusal_in(ByteView(denied).first(denied.size() - 1), "h").has_value());
+  CHECK_FALSE(door::refusal_in(ByteView(denied).first(5), "h").has_value());
+  CHECK_FALSE(door::refusal_in(door::encode(door::offer(door::Ticket{}, Bytes(8, 1))), "h").has_value());
+  Bytes bad = denied;
+  bad[6] = 1;  // reserved
+  CHECK_FALSE(door::refusal_in(bad, "h").has_value());
+}
+
 TEST_CASE("door: nobody listening, and an end that says nothing", "[door]") {
   auto none = door::open(unique_address("nobody"), door::Route{}, 10s);
   REQUIRE_FALSE(none.ok());

@@ -183,6 +183,20 @@ Result<std::shared_ptr<Context>> Context::create(Role role, const Credential& ow
   return c;
 }
 
+namespace {
+
+// A client's socket reads during its handshake: the first bytes kept (Channel::first_bytes).
+long record_first(BIO* b, int oper, const char* argp, size_t, int, long, int ret, size_t* processed) {
+  if (oper == (BIO_CB_READ | BIO_CB_RETURN) && ret > 0 && processed && argp) {
+    auto* first = reinterpret_cast<Bytes*>(BIO_get_callback_arg(b));
+    const size_t n = std::min(*processed, Channel::kFirstBytes - std::min(first->size(), Channel::kFirstBytes));
+    first->insert(first->end(), reinterpret_cast<const uint8_t*>(argp), reinterpret_cast<const uint8_t*>(argp) + n);
+  }
+  return ret;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Channel>> Channel::start(std::shared_ptr<Context> context, int fd) {
   std::unique_ptr<Channel> ch(new Channel());
   ch->fd_ = fd;
@@ -192,8 +206,14 @@ Result<std::unique_ptr<Channel>> Channel::start(std::shared_ptr<Context> context
   ch->ssl_ = ssl;
   if (SSL_set_fd(ssl, fd) != 1) return Error(Errc::io, openssl_error("tls: connection"));
   SSL_set_app_data(ssl, ch.get());
-  if (ch->context_->role() == Context::server) SSL_set_accept_state(ssl);
-  else SSL_set_connect_state(ssl);
+  if (ch->context_->role() == Context::server) {
+    SSL_set_accept_state(ssl);
+  } else {
+    SSL_set_connect_state(ssl);
+    BIO* rbio = SSL_get_rbio(ssl);
+    BIO_set_callback_arg(rbio, reinterpret_cast<char*>(&ch->first_));
+    BIO_set_callback_ex(rbio, record_first);
+  }
   return ch;
 }
 
@@ -231,6 +251,7 @@ Result<Channel::Io> Channel::handshake() {
   const int r = SSL_do_handshake(ssl_of(ssl_));
   if (r == 1) {
     ready_ = true;
+    BIO_set_callback_ex(SSL_get_rbio(ssl_of(ssl_)), nullptr);  // its reads cost nothing more
     return Io::done;
   }
   auto io = io_result(r, "tls handshake");

@@ -94,6 +94,11 @@ public:
   bool ready() const { return ready_; }
   // The handshake's error was the other end closing the connection (not a protocol error).
   bool closed_in_handshake() const { return closed_in_handshake_; }
+  // A client's: the first bytes the other end sent during the handshake (at most
+  // kFirstBytes), for a caller that recognizes what another protocol said in place of TLS
+  // (a front door's refusal, net/door.h).
+  ByteView first_bytes() const { return first_; }
+  static constexpr size_t kFirstBytes = 1024;
   // The other end, once ready.
   const Peer& peer() const { return peer_; }
 
@@ -128,6 +133,7 @@ public:
   void close();
 
 private:
+  Bytes first_;  // first_bytes(), recorded by the socket's read callback until ready
   Channel() = default;
   Result<Io> io_result(int ret, const char* what);
   Result<Io> fill(uint8_t* to, size_t want, size_t* got);

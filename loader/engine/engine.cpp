@@ -125,15 +125,19 @@ struct Engine::Impl {
   std::unique_ptr<Regions> regions;
   std::unique_ptr<CargoStore> kept;
   std::atomic<bool> keeping{false};
-  mutable std::mutex kept_mu;     // guards kept_refused (never held across a load)
-  std::set<Digest> kept_refused;  // kept entries that failed verification
-  bool kept_was_refused(const Digest& d) const {
+  mutable std::mutex kept_mu;  // guards kept_refused (never held across a load)
+  // Kept entries that failed verification since the trust store last changed, each with the
+  // trust directory's refusal (an untrusted or revoked cargo; invoke answers it) or "".
+  std::map<Digest, std::string> kept_refused;
+  bool kept_was_refused(const Digest& d, std::string* why = nullptr) const {
     std::lock_guard<std::mutex> l(kept_mu);
-    return kept_refused.count(d) > 0;
+    auto it = kept_refused.find(d);
+    if (it != kept_refused.end() && why) *why = it->second;
+    return it != kept_refused.end();
   }
-  void kept_refuse(const Digest& d) {
+  void kept_refuse(const Digest& d, std::string why) {
     std::lock_guard<std::mutex> l(kept_mu);
-    kept_refused.insert(d);
+    kept_refused[d] = std::move(why);
   }
   mutable std::shared_mutex mu;  // guards cargos
   std::map<Digest, std::shared_ptr<Loaded>> cargos;
@@ -440,7 +444,12 @@ bool Engine::Impl::load_kept(const Digest& digest) {
   auto r = load(std::move(*bytes));
   if (!r.ok() || r->digest != digest) {  // forged entry: loaded, but not under the digest asked for
     loads_refused++;
-    kept_refuse(digest);
+    std::string why;  // answered to invoke: a push would be refused as well
+    if (!r.ok() && r.error().code() == Errc::revoked)
+      why = "a cargo kept by an earlier worker is refused by the trust directory: " + r.error().message();
+    else if (!r.ok() && r.error().code() == Errc::untrusted)
+      why = "a cargo kept by an earlier worker is no longer trusted: " + r.error().message();
+    kept_refuse(digest, std::move(why));
     log("refused a kept cargo " + to_hex(digest).substr(0, 16) + ": " +
         (r.ok() ? "it is " + to_hex(r->digest).substr(0, 16) : r.error().message()));
     return false;
@@ -505,15 +514,23 @@ void Engine::keep_cargos(bool on) { impl_->keeping = on; }
 
 void Engine::on_load(std::function<void(bool)> hook) { impl_->on_load = std::move(hook); }
 
-size_t Engine::update_trust(TrustStore trust) {
+size_t Engine::update_trust(TrustStore trust, size_t* ran_revoked) {
   std::lock_guard<std::mutex> load_lock(impl_->load_mu);
   impl_->trust = std::move(trust);
+  {
+    std::lock_guard<std::mutex> l(impl_->kept_mu);  // verified again under the new store
+    impl_->kept_refused.clear();
+  }
   std::shared_lock lock(impl_->mu);
   size_t revoked = 0;
+  if (ran_revoked) *ran_revoked = 0;
   for (auto& [digest, c] : impl_->cargos) {
     std::string why = refusal(impl_->trust, *c);
     const bool refused = !why.empty();
-    if (refused && !c->revoked) impl_->log("trust: " + why);
+    if (refused && !c->revoked) {
+      impl_->log("trust: " + why);
+      if (ran_revoked && c->invocations.load() > 0) ++*ran_revoked;
+    }
     std::lock_guard<std::mutex> why_lock(c->why_mu);
     c->why = std::move(why);
     c->revoked = refused;
@@ -563,6 +580,12 @@ std::optional<InvokeResult> Engine::Impl::invoke(const Digest& digest, std::stri
     if (!cargo) {
       invocations.add();
       invocations_failed.add();
+      std::string why;
+      if (kept_was_refused(digest, &why) && !why.empty()) {  // a push would be refused too
+        r.status = wire::ReplyStatus::refused;
+        r.message = why + "; it does not run here";
+        return r;
+      }
       r.status = wire::ReplyStatus::not_loaded;
       r.message = "no cargo with digest " + to_hex(digest) + " is loaded";
       return r;

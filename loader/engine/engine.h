@@ -143,8 +143,9 @@ public:
   // Replaces the trust store (a reloaded trust directory): loaded cargos none of whose
   // signers is trusted any more, or that a rule of the directory refuses (a revoked digest, a
   // version below a minimum), stop running (refused, with the reason) until allowed again.
-  // Returns how many are refused.
-  size_t update_trust(TrustStore trust);
+  // Returns how many are refused; *ran_revoked (if given) receives how many of those refused
+  // now, not before, ran in this process (their code may have left something behind).
+  size_t update_trust(TrustStore trust, size_t* ran_revoked = nullptr);
   // The signed cargo as it was loaded (a forward to a node that lacks it carries it), or
   // nullptr when the digest is not loaded.
   std::shared_ptr<const Bytes> cargo_bytes(const Digest& digest) const;

@@ -521,7 +521,10 @@ TEST_CASE("a cargo loaded by one engine is loaded from the kept cargos by the ne
   EngineConfig untrusting = c;
   auto stranger = Engine::create(untrusting, TrustStore());
   REQUIRE(stranger.ok());
-  CHECK((*stranger)->invoke(digest, "add", i64s(2, 40)).status == wire::ReplyStatus::not_loaded);
+  // ... and answered as a push would be: refused, saying why (not "not loaded": a push would not help).
+  auto refused_run = (*stranger)->invoke(digest, "add", i64s(2, 40));
+  CHECK(refused_run.status == wire::ReplyStatus::refused);
+  CHECK(refused_run.message.find("it does not run here") != std::string::npos);
   CHECK((*stranger)->load_kept(&refused, std::chrono::seconds(10)) == 0);
   CHECK(refused == 1);
   // Bytes damaged in the store (a kernel wrote over them) fail verification.

@@ -63,7 +63,9 @@ check "each tenant has a cache directory of its own" test -d "cache/tenants/$ALI
 
 # A crash in alice's worker replaces hers alone: bob's worker is the same process, serves on,
 # and alice's node memory outlives her worker.
-bob_worker() { grep -o "xcargo-loader\[[0-9]*\]: tenant key-[0-9a-f]*: accepted client from .* (bob)" node.log | tail -1 | grep -o '\[[0-9]*\]' | tr -d '[]'; }
+# worker_of NAME: the worker that accepted NAME's latest connection.
+worker_of() { grep -o "xcargo-loader\[[0-9]*\]: tenant [a-z0-9-]*: accepted client from .* ($1)" node.log | tail -1 | grep -o '\[[0-9]*\]' | tr -d '[]'; }
+bob_worker() { worker_of bob; }
 BOB_PID=$(bob_worker)
 check "bob's worker is known" test -n "$BOB_PID"
 expect 3 'crashed' -- "$X" run memory.xcargo --entry boom --to "$NODE" --identity alice
@@ -74,7 +76,50 @@ eventually 30 "alice is served again, her count kept" bash -c "\"$X\" run memory
 check "bob was served by the same worker" test "$(bob_worker)" = "$BOB_PID"
 
 # A key that is no client is refused at the door, before any worker.
-"$X" keygen -o stranger >>"$DISCARD"
+STRANGER=$("$X" keygen -o stranger | awk '/^key id/ {print $3}')
 expect 5 "not among this loader's clients" -- "$X" ls --to "$NODE" --identity stranger
-check "no worker was started for it" test "$(pgrep -x xcargo-loader -P "$SUPERVISOR" | wc -l)" -eq 3
+check "no worker was started for it" bash -c "! grep -q 'tenant key-$STRANGER' node.log"
+
+# A connection's route picks the tenant's worker, and that worker accepts the tenant's keys
+# alone: routed as alice, bob's proof is refused (and the usual attacks on authentication
+# fail there too).
+expect 0 '' -- bash -c "'$(dirname "$X")/xcargo-auth-attack' --to '$NODE' --key alice --stranger stranger --other-tenant bob --idle-s 30 > attack.out 2>&1"
+check "bob's key is refused by alice's worker" grep -q '^other-tenant: refused: unauthenticated' attack.out
+check "... where alice's own proof is served" grep -q '^control: own proof: ok; ls: served' attack.out
+
+# Revocation ends the workers that ran what it revokes, and anything their kernels left in
+# them; other tenants' workers serve on. A cargo revoked by digest: lab ran it, bob did not.
+expect 0 '^42$' -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --result i64 --to "$NODE" --identity carol
+LAB_PID=$(worker_of carol)
+BOB_PID=$(bob_worker)
+check "lab's and bob's workers are known" test -n "$LAB_PID" -a -n "$BOB_PID"
+digest=$("$X" inspect hello.xcargo --json | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["digest"])')
+echo "sha256:$digest  # revoked by the test" > trust/revoked-cargos.txt
+eventually 30 "lab's worker, which ran the revoked cargo, ends" bash -c "! kill -0 $LAB_PID 2>/dev/null"
+check "its last line says why" grep -q "tenant lab: trust: 1 cargos that ran here are no longer trusted; ending this worker in order" node.log
+expect 1 "revoked" -- "$X" run hello.xcargo --entry add --arg i64:2 --arg i64:40 --to "$NODE" --identity carol
+expect 0 '^3$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity bob
+check "bob's worker, which never ran it, is the same process" test "$(bob_worker)" = "$BOB_PID"
+rm trust/revoked-cargos.txt
+
+# A key removed from the clients file: its tenant ends with its workers (and what its kernels
+# left in them); its connections are refused at the door.
+ALICE_PID=$(worker_of alice)
+check "alice's worker is known" test -n "$ALICE_PID"
+sed -i '/ alice$/d' etc/clients/clients.txt
+eventually 30 "alice's worker ends when her key is removed" bash -c "! kill -0 $ALICE_PID 2>/dev/null"
+eventually 30 "her tenant ends" grep -q "clients: tenant $ALICE has no key any more: its workers end" node.log
+expect 5 "not among this loader's clients" -- "$X" ls --to "$NODE" --identity alice
+expect 5 "not among this loader's clients" -- "$X" ls --to "$TLS" --identity alice
+expect 0 '^4$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity bob
+check "bob's worker is still the same process" test "$(bob_worker)" = "$BOB_PID"
+# One key of a group removed: the group's serving worker is replaced; its other key is served.
+expect 0 '' -- "$X" ls --to "$NODE" --identity dave
+LAB_PID=$(worker_of dave)
+reloads=$(grep -c 'clients: reloaded; [0-9]* tenants' node.log)
+sed -i '/ dave$/d' etc/clients/clients.txt
+eventually 30 "lab's worker, which served dave, ends" bash -c "! kill -0 $LAB_PID 2>/dev/null"
+eventually 30 "the loader rereads its tenants" lines_at_least $((reloads + 1)) 'clients: reloaded; [0-9]* tenants' node.log
+expect 5 "not among this loader's clients" -- "$X" ls --to "$NODE" --identity dave
+expect 0 '^12$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity carol
 finish

@@ -17,7 +17,7 @@ namespace xcargo::test {
 using namespace wire;
 using Clock = std::chrono::steady_clock;
 
-RawClient::RawClient(const char* tool, const std::string& to, bool rma) : tool_(tool) {
+RawClient::RawClient(const char* tool, const std::string& to, bool rma, const door::Route& route) : tool_(tool) {
   auto w = net::UcxWorker::create(false, rma);
   if (!w.ok()) die(tool_, w.error().message(), 2);
   w_ = std::move(*w);
@@ -39,7 +39,7 @@ RawClient::RawClient(const char* tool, const std::string& to, bool rma) : tool_(
   // A loader of this user on this host serves through its same-host door (its UCX has no
   // listener unless it has trusted-network), as the client library does.
   if (door_route(to))
-    if (auto fd = door::connect(to, door::Route{}); fd.ok()) {
+    if (auto fd = door::connect(to, route); fd.ok()) {
       auto offer = door::read_offer(*fd, to, std::chrono::seconds(10));
       if (!offer.ok()) die(tool_, offer.error().message(), 2);
       lifeline_ = offer->fd;

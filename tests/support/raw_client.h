@@ -16,9 +16,9 @@ namespace xcargo::test {
 class RawClient {
 public:
   // Connects to HOST:PORT (rma: this side's context offers one-sided access): through the
-  // same-host door of a loader of this user on this host (its `door` message sent first), else
-  // its UCX listener; dies with the tool's name on failure.
-  RawClient(const char* tool, const std::string& to, bool rma = false);
+  // same-host door of a loader of this user on this host (`route` first, then its `door`
+  // message), else its UCX listener; dies with the tool's name on failure.
+  RawClient(const char* tool, const std::string& to, bool rma = false, const door::Route& route = {});
   // Whether a connection to `to` tries the same-host door first (a loopback address, with
   // System V shared memory allowed by UCX_TLS).
   static bool door_route(const std::string& to);

@@ -1,6 +1,8 @@
 // xcargo-auth-attack: tries to use a loader without proving an authorized key, as a peer on
 // the network would (loader/SECURITY.md, "Clients").
 // usage: xcargo-auth-attack --to HOST:PORT --key AUTHORIZED_KEY --stranger OTHER_KEY [--idle-s S]
+//                           [--other-tenant KEY]
+// Every connection's route (at a same-host door) names AUTHORIZED_KEY.
 //   requests-first  ls, stats, has, push, invoke and region reads before authenticating
 //   stranger        a proof by a key the node does not know
 //   forged          the authorized key's id with a signature by another key
@@ -15,6 +17,8 @@
 //                   the worker keeps answering
 //   flood           20 requests before authenticating: the node closes the connection
 //   old-version     a version 2 hello is answered unsupported_version; a proof after it is not taken
+//   other-tenant    (with --other-tenant) a proof by KEY, authorized but of another tenant, on a
+//                   connection routed to AUTHORIZED_KEY's tenant: refused by that tenant's worker
 //   and a control: the authorized key's own proof is accepted and ls is served.
 // Prints one "ATTACK: outcome" line each; exits 0 when every attack failed as it should, 1
 // when one got through, 2 when the tool itself could not run.
@@ -63,22 +67,32 @@ SigningKey load(const std::string& path) {
 
 int main(int argc, char** argv) {
   const std::string to = test::arg(argc, argv, "--to");
-  if (to.empty()) die("usage: xcargo-auth-attack --to HOST:PORT --key KEY --stranger KEY [--idle-s S]");
+  if (to.empty()) die("usage: xcargo-auth-attack --to HOST:PORT --key KEY --stranger KEY [--idle-s S] [--other-tenant KEY]");
   const SigningKey key = load(test::arg(argc, argv, "--key")), stranger = load(test::arg(argc, argv, "--stranger"));
   const int idle_s = std::atoi(test::arg(argc, argv, "--idle-s", "30").c_str());
+  const door::Route route{key.public_key().raw, ""};
+  auto connect = [&] { return test::RawClient("xcargo-auth-attack", to, false, route); };
+
+  if (const std::string other_path = test::arg(argc, argv, "--other-tenant"); !other_path.empty()) {
+    const SigningKey other = load(other_path);
+    auto c = connect();
+    c.greet();
+    const std::string s = c.prove(c.proof(other));
+    report("other-tenant", s.rfind("unauthenticated", 0) == 0, s);
+  }
 
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     for (uint16_t t = 0; t <= kMaxMsgType; t += 2)
       for (bool flag : {false, true}) c.send(t, {}, flag);
     for (uint16_t t : {21, 255, 4096, 16383, 16384, 32767, 32768, 65534, 65535})
       for (bool flag : {false, true}) c.send(t, {}, flag);
-    test::RawClient probe("xcargo-auth-attack", to);
+    auto probe = connect();
     probe.greet();
     report("stray-types", !probe.lost(), probe.lost() ? "the node went away" : "the node still answers");
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     int answered = 0;
     for (int i = 0; i < 20 && !c.lost(); ++i) answered += c.ask(MsgType::list, encode(RequestOnly{uint64_t(i)}), {}, 3);
@@ -86,14 +100,14 @@ int main(int argc, char** argv) {
     report("flood", c.lost(), std::to_string(answered) + " refusals, then the connection was " + (c.lost() ? "closed" : "left open"));
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet(2);
     const std::string status = status_name(c.hello_reply().status);
     const std::string s = c.prove(c.proof(key));
     report("old-version", status == "unsupported_version" && s != "ok", "hello: " + status + "; proof after it: " + s);
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     if (c.hello_reply().auth != AuthMode::required) die(to + ": the node does not require authentication");
     const Digest d{};
@@ -119,7 +133,7 @@ int main(int argc, char** argv) {
     report("stranger", s.rfind("unauthenticated", 0) == 0, s);
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     Auth forged = c.proof(stranger);
     forged.client_key = key.public_key().raw;  // claims the authorized key
@@ -128,7 +142,7 @@ int main(int argc, char** argv) {
   }
   Auth captured;
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     captured = c.proof(key);
     const std::string s = c.prove(captured);
@@ -146,13 +160,13 @@ int main(int argc, char** argv) {
     report("unsealed", !answered, answered ? "answered" : "dropped unanswered");
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     const std::string s = c.prove(captured);
     report("replay", s.rfind("unauthenticated", 0) == 0, s);
   }
   {
-    test::RawClient c("xcargo-auth-attack", to);
+    auto c = connect();
     c.greet();
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::seconds(idle_s);

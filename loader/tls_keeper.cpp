@@ -33,8 +33,9 @@ using Clock = std::chrono::steady_clock;
 // Messages from a worker read per turn of the keeper's loop (more wait a turn): a flood of
 // them takes turns with connections to accept.
 constexpr int kMessagesPerTurn = 64;
-// Connections held at once, routing or routed and waiting for a worker (each a descriptor of
-// the supervisor's); more wait in the listening socket's backlog.
+// Connections held at once, routed and waiting for a worker or dialled (each a descriptor of
+// the supervisor's); more wait in the listening socket's backlog. Those still routing are
+// kMaxRouting more.
 constexpr size_t kMaxHeld = 512;
 // How long a connection has to send its route (a client sends it at once, in one write), and
 // a dial to connect to its peer.
@@ -93,8 +94,8 @@ struct TlsKeeper::Impl {
     const uint64_t one = 1;
     (void)!::write(wake, &one, sizeof one);
   }
-  size_t held() const {
-    size_t n = routing.size() + dials.size();
+  size_t held() const {  // past their route
+    size_t n = dials.size();
     for (const auto& [name, t] : tenants) n += t.ready.size();
     return n;
   }
@@ -253,6 +254,12 @@ struct TlsKeeper::Impl {
       }
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // a reply leaves at once
+      if (routing.size() >= kMaxRouting) {  // the longest silent makes way
+        ::close(routing.front().fd);
+        routing.erase(routing.begin());
+        note("closed connections that held back their route, to make way for new ones (" + std::to_string(kMaxRouting) +
+             " may be routing at once)");
+      }
       routing.push_back(Routing{fd, {}, Clock::now() + kRouteLimit});
     }
   }

@@ -38,6 +38,12 @@ public:
                                                                std::function<void(const std::string&)> wanted = {});
   ~TlsKeeper();  // stops the thread, closes the socket (connections waiting in it are reset)
 
+  // Connections still sending their route, at most: past it a new connection takes the
+  // place of the one that has waited longest. A client sends its route at once, in its first
+  // write: only a connection that holds it back loses its place, and connections that say
+  // nothing cannot keep others out.
+  static constexpr size_t kMaxRouting = 256;
+
   // HOST:PORT as bound (port 0 resolved).
   const std::string& address() const;
   // The worker that takes `tenant`'s connections from now on, by the keeper's end of its channel (a

@@ -18,6 +18,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <algorithm>
+
+#include <sys/resource.h>
 
 #include "net/door.h"
 #include "net/ucx.h"
@@ -152,6 +155,49 @@ TEST_CASE("tls keeper: a connection without its route first never reaches a work
   char b = 0;
   CHECK((::poll(&p, 1, 10000) == 1 && ::read(s, &b, 1) == 1 && b == 't'));
   ::close(fd);
+  ::close(s);
+}
+
+TEST_CASE("tls keeper: connections that hold back their route cannot keep a client out", "[tls_keeper]") {
+  std::mutex m;
+  std::vector<std::string> lines;
+  auto k = TlsKeeper::open("127.0.0.1:0", {}, {}, [&](const std::string& line) {
+    std::lock_guard<std::mutex> g(m);
+    lines.push_back(line);
+  });
+  REQUIRE(k.ok());
+  FakeWorker w;
+  (*k)->serve("", w.keepers);
+  // More silent connections (or a route's first bytes, then nothing) than may be routing,
+  // and than the keeper holds in all where this process may open enough (both ends are here).
+  rlimit nofile{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, std::min<rlim_t>(nofile.rlim_max, 4096));
+  (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  const size_t n = nofile.rlim_cur >= 1600 ? 700 : TlsKeeper::kMaxRouting + 64;
+  const Bytes route = door::encode(door::route(door::Route{}));
+  std::vector<int> silent;
+  for (size_t i = 0; i < n; ++i) {
+    const int fd = dial((*k)->address(), false);
+    REQUIRE(fd >= 0);
+    if (i % 2) REQUIRE(::write(fd, route.data(), 4) == 4);
+    silent.push_back(fd);
+  }
+  // A client's connection, its route sent at once, still reaches the worker (well before the
+  // silent ones' 2 s are up: the oldest made way for it).
+  const int client = dial((*k)->address());
+  REQUIRE(client >= 0);
+  const int s = w.next();
+  REQUIRE(s >= 0);
+  CHECK(same_connection(client, s));
+  // The oldest silent ones were closed to make way, and the keeper said so.
+  pollfd p{silent.front(), POLLIN, 0};
+  char b;
+  CHECK((::poll(&p, 1, 10000) == 1 && ::read(silent.front(), &b, 1) <= 0));
+  k->reset();  // its thread ends: lines is ours
+  CHECK(std::any_of(lines.begin(), lines.end(), [](const std::string& l) { return l.find("to make way for new ones") != std::string::npos; }));
+  for (int fd : silent) ::close(fd);
+  ::close(client);
   ::close(s);
 }
 

@@ -91,6 +91,12 @@ Status apply_tenants(LoaderConfig& c, const std::string& t) {
   return {};
 }
 
+Status apply_tenant_users(LoaderConfig& c, const std::string& t) {
+  if (t != "dynamic" && t != "shared") return must_be("dynamic or shared");
+  c.tenant_users = t;
+  return {};
+}
+
 }  // namespace
 
 const std::vector<Setting>& settings() {
@@ -111,6 +117,11 @@ const std::vector<Setting>& settings() {
                                     "file, gets workers of its own from its first connection (its own memory, cargos, "
                                     "regions and cache; loader/README.md, \"Tenants\"); single: one set of workers for all",
        apply_tenants, SHOW(c.tenants)},
+      {"tenant-users", "dynamic|shared", "With tenants per-key, started as root: dynamic runs each tenant's workers under a "
+                                         "uid and gid of its own (61184-65519, as systemd's DynamicUser), so no tenant's "
+                                         "kernel can reach another's processes or System V memory; the loader then has no "
+                                         "same-host door (clients use tls-listen). shared: the loader's user (or --user) for all",
+       apply_tenant_users, SHOW(c.tenant_users)},
       {"node-key", "KEY", "This node's private key, which signs its hellos (default: a new one at each start). Mode 0600; "
                           "if encrypted, its passphrase comes from $XCARGO_PASSPHRASE or the terminal", TEXT(node_key)},
       {"cache", "DIR", "Directory for JIT output, kept across restarts", TEXT(cache)},

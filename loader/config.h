@@ -39,6 +39,7 @@ struct LoaderConfig {
   bool log_every_run = false;      // a log line per run instead of RunLog's sums
   std::string clients;     // authorized client keys: a directory of .pub files or a key-list file
   bool allow_anyone = false;  // no client authentication (open, as before; loader/SECURITY.md)
+  std::string tenant_users = "shared";  // dynamic: a uid of its own per tenant (root only; no same-host door)
   std::string tenants = "single";  // per-key: workers of its own for each tenant (tenancy.h); single: one set for all
   std::string node_key;    // this node's private key; empty: a new one at each start
   uint64_t max_memory = 8ull << 30;  // the worker's address space (RLIMIT_AS); 0: no limit

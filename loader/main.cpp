@@ -43,6 +43,7 @@
 #include "supervisor.h"
 #include "tenancy.h"
 #include "tenants.h"
+#include "tenant_users.h"
 #include "tls_keeper.h"
 #include "worker_start.h"
 #include "timing.h"
@@ -728,6 +729,19 @@ Status check_serving(LoaderConfig& cfg, bool exec) {
                                            "before a connection's handshake")
           .hint("serve tenants through the same-host door and the TLS front door (no trusted-network), or leave tenants single");
   }
+  if (cfg.tenant_users == "dynamic" && !exec) {
+    if (cfg.tenants != "per-key")
+      return Error(Errc::invalid_argument, "tenant-users: dynamic is for tenants: per-key").hint("add --tenants per-key");
+    if (::geteuid() != 0)
+      return Error(Errc::invalid_argument, "tenant-users: dynamic: only a loader started as root can give tenants uids of their own")
+          .hint("start the loader as root, or leave tenant-users shared");
+    if (!cfg.user.empty())
+      return Error(Errc::invalid_argument, "tenant-users: dynamic with user " + cfg.user + ": each tenant's workers have a user of their own")
+          .hint("choose one");
+    if (cfg.tls_listen.empty())
+      return Error(Errc::invalid_argument, "tenant-users: dynamic needs tls-listen: workers under other uids have no same-host door")
+          .hint("give it a TLS front door: --tls-listen HOST:PORT (clients then reach it at tls://HOST:PORT)");
+  }
   if (exec && !cfg.log.empty())
     return Error(Errc::invalid_argument, "--log is for a loader that serves --listen")
         .hint("with --exec, the log is stderr of the 'xcargo' that started this loader");
@@ -769,11 +783,13 @@ std::vector<std::string> tls_peers(const LoaderConfig& cfg) {
 Status choose_door(const LoaderConfig& cfg, const Access& access, SupervisorOptions& so) {
   // The door offers a worker's System V shared memory; a worker without it opens none
   // (its clients take the listener, or the TLS front door).
-  auto transports = worker_transports(access.user.has_value(), cfg.trusted_network);
+  const bool dynamic = cfg.tenant_users == "dynamic";  // each tenant's workers another user
+  auto transports = worker_transports(access.user.has_value() || dynamic, cfg.trusted_network);
   if (!transports.ok()) return transports.take_error();
   so.door = net::sysv_enabled(transports->c_str());
   if (!cfg.trusted_network && !so.door && cfg.tls_listen.empty())
-    return Error(Errc::invalid_argument, "nothing could reach this loader: its worker runs as " + access.user->name +
+    return Error(Errc::invalid_argument, "nothing could reach this loader: its worker runs as " +
+                                             (dynamic ? std::string("its tenant's own user") : access.user->name) +
                                              ", whose shared memory this user's clients cannot attach, and without "
                                              "trusted-network UCX takes no connection")
         .hint("give it a TLS front door: --tls-listen HOST:PORT (clients then reach it at tls://HOST:PORT)");
@@ -952,14 +968,20 @@ std::pair<WorkerMain, CompilerMain> worker_mains(SupervisorOptions& so, const Lo
 
 // A tenant's supervision (tenants.h): workers that accept its keys and the node keys alone,
 // with node memory, kept cargos and a cache directory of its own, behind the loader's door.
-Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, const Tenancy& tenancy,
+Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, const Tenancy& tenancy, TenantUsers* users,
                                  const SupervisorOptions& base, DoorKeeper* door, const std::string& tenant) {
   const auto& names = tenancy.names();
   if (std::find(names.begin(), names.end(), tenant) == names.end())
     return Error(Errc::unauthenticated, "no such tenant in the clients file any more");
+  std::optional<sandbox::User> user = access.user;
+  if (users) {
+    auto u = users->of(tenant);
+    XC_TRY(u);
+    user = *u;
+  }
   LoaderConfig tc = cfg;
   if (!cfg.cache.empty()) tc.cache = cfg.cache + "/tenants/" + tenant;
-  XC_TRY(prepare_cache(tc.cache, access.user));
+  XC_TRY(prepare_cache(tc.cache, user));
   auto memory = Regions::create_memory(EngineConfig{}.max_region_bytes);
   XC_TRY(memory);
   auto kept = CargoStore::create_memory(std::min<uint64_t>(cfg.max_cargo, format::kMaxCargoSize));
@@ -973,7 +995,7 @@ Result<TenantRun> prepare_tenant(const LoaderConfig& cfg, const Access& access, 
   run.options.door_keeper = door;
   run.options.ready_file.clear();  // the loader's, written once for all tenants
   run.options.started_notes.clear();
-  const WorkerAccess wa{access.user, tenancy.keys_of(tenant), access.node_key->public_key(), tenant};
+  const WorkerAccess wa{user, tenancy.keys_of(tenant), access.node_key->public_key(), tenant};
   std::tie(run.worker, run.compiler) = worker_mains(run.options, tc, wa);
   return run;
 }
@@ -1094,7 +1116,11 @@ int run_supervisor(LoaderConfig& cfg) {
     tenancy = std::make_unique<SharedTenancy>(std::move(*t));
   }
   std::unique_ptr<DoorKeeper> door;
-  Tenants tenants([&](const std::string& tenant) { return prepare_tenant(cfg, *access, *tenancy->get(), so, door.get(), tenant); });
+  std::optional<TenantUsers> users;
+  if (cfg.tenant_users == "dynamic") users.emplace();
+  Tenants tenants([&](const std::string& tenant) {
+    return prepare_tenant(cfg, *access, *tenancy->get(), users ? &*users : nullptr, so, door.get(), tenant);
+  });
   TlsKeeper::Route route;
   std::function<void(const std::string&)> wanted;
   if (tenancy) {

@@ -61,6 +61,34 @@ check "alice's lines are tagged with her tenant" grep -q "tenant $ALICE: accepte
 check "lab's lines too" grep -q "tenant lab: accepted client from .* (dave)" node.log
 check "each tenant has a cache directory of its own" test -d "cache/tenants/$ALICE" -a -d cache/tenants/lab
 
+# A kernel of one tenant that scans its worker's memory (heap, stacks, anonymous and System V
+# mappings) for another tenant's input, there at the same time, finds none of it; the same
+# scan finds its own tenant's (the control). The input stays live in a kernel (hold) until
+# the scan is done (release).
+"$X" build "$SRC/tests/kernels/adversary.c" -o adv.xcargo --key signer -t x86_64 >>"$DISCARD" 2>&1
+SLOT=$(syscall_slot "$LOADER")
+/usr/bin/python3 - <<'PY'
+import os
+for who in ("alice", "bob"):  # 32 bytes each, new each run
+    secret = b"secret-of-" + who.encode() + b"-" + os.urandom(16).hex().encode()[:31 - len(who) - 10]
+    open(who + ".secret", "wb").write(secret * 4)
+    open(who + ".masked", "wb").write(bytes(b ^ 0x5a for b in secret))
+PY
+# spy_on WHO: what alice's scan finds of WHO's secret while WHO's hold keeps it in WHO's worker.
+spy_on() {
+  "$X" run adv.xcargo --entry hold --input "$1.secret" --result i64 --to "$NODE" --identity "$1" > "hold-$1.out" 2>&1 &
+  local h=$!
+  eventually 30 "$1's kernel holds the secret" bash -c "'$X' run adv.xcargo --entry held --result i64 --to '$NODE' --identity $1 2>>'$DISCARD' | grep -qx 1"
+  "$X" run adv.xcargo --entry escape_find_bytes --arg "u64:$SLOT" --input "$1.masked" --result i64 --to "$NODE" --identity alice 2>>"$DISCARD"
+  "$X" run adv.xcargo --entry release --result i64 --to "$NODE" --identity "$1" >>"$DISCARD" 2>&1
+  wait "$h"
+}
+measure OWN "alice's scan, beside her own input" spy_on alice
+check "the scan finds alice's own input beside it (the control)" test "${OWN:-0}" -ge 1
+measure OTHER "alice's scan, beside bob's input" spy_on bob
+check "alice's kernel finds none of bob's input" test "$OTHER" = 0
+check "bob's kernel ran and saw its input" grep -qx 128 hold-bob.out
+
 # A crash in alice's worker replaces hers alone: bob's worker is the same process, serves on,
 # and alice's node memory outlives her worker.
 # worker_of NAME: the worker that accepted NAME's latest connection.
@@ -122,4 +150,43 @@ eventually 30 "lab's worker, which served dave, ends" bash -c "! kill -0 $LAB_PI
 eventually 30 "the loader rereads its tenants" lines_at_least $((reloads + 1)) 'clients: reloaded; [0-9]* tenants' node.log
 expect 5 "not among this loader's clients" -- "$X" ls --to "$NODE" --identity dave
 expect 0 '^12$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$NODE" --identity carol
+
+# tenant-users: dynamic (a loader started as root): each tenant's workers and compile service
+# under a uid and gid of their own, from 61184-65519, its cache theirs; no same-host door. A
+# kernel then attaches no System V memory but what is open to everyone (the loader above,
+# still running, has segments of root's).
+# The control, and the limit loader/SECURITY.md states: tenants that share the loader's user
+# share System V memory, which a kernel attaches by id (other tenants' workers' segments).
+measure SHARED "what bob's kernel attaches with shared users" \
+  "$X" run adv.xcargo --entry escape_sysv_attach --arg "u64:$SLOT" --result i64 --to "$NODE" --identity bob
+check "with shared users a kernel attaches other segments (the probe works)" test "${SHARED:-0}" -ge 1
+if [ "$(id -u)" = 0 ]; then
+  expect 2 'tenant-users: dynamic is for tenants: per-key' -- "$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 \
+    --trust trust --clients etc/clients/clients.txt --tenant-users dynamic
+  expect 2 'tenant-users: dynamic needs tls-listen' -- "$LOADER" --listen 127.0.0.1:0 --trust trust \
+    --clients etc/clients/clients.txt --tenants per-key --tenant-users dynamic
+  chmod 755 "$TMP"  # the workers' users read the trust directory and the clients file
+  { echo "$(key alice) alice"; echo "$(key bob) bob"; } > etc/clients/dynamic.txt
+  "$LOADER" --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --trust trust --clients etc/clients/dynamic.txt --tenants per-key \
+    --tenant-users dynamic --node-key etc/node --cache dcache --ready-file daddr 2> dnode.log &
+  pids+=($!)
+  diagnose dnode.log
+  wait_file daddr || echo "FAIL: the loader did not start: $(tail -3 dnode.log)"
+  DTLS=$(sed -n 2p daddr)
+  "$X" known-nodes --file known add "${DTLS#tls://}" etc/node.pub >>"$DISCARD" 2>&1
+  check "it says it has no same-host door" grep -q 'no same-host door; clients use the TLS front door' dnode.log
+  expect 0 '^1$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$DTLS" --identity alice
+  expect 0 '^1$' -- "$X" run memory.xcargo --entry add --arg u64:1 --result u64 --to "$DTLS" --identity bob
+  # uid_of NAME: the uid of the worker that accepted NAME in dnode.log.
+  uid_of() {
+    local pid
+    pid=$(grep -o "xcargo-loader\[[0-9]*\]: tenant [a-z0-9-]*: accepted client from .* ($1)" dnode.log | tail -1 | grep -o '\[[0-9]*\]' | tr -d '[]')
+    [ -n "$pid" ] && awk '/^Uid:/ {print $2}' "/proc/$pid/status"
+  }
+  measure AUID "alice's worker's uid" uid_of alice
+  measure BUID "bob's worker's uid" uid_of bob
+  check "alice's and bob's workers run under uids of their own" test "$AUID" -ge 61184 -a "$AUID" -le 65519 -a "$BUID" -ge 61184 -a "$BUID" -le 65519 -a "$AUID" != "$BUID"
+  check "their caches are theirs" test "$(stat -c %u "dcache/tenants/$ALICE")" = "$AUID"
+  expect 0 '^0$' -- "$X" run adv.xcargo --entry escape_sysv_attach --arg "u64:$SLOT" --result i64 --to "$DTLS" --identity alice
+fi
 finish

@@ -370,38 +370,118 @@ static uint64_t hex_at(const char **s) {
     v = v * 16 + (uint64_t)d;
   }
 }
-XC_ENTRY int escape_find_key(xc_ctx *ctx, const void *in, size_t in_len) {
-  if (in_len != 8 + 64) return 1;
-  syscall_fn sys = libc_syscall(in, in_len);
-  const unsigned char *priv = (const unsigned char *)in + 8, *pub = priv + 32;
+/* Counts the copies of each of n masked 32-byte patterns (XORed with 0x5a) in this process's
+ * readable private anonymous mappings up to 1 GiB, its heap and stacks, and (sysv) its System V
+ * segments, into hits[]; 0, or -2 if /proc/self/maps cannot be read. */
+static int scan_memory(xc_ctx *ctx, syscall_fn sys, const unsigned char *masked, int n, int sysv, int64_t *hits) {
   const long cap = 1L << 22;
   char *maps = xc_alloc(ctx, (size_t)cap);
   const long fd = sys(NR_OPENAT, -100L, "/proc/self/maps", 0L, 0L);
-  if (fd < 0) return reply_long(ctx, -2);
-  long n = 0, r;
-  while (n < cap - 1 && (r = sys(NR_READ, fd, maps + n, cap - 1 - n)) > 0) n += r;
+  if (fd < 0) return -2;
+  long got = 0, r;
+  while (got < cap - 1 && (r = sys(NR_READ, fd, maps + got, cap - 1 - got)) > 0) got += r;
   sys(NR_CLOSE, fd);
-  maps[n] = 0;
-  int64_t priv_hits = 0, pub_hits = 0;
+  maps[got] = 0;
+  for (int i = 0; i < n; ++i) hits[i] = 0;
   for (const char *s = maps; *s;) {
     const uint64_t lo = hex_at(&s);
     ++s;
     const uint64_t hi = hex_at(&s);
     ++s;
-    const int readable_private = s[0] == 'r' && s[3] == 'p';
+    const int readable = s[0] == 'r', private_ = s[3] == 'p';
     const char *end = s, *name;
     while (*end && *end != '\n') ++end;
     name = end;
     while (name > s && name[-1] != ' ') --name;
     /* anonymous (no name), or [heap] and [stack]; not files (past their end a read faults) */
     const int anonymous = name == end || (name[0] == '[' && (name[1] == 'h' || name[1] == 's'));
-    if (readable_private && anonymous && hi - lo <= (1ull << 30)) { /* not a sanitizer's shadow */
-      priv_hits += count_masked(lo, hi, priv);
-      pub_hits += count_masked(lo, hi, pub);
-    }
+    const int segment = end - name >= 5 && name[0] == '/' && name[1] == 'S' && name[2] == 'Y' && name[3] == 'S' && name[4] == 'V';
+    if (readable && ((private_ && anonymous) || (sysv && segment)) && hi - lo <= (1ull << 30)) /* not a sanitizer's shadow */
+      for (int i = 0; i < n; ++i) hits[i] += count_masked(lo, hi, masked + 32 * i);
     s = *end ? end + 1 : end;
   }
-  return reply_long(ctx, pub_hits ? priv_hits : -1);
+  return 0;
+}
+XC_ENTRY int escape_find_key(xc_ctx *ctx, const void *in, size_t in_len) {
+  if (in_len != 8 + 64) return 1;
+  int64_t hits[2];
+  if (scan_memory(ctx, libc_syscall(in, in_len), (const unsigned char *)in + 8, 2, 0, hits) != 0) return reply_long(ctx, -2);
+  return reply_long(ctx, hits[1] ? hits[0] : -1);
+}
+/* Another tenant's data, looked for in this worker's memory (loader/README.md, "Tenants"):
+ * input: syscall()'s slot, then a 32-byte pattern XORed with 0x5a. Scans as escape_find_key
+ * does, System V segments too; replies the copies found. */
+XC_ENTRY int escape_find_bytes(xc_ctx *ctx, const void *in, size_t in_len) {
+  if (in_len != 8 + 32) return 1;
+  int64_t hits;
+  if (scan_memory(ctx, libc_syscall(in, in_len), (const unsigned char *)in + 8, 1, 1, &hits) != 0) return reply_long(ctx, -2);
+  return reply_long(ctx, hits);
+}
+/* Keeps its input live in the worker while escape_find_bytes looks: sets its tenant's region
+ * "held" to 1, waits until release sets it to 2 (or about 2^33 turns: a bound, not a clock),
+ * replies the input's length. held replies the flag. */
+XC_ENTRY int hold(xc_ctx *ctx, const void *in, size_t in_len) {
+  size_t len = 0;
+  volatile uint64_t *flag = (volatile uint64_t *)xc_region(ctx, "held", &len);
+  if (!flag) flag = (volatile uint64_t *)xc_region_create(ctx, "held", 8);
+  if (!flag) return 2;
+  *flag = 1;
+  for (uint64_t turns = 0; *flag == 1 && turns < (1ull << 33); ++turns) {
+  }
+  *flag = 0;
+  return reply_long(ctx, (long)in_len);
+}
+XC_ENTRY int release(xc_ctx *ctx, const void *in, size_t in_len) {
+  size_t len = 0;
+  volatile uint64_t *flag = (volatile uint64_t *)xc_region(ctx, "held", &len);
+  if (flag && *flag == 1) *flag = 2;
+  return reply_long(ctx, flag ? 1 : 0);
+}
+XC_ENTRY int held(xc_ctx *ctx, const void *in, size_t in_len) {
+  size_t len = 0;
+  volatile uint64_t *flag = (volatile uint64_t *)xc_region(ctx, "held", &len);
+  return reply_long(ctx, flag ? (long)*flag : 0);
+}
+
+/* Another tenant's System V memory (its worker's UCX segments, its clients' lanes), attached
+ * by id from /proc/sysvipc/shm, read-only, as a kernel of the same uid could: replies how many
+ * segments not open to everyone (mode without o+r) it attached, or -2 if the list cannot be
+ * read. */
+static uint64_t dec_at(const char **s, int base) {
+  uint64_t v = 0;
+  while (**s == ' ' || **s == '-') ++*s; /* a key may print negative: its value is not needed */
+  for (; **s >= '0' && **s <= '9'; ++*s) v = v * (uint64_t)base + (uint64_t)(**s - '0');
+  return v;
+}
+XC_ENTRY int escape_sysv_attach(xc_ctx *ctx, const void *in, size_t in_len) {
+  syscall_fn sys = libc_syscall(in, in_len);
+  const long cap = 1L << 20;
+  char *list = xc_alloc(ctx, (size_t)cap);
+  const long fd = sys(NR_OPENAT, -100L, "/proc/sysvipc/shm", 0L, 0L);
+  if (fd < 0) return reply_long(ctx, -2);
+  long got = 0, r;
+  while (got < cap - 1 && (r = sys(NR_READ, fd, list + got, cap - 1 - got)) > 0) got += r;
+  sys(NR_CLOSE, fd);
+  list[got] = 0;
+  long attached = 0;
+  const char *s = list;
+  while (*s && *s != '\n') ++s; /* the header */
+  while (*s == '\n') {
+    ++s;
+    if (!*s) break;
+    (void)dec_at(&s, 10);                /* key */
+    const long id = (long)dec_at(&s, 10);
+    const uint64_t perms = dec_at(&s, 8);
+    if (!(perms & 04)) {
+      const long p = sys(NR_SHMAT, id, 0L, 010000L /* SHM_RDONLY */);
+      if (p != -1) {
+        ++attached;
+        sys(NR_SHMDT, p);
+      }
+    }
+    while (*s && *s != '\n') ++s;
+  }
+  return reply_long(ctx, attached);
 }
 
 /* A System V shared-memory segment of 16 MiB, touched and left: it outlived the worker and the

@@ -1117,10 +1117,15 @@ int run_supervisor(LoaderConfig& cfg) {
   }
   std::unique_ptr<DoorKeeper> door;
   std::optional<TenantUsers> users;
-  if (cfg.tenant_users == "dynamic") users.emplace();
-  Tenants tenants([&](const std::string& tenant) {
-    return prepare_tenant(cfg, *access, *tenancy->get(), users ? &*users : nullptr, so, door.get(), tenant);
-  });
+  if (cfg.tenant_users == "dynamic") users.emplace(cfg.cache.empty() ? std::string() : cfg.cache + "/tenants");
+  std::unique_ptr<TlsKeeper> tls_keeper;
+  Tenants tenants(
+      [&](const std::string& tenant) {
+        return prepare_tenant(cfg, *access, *tenancy->get(), users ? &*users : nullptr, so, door.get(), tenant);
+      },
+      [&tls_keeper](const std::string& tenant, const std::string&) {  // why: for the log, not for strangers
+        if (tls_keeper) tls_keeper->turn_away(tenant, "its workers could not start");
+      });
   TlsKeeper::Route route;
   std::function<void(const std::string&)> wanted;
   if (tenancy) {
@@ -1129,7 +1134,6 @@ int run_supervisor(LoaderConfig& cfg) {
   }
   // The TLS port is the supervisor's from now until the loader stops: a connection is
   // never refused while it runs, even between workers (tls_keeper.h).
-  std::unique_ptr<TlsKeeper> tls_keeper;
   if (!cfg.tls_listen.empty()) {
     auto k = TlsKeeper::open(cfg.tls_listen, tls_peers(cfg), access->node_key->public_key().raw,
                              [](const std::string& line) { log_line(line); }, route, wanted);

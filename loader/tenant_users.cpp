@@ -4,7 +4,10 @@
 #include <grp.h>
 #include <pwd.h>
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 namespace xcargo::loader {
@@ -23,6 +26,19 @@ bool named(uid_t id) {
 }
 
 }  // namespace
+
+TenantUsers::TenantUsers(const std::string& tenants_dir) {
+  std::error_code ec;
+  if (tenants_dir.empty() || !std::filesystem::is_directory(tenants_dir, ec)) return;
+  for (const auto& e : std::filesystem::directory_iterator(tenants_dir, ec)) {
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_uid < kFirst || st.st_uid > kLast || taken_.count(st.st_uid)) continue;
+    const std::string name = e.path().filename().string();
+    taken_.insert(st.st_uid);
+    given_[name] = sandbox::User{"xcargo-" + name, st.st_uid, gid_t(st.st_uid)};
+  }
+}
 
 Result<sandbox::User> TenantUsers::of(const std::string& tenant) {
   std::lock_guard<std::mutex> g(m_);

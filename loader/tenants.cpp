@@ -28,6 +28,8 @@ constexpr auto kTenantRetry = std::chrono::seconds(5);
 
 struct Tenants::Impl {
   Prepare prepare;
+  Unavailable unavailable;
+  std::map<std::string, std::string> why_not;  // the last reason each tenant could not start
   int wake = -1;
   mutable std::mutex m;
   std::set<std::string> wanted;  // since the last turn, guarded by m
@@ -46,14 +48,20 @@ struct Tenants::Impl {
 
   void start(const std::string& tenant, const std::atomic<bool>& stop) {
     if (running.count(tenant)) return;
-    if (auto r = retry_at.find(tenant); r != retry_at.end() && Clock::now() < r->second) return;
+    if (auto r = retry_at.find(tenant); r != retry_at.end() && Clock::now() < r->second) {
+      if (unavailable && why_not.count(tenant)) unavailable(tenant, why_not[tenant]);
+      return;
+    }
     auto prepared = prepare(tenant);
     if (!prepared.ok()) {
       log_line("tenant " + tenant + ": cannot start its workers: " + prepared.error().message() + "; tried again on a later connection");
       flush_log();
       retry_at[tenant] = Clock::now() + kTenantRetry;
+      why_not[tenant] = prepared.error().message();
+      if (unavailable) unavailable(tenant, why_not[tenant]);
       return;
     }
+    why_not.erase(tenant);
     auto r = std::make_unique<Running>();
     r->run = std::make_unique<TenantRun>(std::move(*prepared));
     Running* p = r.get();
@@ -92,8 +100,9 @@ struct Tenants::Impl {
   }
 };
 
-Tenants::Tenants(Prepare prepare) : impl_(std::make_unique<Impl>()) {
+Tenants::Tenants(Prepare prepare, Unavailable unavailable) : impl_(std::make_unique<Impl>()) {
   impl_->prepare = std::move(prepare);
+  impl_->unavailable = std::move(unavailable);
   impl_->wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 

@@ -28,7 +28,11 @@ public:
   // prepare(tenant): a tenant's supervision, or why it cannot run now (logged; tried again
   // on a later connection).
   using Prepare = std::function<Result<TenantRun>(const std::string& tenant)>;
-  explicit Tenants(Prepare prepare);
+  // unavailable(tenant, why): a tenant's workers cannot start now (its connections waiting
+  // can be told); called from run()'s thread, again for each connection that wants it
+  // before its next try.
+  using Unavailable = std::function<void(const std::string& tenant, const std::string& why)>;
+  explicit Tenants(Prepare prepare, Unavailable unavailable = {});
   ~Tenants();  // joins every supervision (run() has returned: stop was set)
 
   // A connection waits for tenant: its supervision starts unless it runs. Any thread.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <set>
 #include <map>
 #include <cstring>
 #include <mutex>
@@ -40,6 +41,9 @@ constexpr size_t kMaxHeld = 512;
 // How long a connection has to send its route (a client sends it at once, in one write), and
 // a dial to connect to its peer.
 constexpr auto kRouteLimit = std::chrono::milliseconds(2000);
+// How long a routed connection waits for its tenant's worker: a first worker starts in about
+// 0.2 s, and a client gives up connecting after 5 s.
+constexpr auto kWaitLimit = std::chrono::milliseconds(10000);
 constexpr auto kDialLimit = std::chrono::milliseconds(5000);
 
 struct TlsKeeper::Impl {
@@ -65,13 +69,18 @@ struct TlsKeeper::Impl {
   std::condition_variable applied_cv;
   bool stop = false;
   std::vector<std::pair<std::string, int>> changes;  // serve()'s (tenant, channel), in order
+  std::vector<std::pair<std::string, std::string>> turned_away;  // turn_away()'s (tenant, why)
   uint64_t wanted = 0, applied = 0;  // serve() calls made, and taken up by the thread
 
   // The thread's own: each tenant's serving worker's channel (the keeper's copy), and the
   // connections routed to it that it has not taken yet (the channel full, or no worker).
+  struct Waiting {
+    int fd = -1;
+    Clock::time_point since;
+  };
   struct Tenant {
     int channel = -1;
-    std::deque<int> ready;
+    std::deque<Waiting> ready;
   };
   std::map<std::string, Tenant> tenants;
   struct Routing {
@@ -107,8 +116,8 @@ struct TlsKeeper::Impl {
   // Passes t's oldest routed connection to its serving worker; false if the channel cannot
   // take it now (full: wait for room; gone: connections wait for the next worker).
   bool pass(Tenant& t) {
-    if (sandbox::send_fd(t.channel, t.ready.front(), "c")) {
-      ::close(t.ready.front());
+    if (sandbox::send_fd(t.channel, t.ready.front().fd, "c")) {
+      ::close(t.ready.front().fd);
       t.ready.pop_front();
       passed.fetch_add(1, std::memory_order_relaxed);
       return true;
@@ -199,6 +208,32 @@ struct TlsKeeper::Impl {
     return fd;
   }
 
+  // Answers fd in place of TLS with a door frame (denied, or refused: try later) and closes it.
+  // A fresh socket's buffer takes the frame at once: the keeper does not wait.
+  static void answer_instead(int fd, door::Kind kind, const std::string& why, const std::string& hint) {
+    const std::string text = why + "\n" + hint;
+    (void)door::write_frame(fd, door::Frame{kind, Bytes(text.begin(), text.end())}, std::chrono::milliseconds(0));
+    // The ClientHello that followed the route, read away: closed with bytes unread, the
+    // socket would reset the connection, and the client could lose the frame.
+    uint8_t junk[4096];
+    for (int k = 0; k < 4 && ::recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; ++k) {
+    }
+    ::close(fd);
+  }
+
+  // Full: the connection that has waited longest for a worker is closed, so that routes keep
+  // being read (a tenant whose workers do not start cannot keep the others' clients out).
+  void make_way() {
+    Tenant* oldest = nullptr;
+    for (auto& [name, t] : tenants)
+      if (!t.ready.empty() && (!oldest || t.ready.front().since < oldest->ready.front().since)) oldest = &t;
+    if (!oldest) return;
+    ::close(oldest->ready.front().fd);
+    oldest->ready.pop_front();
+    note("closed the connection that had waited longest for its tenant's worker, to make way (" + std::to_string(kMaxHeld) +
+         " held at most)");
+  }
+
   // Reads what a connection sent of its route; a whole one is ready to pass, anything else
   // closes it (nothing of TLS has been said yet: no alert to send).
   void read_routing(size_t i) {
@@ -209,20 +244,13 @@ struct TlsKeeper::Impl {
         return;
       case door::RouteStep::done:
         if (auto tenant = route ? route(r) : Result<std::string>(std::string()); tenant.ok()) {
+          if (held() >= kMaxHeld) make_way();
           Tenant& t = tenants[*tenant];
-          t.ready.push_back(routing[i].fd);
+          t.ready.push_back(Waiting{routing[i].fd, Clock::now()});
           if (t.channel < 0 && wanted_tenant) wanted_tenant(*tenant);
-        } else {  // a fresh socket's buffer takes the frame at once: the keeper does not wait
-          const std::string text = "the TLS front door: " + tenant.error().message() +
-                                   "\nthe loader's admin lists a client's key in its clients file";
-          (void)door::write_frame(routing[i].fd, door::Frame{door::Kind::denied, Bytes(text.begin(), text.end())},
-                                  std::chrono::milliseconds(0));
-          // The ClientHello that followed the route, read away: closed with bytes unread, the
-          // socket would reset the connection, and the client could lose the frame.
-          uint8_t junk[4096];
-          for (int k = 0; k < 4 && ::recv(routing[i].fd, junk, sizeof junk, MSG_DONTWAIT) > 0; ++k) {
-          }
-          ::close(routing[i].fd);
+        } else {
+          answer_instead(routing[i].fd, door::Kind::denied, "the TLS front door: " + tenant.error().message(),
+                         "the loader's admin lists a client's key in its clients file");
           note("denied a connection's route: " + tenant.error().message());
         }
         break;
@@ -242,7 +270,7 @@ struct TlsKeeper::Impl {
   }
 
   void accept_some() {
-    for (int i = 0; i < 64 && held() < kMaxHeld; ++i) {
+    for (int i = 0; i < 64; ++i) {  // bounded past: routing (kMaxRouting), held (make_way)
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -275,6 +303,14 @@ struct TlsKeeper::Impl {
       } else {
         ++i;
       }
+    for (auto& [name, t] : tenants)
+      while (!t.ready.empty() && now - t.ready.front().since > kWaitLimit) {
+        answer_instead(t.ready.front().fd, door::Kind::refused, "the TLS front door: no worker of this client's tenant took the connection within " +
+                                                                    std::to_string(kWaitLimit.count() / 1000) + " s",
+                       "the loader's log says why; try again later");
+        t.ready.pop_front();
+        note("closed connections that waited too long for their tenant's worker");
+      }
     for (size_t i = 0; i < dials.size();)
       if (now > dials[i].until) {
         const Dial d = dials[i];
@@ -292,6 +328,14 @@ struct TlsKeeper::Impl {
       {
         std::lock_guard<std::mutex> g(m);
         if (stop) break;
+        for (auto& [name, why] : turned_away) {
+          Tenant& t = tenants[name];
+          for (const Waiting& w : t.ready)
+            answer_instead(w.fd, door::Kind::refused, "the TLS front door: this client's tenant cannot be served now: " + why,
+                           "the loader's log says why; try again later");
+          t.ready.clear();
+        }
+        turned_away.clear();
         if (applied != wanted) {
           for (auto& [name, chan] : changes) {
             Tenant& t = tenants[name];
@@ -310,7 +354,7 @@ struct TlsKeeper::Impl {
       expire();
       fds.clear();
       fds.push_back({wake, POLLIN, 0});
-      fds.push_back({listener, short(held() < kMaxHeld ? POLLIN : 0), 0});
+      fds.push_back({listener, POLLIN, 0});
       // What each worker says on its channel (dials, and whatever a kernel writes there), and
       // room in it for a routed connection.
       std::vector<Tenant*> polled;
@@ -324,6 +368,10 @@ struct TlsKeeper::Impl {
       const size_t first_routing = fds.size();
       for (const Routing& r : routing) fds.push_back({r.fd, POLLIN, 0});
       for (const Dial& d : dials) fds.push_back({d.fd, POLLOUT, 0});
+      // Connections waiting for a worker: only their hang-up is looked at (then closed here).
+      const size_t first_waiting = fds.size();
+      for (auto& [name, t] : tenants)
+        for (const Waiting& w : t.ready) fds.push_back({w.fd, POLLRDHUP, 0});
       if (::poll(fds.data(), fds.size(), routing.empty() && dials.empty() ? -1 : 100) < 0 && errno != EINTR) {
         log("the TLS front door's keeper cannot wait: " + std::string(std::strerror(errno)) + "; retrying");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -343,6 +391,19 @@ struct TlsKeeper::Impl {
         dials.erase(dials.begin() + long(*it));
         finish_dial(d);
       }
+      std::set<int> hung_up;
+      for (size_t i = first_waiting; i < fds.size(); ++i)
+        if (fds[i].revents) hung_up.insert(fds[i].fd);
+      if (!hung_up.empty())
+        for (auto& [name, t] : tenants)
+          for (auto it = t.ready.begin(); it != t.ready.end();) {
+            if (!hung_up.count(it->fd)) {
+              ++it;
+              continue;
+            }
+            ::close(it->fd);
+            it = t.ready.erase(it);
+          }
       for (auto it = routed.rbegin(); it != routed.rend(); ++it) read_routing(*it);
       for (size_t i = 0; i < polled.size(); ++i) {
         if (fds[2 + i].revents & POLLIN) from_worker(*names[i], *polled[i], kMessagesPerTurn);
@@ -353,7 +414,7 @@ struct TlsKeeper::Impl {
     }
     for (const Routing& r : routing) ::close(r.fd);
     for (auto& [name, t] : tenants) {
-      for (int fd : t.ready) ::close(fd);
+      for (const Waiting& w : t.ready) ::close(w.fd);
       drop_channel(t);
     }
     for (const Dial& d : dials) ::close(d.fd);
@@ -425,6 +486,12 @@ void TlsKeeper::serve(const std::string& tenant, int channel_fd) {
   impl_->poke();
   // The thread never blocks but in poll, which the poke ends: this wait is short.
   impl_->applied_cv.wait(g, [&] { return impl_->applied >= mine; });
+}
+
+void TlsKeeper::turn_away(const std::string& tenant, const std::string& why) {
+  std::lock_guard<std::mutex> g(impl_->m);
+  impl_->turned_away.emplace_back(tenant, why);
+  impl_->poke();
 }
 
 TlsKeeper::~TlsKeeper() {

@@ -53,6 +53,12 @@ public:
   // between workers. Once it returns, no connection goes to the one before. The keeper
   // keeps a copy of the channel; the caller's stays its own.
   void serve(const std::string& tenant, int channel_fd);
+  // The connections waiting for `tenant`'s worker are answered `refused` (why, in place of
+  // TLS: the client reports it and may try later) and closed; for a tenant whose workers
+  // cannot start. Any thread. Routed connections wait at most 10 s in any case, and past
+  // kMaxHeld the one that has waited longest is closed: connections for a tenant without a
+  // worker cannot keep others' clients out.
+  void turn_away(const std::string& tenant, const std::string& why);
   // Connections passed to workers so far, and dials made for them (for tests).
   uint64_t passed() const;
   uint64_t dialed() const;

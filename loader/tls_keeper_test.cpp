@@ -201,6 +201,55 @@ TEST_CASE("tls keeper: connections that hold back their route cannot keep a clie
   ::close(s);
 }
 
+TEST_CASE("tls keeper: connections for a tenant without a worker cannot keep others out, and can be turned away", "[tls_keeper]") {
+  std::mutex m;
+  std::vector<std::string> lines;
+  auto k = TlsKeeper::open(
+      "127.0.0.1:0", {}, {},
+      [&](const std::string& line) {
+        std::lock_guard<std::mutex> g(m);
+        lines.push_back(line);
+      },
+      [](const door::Route& r) -> Result<std::string> { return std::string(r.key[0] == 1 ? "a" : "b"); });
+  REQUIRE(k.ok());
+  FakeWorker a;
+  (*k)->serve("a", a.keepers);
+  rlimit nofile{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, std::min<rlim_t>(nofile.rlim_max, 4096));
+  (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  // More whole routes for b (no worker: they wait) than the keeper holds, where this process
+  // may open that many (both ends are here).
+  const size_t n = nofile.rlim_cur >= 1400 ? 600 : 200;
+  std::vector<int> waiting;
+  for (size_t i = 0; i < n; ++i) {
+    const int fd = dial((*k)->address(), true, 2);
+    REQUIRE(fd >= 0);
+    waiting.push_back(fd);
+  }
+  // a's client still reaches a's worker.
+  const int ca = dial((*k)->address(), true, 1);
+  const int sa = a.next();
+  REQUIRE(sa >= 0);
+  CHECK(same_connection(ca, sa));
+  // b cannot be served now: its connections are told so (refused: try later), in place of TLS.
+  (*k)->turn_away("b", "its workers could not start");
+  auto told = door::read_frame(waiting.back(), std::chrono::seconds(10), "the keeper");
+  REQUIRE(told.ok());
+  CHECK(told->kind == door::Kind::refused);
+  CHECK(std::string(told->body.begin(), told->body.end()).find("cannot be served now: its workers could not start") != std::string::npos);
+  if (n > 512) {  // the oldest made way, and the keeper said so
+    pollfd p{waiting.front(), POLLIN, 0};
+    char b;
+    CHECK((::poll(&p, 1, 10000) == 1 && ::read(waiting.front(), &b, 1) <= 0));
+    k->reset();
+    CHECK(std::any_of(lines.begin(), lines.end(), [](const std::string& l) { return l.find("to make way") != std::string::npos; }));
+  }
+  for (int fd : waiting) ::close(fd);
+  ::close(ca);
+  ::close(sa);
+}
+
 TEST_CASE("tls keeper: each route reaches its tenant's worker; a tenant without one is asked for", "[tls_keeper]") {
   std::mutex m;
   std::vector<std::string> wanted;

@@ -122,6 +122,7 @@ check "no worker was started for it" bash -c "! grep -q 'tenant key-$STRANGER' n
 # A connection's route picks the tenant's worker, and that worker accepts the tenant's keys
 # alone: routed as alice, bob's proof is refused (and the usual attacks on authentication
 # fail there too).
+eventually 30 "alice is served after her crash loop" "$X" ls --to "$NODE" --identity alice
 expect 0 '' -- bash -c "'$(dirname "$X")/xcargo-auth-attack' --to '$NODE' --key alice --stranger stranger --other-tenant bob --idle-s 30 > attack.out 2>&1"
 check "bob's key is refused by alice's worker" grep -q '^other-tenant: refused: unauthenticated' attack.out
 check "... where alice's own proof is served" grep -q '^control: own proof: ok; ls: served' attack.out

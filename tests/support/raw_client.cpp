@@ -40,7 +40,7 @@ RawClient::RawClient(const char* tool, const std::string& to, bool rma, const do
   // listener unless it has trusted-network), as the client library does.
   if (door_route(to))
     if (auto fd = door::connect(to, route); fd.ok()) {
-      auto offer = door::read_offer(*fd, to, std::chrono::seconds(10));
+      auto offer = door::read_offer(*fd, to, std::chrono::seconds(30));  // a ceiling: a worker restarting on a busy machine
       if (!offer.ok()) die(tool_, offer.error().message(), 2);
       lifeline_ = offer->fd;
       ticket_ = offer->ticket;

@@ -65,9 +65,9 @@ private:
 
 // The service's loop: serves the connections handed over on control_fd until it closes, each
 // until its worker's end closes or the supervisor says the worker ended. At most
-// kMaxConnections at once (a worker, its standby, those ending): past that, the oldest is
-// closed. Returns the process's exit code.
-inline constexpr size_t kMaxConnections = 16;
+// kMaxConnections at once (each tenant's worker, its standby, those ending: 4 each for 128
+// tenants): past that, the oldest is closed. Returns the process's exit code.
+inline constexpr size_t kMaxConnections = 512;
 int serve(int control_fd, const class NodeKey& key, bool client_proofs = true);
 
 }  // namespace xcargo::loader::keys

@@ -59,6 +59,17 @@ struct FakeWorker {
   }
 };
 
+// Raises this process's soft limit on open files toward 4096 (its hard limit allowing);
+// returns the limit now.
+rlim_t raise_open_files() {
+  rlimit nofile{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, std::min<rlim_t>(nofile.rlim_max, 4096));
+  (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
+  return nofile.rlim_cur;
+}
+
 // A client's connection to `at`, its route (key[0] = first) sent first unless `route` is
 // false: its socket, or -1 with errno.
 int dial(const std::string& at, bool route = true, uint8_t first = 0) {
@@ -170,11 +181,8 @@ TEST_CASE("tls keeper: connections that hold back their route cannot keep a clie
   (*k)->serve("", w.keepers);
   // More silent connections (or a route's first bytes, then nothing) than may be routing,
   // and than the keeper holds in all where this process may open enough (both ends are here).
-  rlimit nofile{};
-  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
-  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, std::min<rlim_t>(nofile.rlim_max, 4096));
-  (void)::setrlimit(RLIMIT_NOFILE, &nofile);
-  const size_t n = nofile.rlim_cur >= 1600 ? 700 : TlsKeeper::kMaxRouting + 64;
+  const rlim_t open_max = raise_open_files();
+  const size_t n = open_max >= 1600 ? 700 : TlsKeeper::kMaxRouting + 64;
   const Bytes route = door::encode(door::route(door::Route{}));
   std::vector<int> silent;
   for (size_t i = 0; i < n; ++i) {
@@ -214,13 +222,10 @@ TEST_CASE("tls keeper: connections for a tenant without a worker cannot keep oth
   REQUIRE(k.ok());
   FakeWorker a;
   (*k)->serve("a", a.keepers);
-  rlimit nofile{};
-  REQUIRE(::getrlimit(RLIMIT_NOFILE, &nofile) == 0);
-  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, std::min<rlim_t>(nofile.rlim_max, 4096));
-  (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  const rlim_t open_max = raise_open_files();
   // More whole routes for b (no worker: they wait) than the keeper holds, where this process
   // may open that many (both ends are here).
-  const size_t n = nofile.rlim_cur >= 1400 ? 600 : 200;
+  const size_t n = open_max >= 1400 ? 600 : 200;
   std::vector<int> waiting;
   for (size_t i = 0; i < n; ++i) {
     const int fd = dial((*k)->address(), true, 2);
